@@ -1,0 +1,35 @@
+/**
+ * The contract between the coordinator state machine (defined once, in CDK) and the coordinator
+ * function that performs its tasks. The state machine passes `CoordinatorTaskInput` as the Lambda
+ * payload; the function answers with the matching output.
+ */
+
+export type CoordinatorTaskInput =
+  /** allocate the next checkpoint id; fails with CheckpointInFlightError if one is still open */
+  | { readonly action: 'allocate'; readonly savepoint?: boolean }
+  /** inject barrier n into every open shard of every source stream (idempotent) */
+  | { readonly action: 'inject'; readonly checkpointId: number }
+  /** register the task token; the instance whose ack completes the set calls SendTaskSuccess */
+  | { readonly action: 'await'; readonly checkpointId: number; readonly taskToken: string }
+  /** mark n COMPLETED, publish every unpublished sink epoch below n, expire what no retained checkpoint needs */
+  | { readonly action: 'commit'; readonly checkpointId: number }
+  /** mark n ABORTED and still deliver barrier n to every source shard */
+  | { readonly action: 'abort'; readonly checkpointId: number; readonly reason?: unknown };
+
+export interface AllocateOutput {
+  readonly checkpointId: number;
+}
+export interface InjectOutput {
+  readonly checkpointId: number;
+  readonly shards: number;
+}
+export interface CommitOutput {
+  readonly checkpointId: number;
+  readonly published: number;
+}
+export interface AbortOutput {
+  readonly checkpointId: number;
+}
+
+/** Name of the error a Lambda task throws when a checkpoint is already in flight (retried by the state machine). */
+export const CHECKPOINT_IN_FLIGHT = 'CheckpointInFlightError';

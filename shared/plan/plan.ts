@@ -1,0 +1,121 @@
+/**
+ * The plan: a job turned into plain, serialisable data. One planner (`planJob`) produces it; the CDK
+ * construct, the local runner, the Lambda functions and the tests all read the same plan, so there is
+ * never a second description of a job. User functions are not part of the plan: the runtime looks
+ * them up by operator id in the job definition that is bundled beside it.
+ */
+
+/** How records of one stage reach the instances of the next. */
+export type Partitioning =
+  /** by key group of the record's key (keyBy) */
+  | 'key'
+  /** round robin over the downstream shards */
+  | 'rebalance'
+  /** every downstream shard gets every record */
+  | 'broadcast';
+
+export type RecordFormat = 'json' | 'text' | 'binary';
+
+export type OperatorKind =
+  | 'source'
+  | 'map'
+  | 'filter'
+  | 'flatMap'
+  | 'process'
+  | 'reduce'
+  | 'window'
+  | 'exchange'
+  | 'sink';
+
+export interface PlanStateDecl {
+  /** state name, unique per operator */
+  readonly name: string;
+  readonly kind: 'value' | 'list' | 'map' | 'reducing' | 'aggregating';
+  readonly scope: 'keyed' | 'operator';
+}
+
+export interface PlanOperator {
+  /** stable id, unique in the job (`op3-process`) */
+  readonly id: string;
+  readonly kind: OperatorKind;
+  /** user-facing name (defaults to the kind) */
+  readonly name: string;
+  /** ids of the operators of the same stage that feed this one; empty for the stage's entry */
+  readonly inputs: readonly string[];
+  /** true when the operator runs on a keyed stream */
+  readonly keyed: boolean;
+  readonly state: readonly PlanStateDecl[];
+  /** set on `exchange` operators: the stage the records go to and how they are spread */
+  readonly exchange?: { readonly toStage: string; readonly partitioning: Partitioning };
+  /** set on `sink` operators */
+  readonly sink?: PlanSink;
+  /** set on `source` operators */
+  readonly source?: PlanSource;
+}
+
+export interface PlanSource {
+  readonly id: string;
+  readonly kind: 'kinesis';
+  /** logical name; the physical stream name comes from `resourceNames` unless `streamName` is given */
+  readonly name: string;
+  /** an existing stream to read instead of one the job creates */
+  readonly streamName?: string;
+  readonly shards: number;
+  readonly format: RecordFormat;
+  /** KPL-aggregated records are de-aggregated before decoding */
+  readonly deaggregate: boolean;
+}
+
+export interface PlanSink {
+  readonly id: string;
+  readonly kind: 'dynamodb-upsert' | 'collect';
+  readonly name: string;
+  /** the guarantee the sink gives, as shown by `describe` */
+  readonly guarantee: string;
+  /** for dynamodb-upsert: the table's partition key attribute */
+  readonly keyAttribute?: string;
+  /** for dynamodb-upsert: an existing table to write instead of one the job creates */
+  readonly tableName?: string;
+}
+
+export interface PlanStage {
+  /** `s0`, `s1`, ... in topological order */
+  readonly id: string;
+  /** readable name made of the chained operators' names */
+  readonly name: string;
+  /** number of parallel instances = shards of the stage's input stream */
+  readonly parallelism: number;
+  /** what feeds the stage: a source stream, or the exchange of one or more upstream stages */
+  readonly input:
+    | { readonly kind: 'source'; readonly sourceId: string }
+    | { readonly kind: 'exchange'; readonly fromStages: readonly string[]; readonly keyed: boolean };
+  /** the chain, in topological order */
+  readonly operators: readonly PlanOperator[];
+  /** true when an operator of the stage holds state (it then flushes at checkpoints) */
+  readonly stateful: boolean;
+}
+
+export interface CheckpointSettings {
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+  readonly minPauseMs: number;
+  /** completed checkpoints kept for restores */
+  readonly retained: number;
+  /** the coordinator workflow continues as a new execution after this many checkpoints */
+  readonly continueAsNewAfter: number;
+}
+
+export interface Plan {
+  readonly formatVersion: 1;
+  readonly job: string;
+  /** sha-256 of the plan's canonical JSON without this field */
+  readonly hash: string;
+  /** key groups; fixed for the life of the job's state */
+  readonly maxParallelism: number;
+  readonly mode: 'exactly-once' | 'at-least-once';
+  readonly poisonPolicy: 'fail' | 'dead-letter';
+  readonly checkpoint: CheckpointSettings;
+  readonly sources: readonly PlanSource[];
+  readonly sinks: readonly PlanSink[];
+  readonly stages: readonly PlanStage[];
+}
