@@ -75,4 +75,8 @@ export const ENV = {
   prefix: 'SLUICE_PREFIX',
   /** stage id a stage function runs (`s1`) */
   stage: 'SLUICE_STAGE',
+  /** the data bucket, when its name is not `resourceNames(...).bucket` (CDK lets AWS name buckets) */
+  bucket: 'SLUICE_BUCKET',
+  /** log level for the functions' structured logs */
+  logLevel: 'POWERTOOLS_LOG_LEVEL',
 } as const;

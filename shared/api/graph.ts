@@ -1,0 +1,80 @@
+/**
+ * The logical graph a job builder records: one node per user call. It holds the user's functions,
+ * so it is not part of the (serialisable) plan; the planner reads it and the runtime looks functions
+ * up in it by node id.
+ */
+import type { Partitioning, PlanSink, PlanSource } from '../plan/plan.js';
+import type { StateDescriptor } from './state.js';
+import type { Key, KeyedProcessFunction, RecordContext } from './types.js';
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- the graph is heterogeneous by nature: each
+   node's record types are checked by the typed builder that created it, not here. */
+export type AnyFn = (...args: any[]) => any;
+
+interface NodeBase {
+  readonly id: string;
+  name: string;
+  readonly inputs: readonly LogicalNode[];
+}
+
+export interface SourceNode extends NodeBase {
+  readonly kind: 'source';
+  readonly spec: PlanSource;
+  /** turns one decoded raw record into the user's type; throwing marks the record as poison */
+  readonly parse?: (raw: unknown) => unknown;
+  readonly timestamp?: (value: any) => number;
+}
+export interface MapNode extends NodeBase {
+  readonly kind: 'map';
+  readonly fn: (value: any, ctx: RecordContext) => unknown;
+}
+export interface FilterNode extends NodeBase {
+  readonly kind: 'filter';
+  readonly fn: (value: any, ctx: RecordContext) => boolean;
+}
+export interface FlatMapNode extends NodeBase {
+  readonly kind: 'flatMap';
+  readonly fn: (value: any, ctx: RecordContext) => Iterable<unknown>;
+}
+export interface ExchangeNode extends NodeBase {
+  readonly kind: 'exchange';
+  readonly partitioning: Partitioning;
+  readonly keySelector?: (value: any) => Key;
+  readonly parallelism?: number;
+}
+export interface ProcessNode extends NodeBase {
+  readonly kind: 'process';
+  readonly fn: KeyedProcessFunction<Key, any, any>;
+  readonly state: readonly StateDescriptor<unknown>[];
+}
+export interface ReduceNode extends NodeBase {
+  readonly kind: 'reduce';
+  readonly fn: (acc: any, value: any) => unknown;
+  readonly state: readonly StateDescriptor<unknown>[];
+}
+export interface SinkNode extends NodeBase {
+  readonly kind: 'sink';
+  readonly spec: PlanSink;
+  readonly sink: SinkDefinition<any>;
+}
+
+export type LogicalNode =
+  | SourceNode
+  | MapNode
+  | FilterNode
+  | FlatMapNode
+  | ExchangeNode
+  | ProcessNode
+  | ReduceNode
+  | SinkNode;
+
+/** What a sink factory returns; the runtime picks the writer by `spec.kind`. */
+export interface SinkDefinition<T> {
+  readonly spec: PlanSink;
+  /** for upsert sinks: the row's key */
+  readonly key?: (value: T) => string;
+  /** for upsert sinks: the row's attributes besides the key (default: the value itself) */
+  readonly item?: (value: T) => Record<string, unknown>;
+  /** phantom field that carries T */
+  readonly __type?: T;
+}

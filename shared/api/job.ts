@@ -1,0 +1,210 @@
+/**
+ * The job builder: a DataStream-style API that records a logical graph. Record types flow through
+ * the generics, so a `map` after a `filter` sees the filtered type and a sink accepts only what the
+ * stream carries. Nothing here touches AWS or the runtime.
+ */
+import type { PlanSource, RecordFormat } from '../plan/plan.js';
+import type {
+  ExchangeNode,
+  LogicalNode,
+  SinkDefinition,
+  SourceNode,
+} from './graph.js';
+import type { StateDescriptor } from './state.js';
+import { valueState } from './state.js';
+import type { Collector, Key, KeyedProcessFunction, RecordContext } from './types.js';
+
+export interface CheckpointOptions {
+  /** time between two checkpoints; @default 10 s */
+  readonly intervalMs?: number;
+  /** a checkpoint not acknowledged by every instance by then is aborted; @default 60 s */
+  readonly timeoutMs?: number;
+  /** least time between the end of one checkpoint and the start of the next; @default 0 */
+  readonly minPauseMs?: number;
+  /** completed checkpoints kept; @default 3 */
+  readonly retained?: number;
+}
+
+export interface JobOptions {
+  /** number of key groups: the upper bound of any stage's parallelism, fixed for the life of the state; @default 128 */
+  readonly maxParallelism?: number;
+  /** @default 'exactly-once' */
+  readonly mode?: 'exactly-once' | 'at-least-once';
+  /** what happens to a record that cannot be decoded or makes user code throw; @default 'dead-letter' */
+  readonly poisonPolicy?: 'fail' | 'dead-letter';
+  readonly checkpoint?: CheckpointOptions;
+}
+
+export interface KinesisSourceOptions<T> {
+  /** logical name of the source (also names the stream the job creates) */
+  readonly name: string;
+  /** shards of the source stream = parallelism of the first stage; @default 1 */
+  readonly shards?: number;
+  /** how the producers' bytes are decoded; @default 'json' */
+  readonly format?: RecordFormat;
+  /** read an existing stream instead of creating one */
+  readonly streamName?: string;
+  /** de-aggregate KPL-aggregated records; @default true */
+  readonly deaggregate?: boolean;
+  /** validates/converts a decoded record; throw to reject it (it then goes to the dead letters) */
+  readonly parse?: (raw: unknown) => T;
+  /** event time of a record in ms since the epoch */
+  readonly timestamp?: (value: T) => number;
+}
+
+/** The job: a name, options, and the graph its streams record. */
+export class Job {
+  /** @internal the recorded graph, in creation order */
+  readonly nodes: LogicalNode[] = [];
+  private nextId = 0;
+
+  constructor(
+    readonly name: string,
+    readonly options: JobOptions = {},
+  ) {}
+
+  /** Reads a Kinesis stream fed by ordinary producers. */
+  source<T = unknown>(options: KinesisSourceOptions<T>): DataStream<T> {
+    const id = this.newId('source');
+    const spec: PlanSource = {
+      id,
+      kind: 'kinesis',
+      name: options.name,
+      shards: options.shards ?? 1,
+      format: options.format ?? 'json',
+      deaggregate: options.deaggregate ?? true,
+      ...(options.streamName !== undefined ? { streamName: options.streamName } : {}),
+    };
+    const node: SourceNode = {
+      id,
+      kind: 'source',
+      name: options.name,
+      inputs: [],
+      spec,
+      ...(options.parse ? { parse: options.parse as (raw: unknown) => unknown } : {}),
+      ...(options.timestamp ? { timestamp: options.timestamp } : {}),
+    };
+    return new DataStream<T>(this, this.add(node));
+  }
+
+  /** @internal */
+  add<N extends LogicalNode>(node: N): N {
+    this.nodes.push(node);
+    return node;
+  }
+
+  /** @internal */
+  newId(kind: string): string {
+    return `op${this.nextId++}-${kind}`;
+  }
+}
+
+/** Creates a job. */
+export function job(name: string, options?: JobOptions): Job {
+  return new Job(name, options);
+}
+
+interface NameOption {
+  /** shown in plans, diagrams, logs and metrics */
+  readonly name?: string;
+}
+
+export class DataStream<T> {
+  constructor(
+    /** @internal */ readonly job: Job,
+    /** @internal */ readonly node: LogicalNode,
+  ) {}
+
+  map<R>(fn: (value: T, ctx: RecordContext) => R, options: NameOption = {}): DataStream<R> {
+    const id = this.job.newId('map');
+    return this.next<R>({ id, kind: 'map', name: options.name ?? 'map', inputs: [this.node], fn });
+  }
+
+  filter(fn: (value: T, ctx: RecordContext) => boolean, options: NameOption = {}): DataStream<T> {
+    const id = this.job.newId('filter');
+    return this.next<T>({ id, kind: 'filter', name: options.name ?? 'filter', inputs: [this.node], fn });
+  }
+
+  flatMap<R>(fn: (value: T, ctx: RecordContext) => Iterable<R>, options: NameOption = {}): DataStream<R> {
+    const id = this.job.newId('flatMap');
+    return this.next<R>({ id, kind: 'flatMap', name: options.name ?? 'flatMap', inputs: [this.node], fn });
+  }
+
+  /**
+   * Partitions the stream by key: all records of a key reach the same instance, which holds the
+   * key's state. `parallelism` is the shard count of the stream between the two stages.
+   */
+  keyBy<K extends Key>(selector: (value: T) => K, options: { parallelism?: number } = {}): KeyedStream<K, T> {
+    const id = this.job.newId('keyBy');
+    const node: ExchangeNode = {
+      id,
+      kind: 'exchange',
+      name: 'keyBy',
+      inputs: [this.node],
+      partitioning: 'key',
+      keySelector: selector,
+      ...(options.parallelism !== undefined ? { parallelism: options.parallelism } : {}),
+    };
+    return new KeyedStream<K, T>(this.job, this.job.add(node));
+  }
+
+  /** Spreads records round robin over `parallelism` instances of the next stage. */
+  rebalance(options: { parallelism?: number } = {}): DataStream<T> {
+    const id = this.job.newId('rebalance');
+    return this.next<T>({
+      id,
+      kind: 'exchange',
+      name: 'rebalance',
+      inputs: [this.node],
+      partitioning: 'rebalance',
+      ...(options.parallelism !== undefined ? { parallelism: options.parallelism } : {}),
+    });
+  }
+
+  /** Writes the stream to a sink. */
+  sinkTo(sink: SinkDefinition<T>): void {
+    this.job.add({ id: this.job.newId('sink'), kind: 'sink', name: sink.spec.name, inputs: [this.node], spec: sink.spec, sink });
+  }
+
+  /** @internal */
+  protected next<R>(node: LogicalNode): DataStream<R> {
+    return new DataStream<R>(this.job, this.job.add(node));
+  }
+}
+
+export class KeyedStream<K extends Key, T> {
+  constructor(
+    /** @internal */ readonly job: Job,
+    /** @internal */ readonly node: LogicalNode,
+  ) {}
+
+  /** Runs a keyed process function: per-key state, outputs through a collector. */
+  process<O>(fn: KeyedProcessFunction<K, T, O>, options: NameOption = {}): DataStream<O> {
+    const id = this.job.newId('process');
+    const node = this.job.add({
+      id,
+      kind: 'process',
+      name: options.name ?? 'process',
+      inputs: [this.node],
+      fn: fn as unknown as KeyedProcessFunction<Key, unknown, unknown>,
+      state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],
+    });
+    return new DataStream<O>(this.job, node);
+  }
+
+  /** Keeps a running reduction per key and emits it after every record. */
+  reduce(fn: (accumulator: T, value: T) => T, options: NameOption = {}): DataStream<T> {
+    const id = this.job.newId('reduce');
+    const node = this.job.add({
+      id,
+      kind: 'reduce',
+      name: options.name ?? 'reduce',
+      inputs: [this.node],
+      fn,
+      state: [valueState<T>('reduce')] as readonly StateDescriptor<unknown>[],
+    });
+    return new DataStream<T>(this.job, node);
+  }
+}
+
+export type { Collector };

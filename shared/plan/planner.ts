@@ -1,0 +1,225 @@
+/**
+ * The one planner: job → stages. Operators between two exchanges (keyBy, rebalance) are chained
+ * into one stage, as Flink chains tasks; each stage becomes one Lambda function reading one Kinesis
+ * stream whose shard count is the stage's parallelism. Everything about a job that can be wrong is
+ * found here, at plan time, with the path of the bad operator or field.
+ */
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import type { LogicalNode } from '../api/graph.js';
+import type { Job } from '../api/job.js';
+import { PlanError } from '../util/errors.js';
+import type { CheckpointSettings, Plan, PlanOperator, PlanSink, PlanSource, PlanStage } from './plan.js';
+import { sanitizeName } from './resources.js';
+
+const MAX_KEY_GROUPS = 32_768;
+
+const jobOptionsSchema = z
+  .object({
+    maxParallelism: z.number().int().min(1).max(MAX_KEY_GROUPS).optional(),
+    mode: z.enum(['exactly-once', 'at-least-once']).optional(),
+    poisonPolicy: z.enum(['fail', 'dead-letter']).optional(),
+    checkpoint: z
+      .object({
+        intervalMs: z.number().int().min(100).optional(),
+        timeoutMs: z.number().int().min(1000).optional(),
+        minPauseMs: z.number().int().min(0).optional(),
+        retained: z.number().int().min(1).max(100).optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict();
+
+function validateOptions(job: Job): void {
+  const parsed = jobOptionsSchema.safeParse(job.options);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const path = ['options', ...issue.path.map(String)].join('.');
+    throw new PlanError(`job "${job.name}" › ${path}`, issue.message);
+  }
+  if (!/^[A-Za-z][A-Za-z0-9-_]{0,39}$/.test(job.name)) {
+    throw new PlanError(
+      `job "${job.name}" › name`,
+      'must start with a letter and hold at most 40 letters, digits, "-" or "_" (it prefixes AWS resource names)',
+    );
+  }
+}
+
+const where = (job: Job, node: LogicalNode) => `job "${job.name}" › ${node.id} (${node.kind} "${node.name}")`;
+
+export function planJob(job: Job): Plan {
+  validateOptions(job);
+  const opts = job.options;
+  const maxParallelism = opts.maxParallelism ?? 128;
+  const nodes = job.nodes;
+  if (!nodes.some((n) => n.kind === 'source')) throw new PlanError(`job "${job.name}"`, 'has no source');
+  if (!nodes.some((n) => n.kind === 'sink')) {
+    throw new PlanError(`job "${job.name}"`, 'has no sink: every stream must end in sinkTo(...)');
+  }
+
+  const consumers = new Map<string, LogicalNode[]>();
+  for (const n of nodes) for (const i of n.inputs) consumers.set(i.id, [...(consumers.get(i.id) ?? []), n]);
+
+  // Assign each node to a stage. A source starts a stage; an exchange ends its stage and starts
+  // the next one, whose entry operators are the exchange's consumers.
+  const stageOf = new Map<string, number>();
+  const stageInfo: Array<{
+    parallelism: number;
+    input: PlanStage['input'];
+    members: LogicalNode[];
+  }> = [];
+  const exchangeTarget = new Map<string, number>();
+  const sources: PlanSource[] = [];
+  const sinks: PlanSink[] = [];
+
+  for (const node of nodes) {
+    if (node.kind === 'source') {
+      const s = node.spec;
+      if (!Number.isInteger(s.shards) || s.shards < 1 || s.shards > maxParallelism) {
+        throw new PlanError(`${where(job, node)} › shards`, `must be an integer in [1, ${maxParallelism}], got ${s.shards}`);
+      }
+      if (!sanitizeName(s.name)) throw new PlanError(`${where(job, node)} › name`, `must hold a letter or digit, got "${s.name}"`);
+      if (sources.some((x) => sanitizeName(x.name) === sanitizeName(s.name))) {
+        throw new PlanError(`${where(job, node)} › name`, `another source is already named "${s.name}"`);
+      }
+      sources.push(s);
+      stageOf.set(node.id, stageInfo.length);
+      stageInfo.push({ parallelism: s.shards, input: { kind: 'source', sourceId: s.id }, members: [node] });
+      continue;
+    }
+    if (node.inputs.length !== 1) throw new PlanError(where(job, node), `expects one input, got ${node.inputs.length}`);
+    const input = node.inputs[0]!;
+    let stage: number;
+    if (input.kind === 'exchange') {
+      stage = exchangeTarget.get(input.id)!;
+    } else {
+      stage = stageOf.get(input.id)!;
+    }
+    if (node.kind === 'process' || node.kind === 'reduce') {
+      if (input.kind !== 'exchange' || input.partitioning !== 'key') {
+        throw new PlanError(where(job, node), 'keyed operators must directly follow keyBy(...)');
+      }
+      const names = new Set<string>();
+      for (const d of node.state) {
+        if (!d.name) throw new PlanError(`${where(job, node)} › state`, 'a state descriptor has an empty name');
+        if (names.has(d.name)) throw new PlanError(`${where(job, node)} › state.${d.name}`, 'declared twice');
+        names.add(d.name);
+      }
+    }
+    if (node.kind === 'sink') {
+      if (sinks.some((s) => s.name === node.spec.name)) {
+        throw new PlanError(`${where(job, node)} › name`, `another sink is already named "${node.spec.name}"`);
+      }
+      if (node.spec.kind === 'dynamodb-upsert' && typeof node.sink.key !== 'function') {
+        throw new PlanError(`${where(job, node)} › key`, 'an upsert sink needs a key function');
+      }
+      sinks.push(node.spec);
+    }
+    stageOf.set(node.id, stage);
+    stageInfo[stage]!.members.push(node);
+    if (node.kind === 'exchange') {
+      const upstream = stageInfo[stage]!;
+      const parallelism = node.parallelism ?? upstream.parallelism;
+      if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > maxParallelism) {
+        throw new PlanError(
+          `${where(job, node)} › parallelism`,
+          `must be an integer in [1, maxParallelism=${maxParallelism}], got ${parallelism}`,
+        );
+      }
+      if (!consumers.get(node.id)?.length) throw new PlanError(where(job, node), 'has no consumer');
+      exchangeTarget.set(node.id, stageInfo.length);
+      stageInfo.push({
+        parallelism,
+        input: { kind: 'exchange', fromStages: [`s${stage}`], keyed: node.partitioning === 'key' },
+        members: [],
+      });
+    }
+  }
+
+  for (const node of nodes) {
+    if (node.kind !== 'sink' && node.kind !== 'exchange' && !consumers.get(node.id)?.length) {
+      throw new PlanError(where(job, node), 'its output goes nowhere: add a sink or remove the operator');
+    }
+  }
+
+  const stages: PlanStage[] = stageInfo.map((info, index) => {
+    const inStage = new Set(info.members.map((m) => m.id));
+    const operators: PlanOperator[] = info.members.map((m) => toPlanOperator(m, inStage, exchangeTarget));
+    return {
+      id: `s${index}`,
+      name: info.members.map((m) => m.name).join(' → '),
+      parallelism: info.parallelism,
+      input: info.input,
+      operators,
+      stateful: operators.some((o) => o.state.length > 0),
+    };
+  });
+
+  const c = opts.checkpoint ?? {};
+  const checkpoint: CheckpointSettings = {
+    intervalMs: c.intervalMs ?? 10_000,
+    timeoutMs: c.timeoutMs ?? 60_000,
+    minPauseMs: c.minPauseMs ?? 0,
+    retained: c.retained ?? 3,
+    continueAsNewAfter: 500,
+  };
+  if (checkpoint.timeoutMs <= checkpoint.minPauseMs) {
+    throw new PlanError(`job "${job.name}" › options.checkpoint.timeoutMs`, 'must exceed minPauseMs');
+  }
+
+  const body: Omit<Plan, 'hash'> = {
+    formatVersion: 1,
+    job: job.name,
+    maxParallelism,
+    mode: opts.mode ?? 'exactly-once',
+    poisonPolicy: opts.poisonPolicy ?? 'dead-letter',
+    checkpoint,
+    sources,
+    sinks,
+    stages,
+  };
+  return { ...body, hash: planHash(body) };
+}
+
+function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>): PlanOperator {
+  const base = {
+    id: node.id,
+    kind: node.kind,
+    name: node.name,
+    inputs: node.inputs.filter((i) => inStage.has(i.id)).map((i) => i.id),
+    keyed: node.kind === 'process' || node.kind === 'reduce',
+    state:
+      node.kind === 'process' || node.kind === 'reduce'
+        ? node.state.map((d) => ({ name: d.name, kind: d.kind, scope: 'keyed' as const }))
+        : [],
+  };
+  switch (node.kind) {
+    case 'exchange':
+      return { ...base, exchange: { toStage: `s${exchangeTarget.get(node.id)}`, partitioning: node.partitioning } };
+    case 'sink':
+      return { ...base, sink: node.spec };
+    case 'source':
+      return { ...base, source: node.spec };
+    default:
+      return base;
+  }
+}
+
+/** Canonical JSON (sorted keys) hashed with sha-256. */
+export function planHash(body: unknown): string {
+  const canon = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(canon)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => [k, canon(x)]))
+        : v;
+  return createHash('sha256').update(JSON.stringify(canon(body))).digest('hex').slice(0, 16);
+}
+
+/** Finds a stage by id or fails with the ids that exist. */
+export function stageById(plan: Plan, id: string): PlanStage {
+  const stage = plan.stages.find((s) => s.id === id);
+  if (!stage) throw new PlanError(`job "${plan.job}"`, `has no stage "${id}" (stages: ${plan.stages.map((s) => s.id).join(', ')})`);
+  return stage;
+}
