@@ -21,20 +21,16 @@ export function murmur3(bytes: Uint8Array, seed = 0): number {
     h = (h << 13) | (h >>> 19);
     h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   }
-  let k = 0;
-  switch (n & 3) {
-    case 3:
-      k ^= bytes[blocks + 2]! << 16;
-    // falls through
-    case 2:
-      k ^= bytes[blocks + 1]! << 8;
-    // falls through
-    case 1:
-      k ^= bytes[blocks]!;
-      k = Math.imul(k, 0xcc9e2d51);
-      k = (k << 15) | (k >>> 17);
-      k = Math.imul(k, 0x1b873593);
-      h ^= k;
+  const tail = n & 3;
+  if (tail) {
+    let k = 0;
+    if (tail >= 3) k ^= bytes[blocks + 2]! << 16;
+    if (tail >= 2) k ^= bytes[blocks + 1]! << 8;
+    k ^= bytes[blocks]!;
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
   }
   h ^= n;
   h ^= h >>> 16;

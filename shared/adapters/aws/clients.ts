@@ -1,0 +1,87 @@
+/**
+ * SDK v3 clients for every service the engine uses. Endpoints come from the standard settings
+ * (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_KINESIS`, `_DYNAMODB`, `_S3`, `_SFN`), so one build runs
+ * against AWS, LocalStack or the local emulators. Clients can also be passed in.
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KinesisClient } from '@aws-sdk/client-kinesis';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SFNClient } from '@aws-sdk/client-sfn';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+
+export interface AwsClients {
+  readonly kinesis: KinesisClient;
+  readonly dynamodb: DynamoDBClient;
+  readonly doc: DynamoDBDocumentClient;
+  readonly s3: S3Client;
+  readonly sfn: SFNClient;
+}
+
+export interface AwsClientOptions {
+  readonly region?: string;
+  readonly credentials?: { accessKeyId: string; secretAccessKey: string };
+  /** per-service endpoints; unset ones come from the environment */
+  readonly endpoints?: Partial<Record<'kinesis' | 'dynamodb' | 's3' | 'sfn', string>>;
+  /** SDK attempts per call before our own retry loops take over; @default 8 */
+  readonly maxAttempts?: number;
+}
+
+export function createAwsClients(options: AwsClientOptions = {}): AwsClients {
+  const env = process.env;
+  const base = {
+    ...(options.region ? { region: options.region } : {}),
+    ...(options.credentials ? { credentials: options.credentials } : {}),
+    maxAttempts: options.maxAttempts ?? 8,
+    // HTTP/1.1 for every client: Kinesis' default HTTP/2 handler fails against some emulators, and
+    // keep-alive sockets are what Lambda wants anyway
+    requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 30_000 }),
+  };
+  const ep = options.endpoints ?? {};
+  const s3Endpoint = ep.s3 ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;
+  const dynamodb = new DynamoDBClient({ ...base, ...(ep.dynamodb ? { endpoint: ep.dynamodb } : {}) });
+  return {
+    kinesis: new KinesisClient({ ...base, ...(ep.kinesis ? { endpoint: ep.kinesis } : {}) }),
+    dynamodb,
+    doc: DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true, convertClassInstanceToMap: true } }),
+    // emulators and LocalStack serve buckets by path, not by virtual host
+    s3: new S3Client({ ...base, ...(ep.s3 ? { endpoint: ep.s3 } : {}), ...(s3Endpoint ? { forcePathStyle: true } : {}) }),
+    sfn: new SFNClient({ ...base, ...(ep.sfn ? { endpoint: ep.sfn } : {}) }),
+  };
+}
+
+/** Exponential backoff with full jitter, capped. */
+export function backoffMs(attempt: number, baseMs = 50, capMs = 5_000): number {
+  return Math.random() * Math.min(capMs, baseMs * 2 ** attempt);
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+const THROTTLING = new Set([
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'LimitExceededException',
+  'RequestLimitExceeded',
+  'TooManyRequestsException',
+  'SlowDown',
+  'InternalServerError',
+  'ServiceUnavailable',
+]);
+
+export function isThrottling(err: unknown): boolean {
+  const name = (err as { name?: string } | null)?.name;
+  return !!name && THROTTLING.has(name);
+}
+
+/** Retries `fn` while it fails with a throttling error (forever: data must not be dropped). */
+export async function withThrottleRetry<T>(fn: () => Promise<T>, onRetry?: (err: unknown, attempt: number) => void): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!isThrottling(err)) throw err;
+      onRetry?.(err, attempt);
+      await sleep(backoffMs(attempt));
+    }
+  }
+}

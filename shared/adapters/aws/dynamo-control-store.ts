@@ -1,0 +1,144 @@
+/**
+ * Leases, snapshot pointers, deltas and checkpoint acks in the control table (pk, sk):
+ *
+ * | pk                     | sk           | what                                                   |
+ * |------------------------|--------------|--------------------------------------------------------|
+ * | `lease#<instance>`     | `lease`      | fence, lastPosition, snapshot (the current pointer)    |
+ * | `delta#<instance>`     | `<n, padded>`| a small delta, inline (larger ones go to S3)           |
+ * | `checkpoint`           | `<n, padded>`| status, expected acks, ack set, task token, timings    |
+ * | `coordinator`          | `state`      | last allocated checkpoint, the one in flight           |
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { FencedError } from '../../util/errors.js';
+import type { ControlStore, DeltaRef, Lease, SnapshotPointer } from '../../runtime/ports.js';
+import type { AwsClients } from './clients.js';
+import { withThrottleRetry } from './clients.js';
+
+/** Deltas up to this size live in the control table; DynamoDB items stop at 400 KB. */
+const INLINE_DELTA_LIMIT = 300 * 1024;
+
+export const pad = (n: number) => String(n).padStart(12, '0');
+
+export class DynamoControlStore implements ControlStore {
+  constructor(
+    private readonly clients: AwsClients,
+    private readonly table: string,
+    private readonly bucket: string,
+  ) {}
+
+  async readLease(instanceId: string): Promise<Lease> {
+    const r = await withThrottleRetry(() =>
+      this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${instanceId}`, sk: 'lease' }, ConsistentRead: true })),
+    );
+    const item = r.Item;
+    return {
+      fence: (item?.fence as number | undefined) ?? 0,
+      lastPosition: item?.lastPosition as string | undefined,
+      snapshot: item?.snapshot ? (JSON.parse(item.snapshot as string) as SnapshotPointer) : undefined,
+    };
+  }
+
+  async takeOver(instanceId: string, expectedFence: number): Promise<number> {
+    const next = expectedFence + 1;
+    try {
+      await withThrottleRetry(() =>
+        this.clients.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: `lease#${instanceId}`, sk: 'lease' },
+            UpdateExpression: 'SET fence = :next, takenAt = :now',
+            ConditionExpression: expectedFence === 0 ? 'attribute_not_exists(fence) OR fence = :expected' : 'fence = :expected',
+            ExpressionAttributeValues: { ':next': next, ':expected': expectedFence, ':now': new Date().toISOString() },
+          }),
+        ),
+      );
+      return next;
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: lease moved past fence ${expectedFence} during takeover`);
+      throw err;
+    }
+  }
+
+  async writeDelta(instanceId: string, checkpointId: number, delta: Uint8Array): Promise<DeltaRef> {
+    if (delta.length <= INLINE_DELTA_LIMIT) {
+      const key = `${pad(checkpointId)}`;
+      await withThrottleRetry(() =>
+        this.clients.doc.send(new PutCommand({ TableName: this.table, Item: { pk: `delta#${instanceId}`, sk: key, data: delta, checkpointId } })),
+      );
+      return { store: 'inline', key: `delta#${instanceId}|${key}` };
+    }
+    const key = `deltas/${instanceId.replace(':', '/')}/${pad(checkpointId)}.bin`;
+    await withThrottleRetry(() => this.clients.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: delta })));
+    return { store: 's3', key };
+  }
+
+  async readDelta(ref: DeltaRef): Promise<Uint8Array> {
+    if (ref.store === 'inline') {
+      const [pk, sk] = ref.key.split('|') as [string, string];
+      const r = await withThrottleRetry(() => this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk, sk }, ConsistentRead: true })));
+      if (!r.Item) throw new Error(`delta ${ref.key} is missing from ${this.table}`);
+      return r.Item.data as Uint8Array;
+    }
+    const r = await withThrottleRetry(() => this.clients.s3.send(new GetObjectCommand({ Bucket: this.bucket, Key: ref.key })));
+    return r.Body!.transformToByteArray();
+  }
+
+  async publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void> {
+    await this.fenced(instanceId, fence, 'SET snapshot = :s, snapshotAt = :now', {
+      ':s': JSON.stringify(pointer),
+      ':now': new Date().toISOString(),
+    });
+  }
+
+  async commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void> {
+    await this.fenced(instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition });
+  }
+
+  private async fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
+    try {
+      await withThrottleRetry(() =>
+        this.clients.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: `lease#${instanceId}`, sk: 'lease' },
+            UpdateExpression: update,
+            ConditionExpression: 'fence = :fence',
+            ExpressionAttributeValues: { ...values, ':fence': fence },
+          }),
+        ),
+      );
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: fence ${fence} no longer holds the lease`);
+      throw err;
+    }
+  }
+
+  async ack(checkpointId: number, instanceId: string): Promise<{ completedBy: boolean; taskToken?: string }> {
+    try {
+      const r = await withThrottleRetry(() =>
+        this.clients.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: { pk: 'checkpoint', sk: pad(checkpointId) },
+            UpdateExpression: 'ADD acks :me',
+            ConditionExpression: 'attribute_exists(pk)',
+            ExpressionAttributeValues: { ':me': new Set([instanceId]) },
+            ReturnValues: 'ALL_OLD',
+          }),
+        ),
+      );
+      const old = r.Attributes ?? {};
+      const before = (old.acks as Set<string> | undefined) ?? new Set<string>();
+      const expected = (old.expected as number | undefined) ?? Number.POSITIVE_INFINITY;
+      const after = before.has(instanceId) ? before.size : before.size + 1;
+      const completedBy = old.status === 'IN_FLIGHT' && before.size < expected && after >= expected;
+      return { completedBy, ...(old.taskToken ? { taskToken: old.taskToken as string } : {}) };
+    } catch (err) {
+      // a checkpoint record that does not exist: nobody waits for this ack
+      if (err instanceof ConditionalCheckFailedException) return { completedBy: false };
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,39 @@
+/** Builds the runtime's ports from AWS SDK clients. */
+import type { Plan } from '../../plan/plan.js';
+import type { ResourceNames } from '../../plan/resources.js';
+import type { CollectSinkStore, RuntimePorts, Telemetry } from '../../runtime/ports.js';
+import type { AwsClients } from './clients.js';
+import { DynamoControlStore } from './dynamo-control-store.js';
+import { DynamoStateStore } from './dynamo-state-store.js';
+import { DynamoUpsertSinkWriter } from './dynamo-upsert-sink.js';
+import { KinesisShardDirectory, KinesisShardReader, KinesisStreamWriter } from './kinesis.js';
+import { S3DeadLetterStore } from './s3-dead-letters.js';
+import { SfnTaskNotifier } from './sfn-notifier.js';
+
+const noCollect: CollectSinkStore = {
+  async stage(sink) {
+    throw new Error(`collect sink "${sink}" only works where the job runs in one process (tests, local runner)`);
+  },
+};
+
+export function createAwsPorts(
+  _plan: Plan,
+  names: ResourceNames,
+  clients: AwsClients,
+  telemetry: Telemetry,
+  options: { bucket?: string; collectSink?: CollectSinkStore } = {},
+): RuntimePorts {
+  const bucket = options.bucket ?? names.bucket;
+  return {
+    control: new DynamoControlStore(clients, names.controlTable, bucket),
+    state: new DynamoStateStore(clients, names.stateTable),
+    shards: new KinesisShardDirectory(clients),
+    writer: new KinesisStreamWriter(clients, telemetry),
+    reader: new KinesisShardReader(clients),
+    deadLetters: new S3DeadLetterStore(clients, bucket),
+    notifier: new SfnTaskNotifier(clients),
+    upsertSink: new DynamoUpsertSinkWriter(clients),
+    collectSink: options.collectSink ?? noCollect,
+    telemetry,
+  };
+}

@@ -1,0 +1,47 @@
+/**
+ * The store behind `collectSink`: outputs staged per (producer, epoch, seq) and published when a
+ * checkpoint commits — every unpublished epoch below it, in a deterministic order. It lives in the
+ * memory of the process running the job (tests and the local runner), shared by all simulated
+ * execution environments, as an external system would be.
+ */
+import type { CollectSinkStore, StagedOutput } from '../../runtime/ports.js';
+
+export class CollectRegistry implements CollectSinkStore {
+  private readonly staged = new Map<string, Map<string, StagedOutput>>();
+  private readonly publishedIds = new Set<string>();
+  private readonly out = new Map<string, unknown[]>();
+  /** how often a staged id was rewritten with different content (must stay 0: determinism) */
+  conflicts = 0;
+
+  async stage(sink: string, outputs: readonly StagedOutput[]): Promise<void> {
+    let m = this.staged.get(sink);
+    if (!m) this.staged.set(sink, (m = new Map()));
+    for (const o of outputs) {
+      const id = `${o.producer}/${o.epoch}/${o.seq}`;
+      const prev = m.get(id);
+      if (prev && JSON.stringify(prev.value) !== JSON.stringify(o.value)) this.conflicts++;
+      if (!prev) m.set(id, o);
+    }
+  }
+
+  /** Publishes every staged output of an epoch below `checkpointId` not yet published; idempotent. */
+  publish(checkpointId: number): number {
+    let n = 0;
+    for (const [sink, m] of this.staged) {
+      const ready = [...m.entries()].filter(([id, o]) => o.epoch < checkpointId && !this.publishedIds.has(`${sink}/${id}`));
+      ready.sort(([, a], [, b]) => a.epoch - b.epoch || (a.producer < b.producer ? -1 : a.producer > b.producer ? 1 : a.seq - b.seq));
+      let list = this.out.get(sink);
+      if (!list) this.out.set(sink, (list = []));
+      for (const [id, o] of ready) {
+        this.publishedIds.add(`${sink}/${id}`);
+        list.push(o.value);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  published<T = unknown>(sink: string): T[] {
+    return (this.out.get(sink) ?? []) as T[];
+  }
+}

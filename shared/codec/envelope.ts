@@ -1,0 +1,273 @@
+/**
+ * The stage-to-stage wire format. Every record between stages is an envelope (data, barrier,
+ * watermark, tick or end) identified by (producer, epoch, seq); many envelopes from one producer to
+ * one shard are packed into one Kinesis record (a packet), so the 1,000 records/s per-shard limit
+ * becomes a bytes limit. Packing may differ between a run and its replay; envelope ids and contents
+ * may not.
+ *
+ * Packet layout: magic 0x53 0x01, producer (varint length + UTF-8), envelope count, envelopes.
+ * An envelope starts with one header byte: kind in the low 3 bits, then flags that let a data
+ * envelope drop its epoch (same as the previous one) and its seq (previous + 1), so a data
+ * envelope costs about 5–7 bytes besides its payload.
+ */
+import { ByteReader, ByteWriter } from './varint.js';
+
+export type Envelope = DataEnvelope | BarrierEnvelope | WatermarkEnvelope | TickEnvelope | EndEnvelope;
+
+export interface DataEnvelope {
+  readonly kind: 'data';
+  readonly epoch: number;
+  /** sequence number on the channel (producer → this shard) within the epoch */
+  readonly seq: number;
+  readonly keyGroup: number;
+  /** event time, ms since the epoch */
+  readonly timestamp: number | undefined;
+  readonly payload: Uint8Array;
+}
+
+export interface BarrierEnvelope {
+  readonly kind: 'barrier';
+  readonly checkpointId: number;
+  /** data envelopes the producer sent on this channel in the epoch the barrier closes */
+  readonly count: number;
+  /** instances per stage when the checkpoint started (index = stage number) */
+  readonly topology: readonly number[];
+  readonly savepoint: boolean;
+}
+
+export interface WatermarkEnvelope {
+  readonly kind: 'watermark';
+  readonly epoch: number;
+  readonly watermark: number;
+}
+
+export interface TickEnvelope {
+  readonly kind: 'tick';
+  readonly epoch: number;
+  /** processing time announced by the coordinator */
+  readonly time: number;
+}
+
+export interface EndEnvelope {
+  readonly kind: 'end';
+  readonly epoch: number;
+}
+
+export interface Packet {
+  readonly producer: string;
+  readonly envelopes: Envelope[];
+}
+
+const MAGIC = 0x53;
+const VERSION = 1;
+const KIND = { data: 0, barrier: 1, watermark: 2, tick: 3, end: 4 } as const;
+const F_TS = 0x08;
+const F_SAME_EPOCH = 0x10;
+const F_NEXT_SEQ = 0x20;
+const F_SAVEPOINT = 0x08;
+
+const utf8 = new TextEncoder();
+const utf8d = new TextDecoder();
+
+/** Incrementally packs envelopes of one producer for one shard. */
+export class PacketBuilder {
+  private readonly w = new ByteWriter(4096);
+  private count = 0;
+  private lastEpoch = -1;
+  private lastSeq = -2;
+  private lastTs = 0;
+  private readonly countAt: number;
+
+  constructor(readonly producer: string) {
+    // count is written last into a fixed 5-byte slot so the packet can grow incrementally
+    this.w.byte(MAGIC);
+    this.w.byte(VERSION);
+    this.w.bytes(utf8.encode(producer));
+    this.countAt = this.w.length;
+    for (let i = 0; i < 5; i++) this.w.byte(0);
+  }
+
+  get size(): number {
+    return this.w.length;
+  }
+
+  get envelopes(): number {
+    return this.count;
+  }
+
+  add(e: Envelope): void {
+    this.count++;
+    const w = this.w;
+    switch (e.kind) {
+      case 'data': {
+        let h: number = KIND.data;
+        if (e.timestamp !== undefined) h |= F_TS;
+        if (e.epoch === this.lastEpoch) h |= F_SAME_EPOCH;
+        if (e.seq === this.lastSeq + 1 && e.epoch === this.lastEpoch) h |= F_NEXT_SEQ;
+        w.byte(h);
+        if (!(h & F_SAME_EPOCH)) w.varint(e.epoch);
+        if (!(h & F_NEXT_SEQ)) w.varint(e.seq);
+        w.varint(e.keyGroup);
+        if (e.timestamp !== undefined) {
+          w.svarint(e.timestamp - this.lastTs);
+          this.lastTs = e.timestamp;
+        }
+        w.bytes(e.payload);
+        this.lastEpoch = e.epoch;
+        this.lastSeq = e.seq;
+        return;
+      }
+      case 'barrier':
+        w.byte(KIND.barrier | (e.savepoint ? F_SAVEPOINT : 0));
+        w.varint(e.checkpointId);
+        w.varint(e.count);
+        w.varint(e.topology.length);
+        for (const t of e.topology) w.varint(t);
+        return;
+      case 'watermark':
+        w.byte(KIND.watermark);
+        w.varint(e.epoch);
+        w.svarint(e.watermark);
+        return;
+      case 'tick':
+        w.byte(KIND.tick);
+        w.varint(e.epoch);
+        w.varint(e.time);
+        return;
+      case 'end':
+        w.byte(KIND.end);
+        w.varint(e.epoch);
+        return;
+    }
+  }
+
+  finish(): Uint8Array {
+    const out = this.w.finish();
+    // fixed-width varint: 5 bytes, continuation bits on the first four
+    let n = this.count;
+    for (let i = 0; i < 5; i++) {
+      out[this.countAt + i] = (n & 0x7f) | (i < 4 ? 0x80 : 0);
+      n >>>= 7;
+    }
+    return out;
+  }
+}
+
+export function encodePacket(producer: string, envelopes: readonly Envelope[]): Uint8Array {
+  const b = new PacketBuilder(producer);
+  for (const e of envelopes) b.add(e);
+  return b.finish();
+}
+
+export function isPacket(bytes: Uint8Array): boolean {
+  return bytes.length >= 2 && bytes[0] === MAGIC && bytes[1] === VERSION;
+}
+
+export function decodePacket(bytes: Uint8Array): Packet {
+  if (!isPacket(bytes)) throw new RangeError('not a Sluice packet (bad magic or version)');
+  const r = new ByteReader(bytes);
+  r.pos = 2;
+  const producer = utf8d.decode(r.bytes());
+  const count = r.varint();
+  const envelopes: Envelope[] = new Array(count);
+  let lastEpoch = -1;
+  let lastSeq = -2;
+  let lastTs = 0;
+  for (let i = 0; i < count; i++) {
+    const h = r.byte();
+    const kind = h & 0x07;
+    switch (kind) {
+      case KIND.data: {
+        const epoch = h & F_SAME_EPOCH ? lastEpoch : r.varint();
+        const seq = h & F_NEXT_SEQ ? lastSeq + 1 : r.varint();
+        const keyGroup = r.varint();
+        let timestamp: number | undefined;
+        if (h & F_TS) {
+          timestamp = lastTs + r.svarint();
+          lastTs = timestamp;
+        }
+        const payload = r.bytes();
+        envelopes[i] = { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
+        lastEpoch = epoch;
+        lastSeq = seq;
+        break;
+      }
+      case KIND.barrier: {
+        const checkpointId = r.varint();
+        const c = r.varint();
+        const n = r.varint();
+        const topology: number[] = [];
+        for (let j = 0; j < n; j++) topology.push(r.varint());
+        envelopes[i] = { kind: 'barrier', checkpointId, count: c, topology, savepoint: (h & F_SAVEPOINT) !== 0 };
+        break;
+      }
+      case KIND.watermark:
+        envelopes[i] = { kind: 'watermark', epoch: r.varint(), watermark: r.svarint() };
+        break;
+      case KIND.tick:
+        envelopes[i] = { kind: 'tick', epoch: r.varint(), time: r.varint() };
+        break;
+      case KIND.end:
+        envelopes[i] = { kind: 'end', epoch: r.varint() };
+        break;
+      default:
+        throw new RangeError(`unknown envelope kind ${kind}`);
+    }
+  }
+  return { producer, envelopes };
+}
+
+/**
+ * Control records the coordinator writes into *source* streams, between the users' own records.
+ * They start with a NUL byte and a fixed tag that JSON, text or KPL records never start with.
+ */
+const CONTROL_PREFIX = utf8.encode('\u0000SLUICE\u0000');
+
+export type SourceControl =
+  | { readonly kind: 'barrier'; readonly checkpointId: number; readonly topology: readonly number[]; readonly savepoint: boolean }
+  | { readonly kind: 'tick'; readonly time: number }
+  | { readonly kind: 'end' };
+
+export function encodeSourceControl(c: SourceControl): Uint8Array {
+  const w = new ByteWriter(64);
+  w.raw(CONTROL_PREFIX);
+  switch (c.kind) {
+    case 'barrier':
+      w.byte(KIND.barrier | (c.savepoint ? F_SAVEPOINT : 0));
+      w.varint(c.checkpointId);
+      w.varint(c.topology.length);
+      for (const t of c.topology) w.varint(t);
+      break;
+    case 'tick':
+      w.byte(KIND.tick);
+      w.varint(c.time);
+      break;
+    case 'end':
+      w.byte(KIND.end);
+      break;
+  }
+  return w.finish();
+}
+
+export function decodeSourceControl(bytes: Uint8Array): SourceControl | undefined {
+  if (bytes.length <= CONTROL_PREFIX.length) return undefined;
+  for (let i = 0; i < CONTROL_PREFIX.length; i++) if (bytes[i] !== CONTROL_PREFIX[i]) return undefined;
+  const r = new ByteReader(bytes);
+  r.pos = CONTROL_PREFIX.length;
+  const h = r.byte();
+  switch (h & 0x07) {
+    case KIND.barrier: {
+      const checkpointId = r.varint();
+      const n = r.varint();
+      const topology: number[] = [];
+      for (let j = 0; j < n; j++) topology.push(r.varint());
+      return { kind: 'barrier', checkpointId, topology, savepoint: (h & F_SAVEPOINT) !== 0 };
+    }
+    case KIND.tick:
+      return { kind: 'tick', time: r.varint() };
+    case KIND.end:
+      return { kind: 'end' };
+    default:
+      throw new RangeError(`unknown source control kind ${h & 0x07}`);
+  }
+}

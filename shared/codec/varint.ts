@@ -1,0 +1,117 @@
+/**
+ * A growable byte writer and a reader with unsigned LEB128 varints: the building blocks of the
+ * envelope packet format. Numbers stay below 2^53 (JavaScript's safe integers).
+ */
+export class ByteWriter {
+  private buf: Uint8Array;
+  private view: DataView;
+  length = 0;
+
+  constructor(initial = 1024) {
+    this.buf = new Uint8Array(initial);
+    this.view = new DataView(this.buf.buffer);
+  }
+
+  private ensure(n: number): void {
+    if (this.length + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.length + n) size *= 2;
+    const next = new Uint8Array(size);
+    next.set(this.buf.subarray(0, this.length));
+    this.buf = next;
+    this.view = new DataView(next.buffer);
+  }
+
+  byte(b: number): void {
+    this.ensure(1);
+    this.buf[this.length++] = b;
+  }
+
+  varint(n: number): void {
+    this.ensure(10);
+    if (n < 0 || !Number.isSafeInteger(n)) throw new RangeError(`varint needs a safe non-negative integer, got ${n}`);
+    while (n >= 0x80) {
+      this.buf[this.length++] = (n % 0x80) | 0x80;
+      n = Math.floor(n / 0x80);
+    }
+    this.buf[this.length++] = n;
+  }
+
+  /** zig-zag, so small negative numbers stay short */
+  svarint(n: number): void {
+    this.varint(n >= 0 ? n * 2 : -n * 2 - 1);
+  }
+
+  float64(x: number): void {
+    this.ensure(8);
+    this.view.setFloat64(this.length, x, true);
+    this.length += 8;
+  }
+
+  bytes(b: Uint8Array): void {
+    this.varint(b.length);
+    this.ensure(b.length);
+    this.buf.set(b, this.length);
+    this.length += b.length;
+  }
+
+  raw(b: Uint8Array): void {
+    this.ensure(b.length);
+    this.buf.set(b, this.length);
+    this.length += b.length;
+  }
+
+  finish(): Uint8Array {
+    return this.buf.slice(0, this.length);
+  }
+}
+
+export class ByteReader {
+  private readonly view: DataView;
+  pos = 0;
+
+  constructor(readonly buf: Uint8Array) {
+    this.view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  }
+
+  get done(): boolean {
+    return this.pos >= this.buf.length;
+  }
+
+  byte(): number {
+    if (this.pos >= this.buf.length) throw new RangeError('unexpected end of packet');
+    return this.buf[this.pos++]!;
+  }
+
+  varint(): number {
+    let result = 0;
+    let mul = 1;
+    for (;;) {
+      const b = this.byte();
+      result += (b & 0x7f) * mul;
+      if (b < 0x80) return result;
+      mul *= 0x80;
+      if (mul > 2 ** 56) throw new RangeError('varint too long');
+    }
+  }
+
+  svarint(): number {
+    const z = this.varint();
+    return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+  }
+
+  float64(): number {
+    if (this.pos + 8 > this.buf.length) throw new RangeError('unexpected end of packet');
+    const x = this.view.getFloat64(this.pos, true);
+    this.pos += 8;
+    return x;
+  }
+
+  bytes(): Uint8Array {
+    const n = this.varint();
+    if (this.pos + n > this.buf.length) throw new RangeError('unexpected end of packet');
+    const out = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return out;
+  }
+}

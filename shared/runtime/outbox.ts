@@ -1,0 +1,202 @@
+/**
+ * Everything an instance emits, buffered until it is flushed: data envelopes packed per destination
+ * shard, barriers, and sink writes. Sequence numbers are counted per channel (this producer → one
+ * shard, or → one sink) within an epoch, so a barrier can say how many data envelopes it closes and
+ * a replay gives every output the same id.
+ */
+import type { Envelope } from '../codec/envelope.js';
+import { PacketBuilder } from '../codec/envelope.js';
+import { hashKeyOfKeyGroup } from '../plan/key-groups.js';
+import type { OutgoingRecord, ShardInfo, StagedOutput, UpsertWrite } from './ports.js';
+
+/** Kinesis takes 1 MiB per record; stay well below so a packet never needs splitting on retry. */
+const MAX_PACKET_BYTES = 512 * 1024;
+
+export interface Destination {
+  /** stream name */
+  readonly stream: string;
+  /** open shards of the stream, sorted by starting hash key */
+  readonly shards: readonly ShardInfo[];
+  /** key group → index into `shards` */
+  readonly shardOfKeyGroup: Int32Array;
+}
+
+export function makeDestination(stream: string, shards: readonly ShardInfo[], maxParallelism: number): Destination {
+  const sorted = [...shards].sort((a, b) => (BigInt(a.startingHashKey) < BigInt(b.startingHashKey) ? -1 : 1));
+  const ranges = sorted.map((s) => [BigInt(s.startingHashKey), BigInt(s.endingHashKey)] as const);
+  const shardOfKeyGroup = new Int32Array(maxParallelism);
+  for (let g = 0; g < maxParallelism; g++) {
+    const h = BigInt(hashKeyOfKeyGroup(g, maxParallelism));
+    const i = ranges.findIndex(([lo, hi]) => h >= lo && h <= hi);
+    if (i < 0) throw new Error(`no open shard of ${stream} covers key group ${g}`);
+    shardOfKeyGroup[g] = i;
+  }
+  return { stream, shards: sorted, shardOfKeyGroup };
+}
+
+interface Channel {
+  readonly shardIndex: number;
+  seq: number;
+  builder: PacketBuilder | undefined;
+  readonly done: Uint8Array[];
+}
+
+class DestinationBuffer {
+  readonly channels: Channel[];
+  constructor(
+    readonly dest: Destination,
+    private readonly producer: string,
+  ) {
+    this.channels = dest.shards.map((_, i) => ({ shardIndex: i, seq: 0, builder: undefined, done: [] }));
+  }
+
+  push(channel: Channel, e: Envelope): void {
+    let b = channel.builder;
+    if (!b) channel.builder = b = new PacketBuilder(this.producer);
+    b.add(e);
+    if (b.size >= MAX_PACKET_BYTES) {
+      channel.done.push(b.finish());
+      channel.builder = undefined;
+    }
+  }
+
+  drain(): OutgoingRecord[] {
+    const out: OutgoingRecord[] = [];
+    for (const c of this.channels) {
+      if (c.builder) {
+        c.done.push(c.builder.finish());
+        c.builder = undefined;
+      }
+      const hashKey = this.dest.shards[c.shardIndex]!.startingHashKey;
+      for (const data of c.done) out.push({ hashKey, data });
+      c.done.length = 0;
+    }
+    return out;
+  }
+
+  get pending(): number {
+    let n = 0;
+    for (const c of this.channels) n += c.done.length + (c.builder ? 1 : 0);
+    return n;
+  }
+}
+
+export interface SinkBuffers {
+  upserts: UpsertWrite[];
+  collected: StagedOutput[];
+}
+
+export class Outbox {
+  private readonly dests = new Map<string, DestinationBuffer>();
+  private readonly sinkSeq = new Map<string, number>();
+  private readonly upserts = new Map<string, { table: string; keyAttribute: string; writes: UpsertWrite[] }>();
+  private readonly collected = new Map<string, StagedOutput[]>();
+  /** round-robin cursor per destination, reset every epoch so replay routes the same way */
+  private readonly rr = new Map<string, number>();
+  epoch = 0;
+  dataOut = 0;
+
+  constructor(readonly producer: string) {}
+
+  addDestination(toStage: string, dest: Destination): void {
+    this.dests.set(toStage, new DestinationBuffer(dest, this.producer));
+  }
+
+  destination(toStage: string): Destination {
+    const d = this.dests.get(toStage);
+    if (!d) throw new Error(`${this.producer} has no destination for stage ${toStage}`);
+    return d.dest;
+  }
+
+  /** Emits a data envelope to the shard owning `keyGroup`. */
+  emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array): void {
+    const d = this.dests.get(toStage)!;
+    const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
+    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup, timestamp, payload });
+    this.dataOut++;
+  }
+
+  /** Emits a data envelope to the next shard in round-robin order. */
+  emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array): void {
+    const d = this.dests.get(toStage)!;
+    const i = this.rr.get(toStage) ?? 0;
+    this.rr.set(toStage, (i + 1) % d.channels.length);
+    const ch = d.channels[i]!;
+    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload });
+    this.dataOut++;
+  }
+
+  /** Emits a data envelope to every shard. */
+  emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array): void {
+    const d = this.dests.get(toStage)!;
+    for (const ch of d.channels) d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload });
+    this.dataOut += d.channels.length;
+  }
+
+  /** Sends a control envelope (watermark, tick, end) to every shard of every destination. */
+  emitControl(e: Envelope): void {
+    for (const d of this.dests.values()) for (const ch of d.channels) d.push(ch, e);
+  }
+
+  private nextSinkSeq(sink: string): number {
+    const s = this.sinkSeq.get(sink) ?? 0;
+    this.sinkSeq.set(sink, s + 1);
+    return s;
+  }
+
+  upsert(sink: string, table: string, keyAttribute: string, key: string, item: Record<string, unknown>): void {
+    let u = this.upserts.get(sink);
+    if (!u) this.upserts.set(sink, (u = { table, keyAttribute, writes: [] }));
+    u.writes.push({ key, item, producer: this.producer, epoch: this.epoch, seq: this.nextSinkSeq(sink) });
+  }
+
+  collect(sink: string, value: unknown): void {
+    let c = this.collected.get(sink);
+    if (!c) this.collected.set(sink, (c = []));
+    c.push({ producer: this.producer, epoch: this.epoch, seq: this.nextSinkSeq(sink), value });
+  }
+
+  /**
+   * Closes the current epoch on every channel with barrier n (carrying each channel's count) and
+   * starts epoch n: sequence numbers and round-robin cursors restart.
+   */
+  closeEpoch(checkpointId: number, topology: readonly number[], savepoint: boolean): void {
+    for (const d of this.dests.values()) {
+      for (const ch of d.channels) {
+        d.push(ch, { kind: 'barrier', checkpointId, count: ch.seq, topology, savepoint });
+        ch.seq = 0;
+      }
+    }
+    this.startEpoch(checkpointId);
+  }
+
+  /** Sets the epoch after a restore (no barrier is sent: the snapshot's barrier was sent before it was made). */
+  startEpoch(epoch: number): void {
+    this.epoch = epoch;
+    this.sinkSeq.clear();
+    this.rr.clear();
+    for (const d of this.dests.values()) for (const ch of d.channels) ch.seq = 0;
+  }
+
+  /** Takes everything pending, grouped for writing. */
+  take(): { records: Array<{ stream: string; records: OutgoingRecord[] }>; upserts: Array<{ table: string; keyAttribute: string; writes: UpsertWrite[] }>; collected: Array<{ sink: string; outputs: StagedOutput[] }> } {
+    const records: Array<{ stream: string; records: OutgoingRecord[] }> = [];
+    for (const d of this.dests.values()) {
+      const r = d.drain();
+      if (r.length) records.push({ stream: d.dest.stream, records: r });
+    }
+    const upserts = [...this.upserts.values()].filter((u) => u.writes.length);
+    this.upserts.clear();
+    const collected = [...this.collected].filter(([, o]) => o.length).map(([sink, outputs]) => ({ sink, outputs }));
+    this.collected.clear();
+    return { records, upserts, collected };
+  }
+
+  get pending(): number {
+    let n = 0;
+    for (const d of this.dests.values()) n += d.pending;
+    for (const u of this.upserts.values()) n += u.writes.length;
+    for (const c of this.collected.values()) n += c.length;
+    return n;
+  }
+}

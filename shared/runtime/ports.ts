@@ -1,0 +1,175 @@
+/**
+ * The ports the runtime needs from the outside world. The AWS adapters implement them with the SDK
+ * v3 clients; in-memory twins implement them for fast unit tests of the pure core. Only adapters
+ * import `@aws-sdk`.
+ */
+
+/** Where replay of an instance's input shard starts. */
+export type ReplayPoint =
+  /** the shard's oldest record (no snapshot yet) */
+  | { readonly from: 'start' }
+  /** at this sequence number, inclusive */
+  | { readonly from: 'at'; readonly sequenceNumber: string }
+  /** just after this sequence number */
+  | { readonly from: 'after'; readonly sequenceNumber: string };
+
+/** The pointer to an instance's latest durable snapshot, kept in its lease row. */
+export interface SnapshotPointer {
+  readonly checkpointId: number;
+  readonly replayPoint: ReplayPoint;
+  /** where the snapshot's delta lives */
+  readonly delta: DeltaRef;
+  /** small instance metadata restored with the snapshot (watermarks, timers, operator state) */
+  readonly meta: Record<string, unknown>;
+}
+
+export type DeltaRef = { readonly store: 'inline'; readonly key: string } | { readonly store: 's3'; readonly key: string };
+
+export interface Lease {
+  readonly fence: number;
+  /** last input position processed by the owner, as committed at the end of its last batch */
+  readonly lastPosition: string | undefined;
+  readonly snapshot: SnapshotPointer | undefined;
+}
+
+/** Leases, snapshot pointers and deltas of instances; checkpoint acks. */
+export interface ControlStore {
+  readLease(instanceId: string): Promise<Lease>;
+  /** bumps the fence if it is still `expectedFence`; throws FencedError otherwise */
+  takeOver(instanceId: string, expectedFence: number): Promise<number>;
+  /** stores the delta durably and returns where */
+  writeDelta(instanceId: string, checkpointId: number, delta: Uint8Array): Promise<DeltaRef>;
+  readDelta(ref: DeltaRef): Promise<Uint8Array>;
+  /** makes a snapshot the instance's current one, if `fence` still holds the lease (FencedError otherwise) */
+  publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void>;
+  /** records the last processed position, if `fence` still holds the lease (FencedError otherwise) */
+  commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void>;
+  /** adds the instance to checkpoint n's ack set; returns the task token when the set became complete */
+  ack(checkpointId: number, instanceId: string): Promise<{ readonly completedBy: boolean; readonly taskToken?: string }>;
+}
+
+/** One state row: all named states of one key of one operator, as of a checkpoint. */
+export interface StateRow {
+  readonly operatorId: string;
+  readonly keyGroup: number;
+  readonly key: string;
+  /** state name → serialized value; absent = cleared */
+  readonly values: Record<string, Uint8Array>;
+}
+
+export interface StateRowId {
+  readonly operatorId: string;
+  readonly keyGroup: number;
+  readonly key: string;
+}
+
+export interface StateStore {
+  /** rows that exist for these ids (missing ids have no state) */
+  getRows(ids: readonly StateRowId[]): Promise<StateRow[]>;
+  /** writes the rows of checkpoint n; a row already written by a later checkpoint is left alone */
+  applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void>;
+}
+
+export interface ShardInfo {
+  readonly shardId: string;
+  readonly startingHashKey: string;
+  readonly endingHashKey: string;
+  readonly parentShardId?: string;
+  readonly adjacentParentShardId?: string;
+  /** set once the shard is closed (after resharding) */
+  readonly endingSequenceNumber?: string;
+}
+
+/** Shards of a stream, as ListShards reports them. */
+export interface ShardDirectory {
+  openShards(stream: string): Promise<readonly ShardInfo[]>;
+}
+
+export interface OutgoingRecord {
+  /** an ExplicitHashKey inside the destination shard's range */
+  readonly hashKey: string;
+  readonly data: Uint8Array;
+}
+
+/** Writes records to a stream; resolves only when every record was accepted (retrying partial failures). */
+export interface StreamWriter {
+  putAll(stream: string, records: readonly OutgoingRecord[]): Promise<void>;
+}
+
+export interface StoredRecord {
+  readonly sequenceNumber: string;
+  readonly data: Uint8Array;
+  readonly partitionKey: string;
+  readonly approximateArrivalTimestamp?: number;
+}
+
+/** Reads a shard from a replay point up to (not including) a sequence number. */
+export interface ShardReader {
+  read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]>;
+}
+
+export interface DeadLetter {
+  readonly job: string;
+  readonly stage: string;
+  readonly shardId: string;
+  readonly sequenceNumber: string;
+  /** index inside an aggregated record or packet */
+  readonly subSequence: number;
+  readonly reason: string;
+  /** raw bytes of the offending record (base64 in storage) */
+  readonly data: Uint8Array;
+}
+
+export interface DeadLetterStore {
+  put(letter: DeadLetter): Promise<void>;
+}
+
+/** Tells the coordinator's waiting task that a checkpoint's ack set is complete. */
+export interface TaskNotifier {
+  succeed(taskToken: string, output: unknown): Promise<void>;
+}
+
+/** Writes of an upsert sink: version-conditioned by the emitting instance's (epoch, seq). */
+export interface UpsertWrite {
+  readonly key: string;
+  readonly item: Record<string, unknown>;
+  readonly producer: string;
+  readonly epoch: number;
+  readonly seq: number;
+}
+
+export interface UpsertSinkWriter {
+  write(table: string, keyAttribute: string, writes: readonly UpsertWrite[]): Promise<void>;
+}
+
+/** Outputs of a transactional sink, staged per epoch and published at commit. */
+export interface StagedOutput {
+  readonly producer: string;
+  readonly epoch: number;
+  readonly seq: number;
+  readonly value: unknown;
+}
+
+export interface CollectSinkStore {
+  stage(sink: string, outputs: readonly StagedOutput[]): Promise<void>;
+}
+
+/** Counters and timings the runtime reports (EMF metrics in Lambda, plain counters in tests). */
+export interface Telemetry {
+  count(name: string, value?: number): void;
+  timing(name: string, ms: number): void;
+  log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface RuntimePorts {
+  readonly control: ControlStore;
+  readonly state: StateStore;
+  readonly shards: ShardDirectory;
+  readonly writer: StreamWriter;
+  readonly reader: ShardReader;
+  readonly deadLetters: DeadLetterStore;
+  readonly notifier: TaskNotifier;
+  readonly upsertSink: UpsertSinkWriter;
+  readonly collectSink: CollectSinkStore;
+  readonly telemetry: Telemetry;
+}

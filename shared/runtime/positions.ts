@@ -1,0 +1,19 @@
+/** Kinesis sequence numbers are decimal strings of up to 128 bits; compare them without BigInt. */
+export function compareSeq(a: string, b: string): number {
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+import type { ReplayPoint } from './ports.js';
+
+/** True when the record at `seq` is covered by a snapshot whose replay point is `rp`. */
+export function coveredBySnapshot(seq: string, rp: ReplayPoint): boolean {
+  switch (rp.from) {
+    case 'start':
+      return false;
+    case 'at':
+      return compareSeq(seq, rp.sequenceNumber) < 0;
+    case 'after':
+      return compareSeq(seq, rp.sequenceNumber) <= 0;
+  }
+}

@@ -1,0 +1,468 @@
+/**
+ * One parallel instance of a stage (one shard of its input stream), as cached in an execution
+ * environment. It applies input records to its chain and keyed state, aligns checkpoint barriers,
+ * and takes snapshots. The protocol it follows:
+ *
+ * - Epochs. Records a producer emits between forwarding barrier n and barrier n+1 belong to epoch
+ *   n. Snapshot n holds exactly the effects of input records of epoch < n.
+ * - Alignment (inner stages). Snapshot n is taken once barrier n arrived from every upstream
+ *   instance *and* every record each barrier counts was applied (a PutRecords retry can land a
+ *   record after its barrier). Records of a later epoch are held back meanwhile, in memory up to a
+ *   bound; past it, their position is remembered and they are re-read from the shard afterwards.
+ * - Order of a snapshot. Forward barrier n and get every pending output accepted, then make the
+ *   snapshot durable (delta, then the lease's pointer, fenced), then apply rows, then ack.
+ * - Replay point. Every record not in the snapshot can be re-read from it: for a source shard,
+ *   just after barrier n; for an inner shard, the earliest of the held records, of later barriers
+ *   seen, and of the record being processed.
+ * - Dedupe. Inner records are identified by (producer, epoch, seq) and deduplicated by set
+ *   membership (a channel is not ordered); records of an epoch below the instance's are dropped.
+ *   Source records are deduplicated by shard position.
+ */
+import type { Job } from '../api/job.js';
+import { decodePacket, decodeSourceControl, type DataEnvelope, type Envelope } from '../codec/envelope.js';
+import { decodePayload, encodePayload } from '../codec/payload.js';
+import { keyGroupOf, keyString } from '../plan/key-groups.js';
+import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
+import type { ResourceNames } from '../plan/resources.js';
+import { errorMessage, PoisonRecordError, SluiceError } from '../util/errors.js';
+import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
+import { KeyedStateCache } from './keyed-state.js';
+import { makeDestination, Outbox } from './outbox.js';
+import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, StoredRecord } from './ports.js';
+import { compareSeq } from './positions.js';
+import { decodeUserRecord, userRecordsOf } from './source-decoding.js';
+
+export interface InstanceOptions {
+  /** data envelopes of later epochs held in memory before the shard is re-read instead; @default 50_000 */
+  readonly maxHeldRecords?: number;
+}
+
+interface Unit {
+  readonly position: string;
+  readonly index: number;
+  readonly producer: string;
+  readonly env: DataEnvelope;
+  value?: unknown;
+  key?: string;
+  poison?: unknown;
+}
+
+interface DecodedPacket {
+  readonly producer: string;
+  readonly envelopes: readonly Envelope[];
+  /** data envelopes of the current epoch or later, in packet order */
+  readonly units: Unit[];
+  /** set when the record is not a readable packet */
+  readonly error?: unknown;
+}
+
+interface BarrierInfo {
+  readonly count: number;
+  readonly topology: readonly number[];
+  readonly savepoint: boolean;
+}
+
+export const instanceIdOf = (stageId: string, shardId: string) => `${stageId}:${shardId}`;
+
+export class StageInstance {
+  readonly id: string;
+  fence = 0;
+  /** last input position fully processed */
+  lastPosition: string | undefined;
+  /** current epoch = id of the last snapshot taken (0 before the first) */
+  epoch = 0;
+  /** records before this point are in the restored snapshot */
+  skipThrough: ReplayPoint = { from: 'start' };
+  readonly outbox: Outbox;
+  readonly state = new KeyedStateCache();
+  private chain!: CompiledChain;
+  private readonly stageIndex: number;
+  private readonly source: PlanSource | undefined;
+  private readonly sourceNode: { parse?: (raw: unknown) => unknown; timestamp?: (v: unknown) => number } | undefined;
+  private readonly expectedProducers: (topology: readonly number[]) => number;
+  private readonly maxHeld: number;
+
+  // inner-stage alignment state
+  private readonly barriers = new Map<number, Map<string, BarrierInfo>>();
+  private readonly received = new Map<string, number>();
+  private readonly seen = new Map<string, Set<number>>();
+  private held: Unit[] = [];
+  private readonly heldIds = new Set<string>();
+  private futureBarriers: Array<{ n: number; position: string }> = [];
+  private spilledFrom: string | undefined;
+  /** position of the record being processed (the frontier) */
+  private current: string | undefined;
+
+  processingTime = 0;
+  watermark = Number.NEGATIVE_INFINITY;
+  readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0 };
+
+  constructor(
+    private readonly job: Job,
+    private readonly plan: Plan,
+    private readonly stage: PlanStage,
+    readonly shardId: string,
+    private readonly names: ResourceNames,
+    private readonly ports: RuntimePorts,
+    options: InstanceOptions = {},
+  ) {
+    this.id = instanceIdOf(stage.id, shardId);
+    this.outbox = new Outbox(this.id);
+    this.stageIndex = plan.stages.indexOf(stage);
+    this.maxHeld = options.maxHeldRecords ?? 50_000;
+    if (stage.input.kind === 'source') {
+      const sourceId = stage.input.sourceId;
+      this.source = plan.sources.find((s) => s.id === sourceId);
+      const node = nodesById(job).get(sourceId);
+      this.sourceNode = node?.kind === 'source' ? (node as never) : undefined;
+      this.expectedProducers = () => 1;
+    } else {
+      const from = stage.input.fromStages.map((id) => plan.stages.findIndex((s) => s.id === id));
+      const fallback = from.reduce((a, i) => a + plan.stages[i]!.parallelism, 0);
+      this.expectedProducers = (topology) => (topology.length ? from.reduce((a, i) => a + (topology[i] ?? 0), 0) : fallback);
+    }
+  }
+
+  /** Looks up the shards of every stream this instance writes to and compiles the chain. */
+  async init(): Promise<void> {
+    for (const op of this.stage.operators) {
+      if (!op.exchange) continue;
+      const target = this.plan.stages.find((s) => s.id === op.exchange!.toStage)!;
+      const stream = this.names.streamOf(target);
+      const shards = await this.ports.shards.openShards(stream);
+      this.outbox.addDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism));
+    }
+    this.chain = compileChain(this.job, this.plan, this.stage, this.names, this.outbox, this.state, {
+      processingTime: () => this.processingTime,
+      watermark: () => this.watermark,
+    });
+  }
+
+  /** Restores the snapshot a lease points to: redo its apply (idempotent), then start its epoch. */
+  async restore(pointer: SnapshotPointer | undefined): Promise<void> {
+    if (!pointer) return;
+    const rows = decodeDelta(await this.ports.control.readDelta(pointer.delta));
+    await this.ports.state.applyRows(pointer.checkpointId, this.fence, rows);
+    this.epoch = pointer.checkpointId;
+    this.outbox.startEpoch(pointer.checkpointId);
+    this.skipThrough = pointer.replayPoint;
+    const meta = pointer.meta as { processingTime?: number; watermark?: number };
+    this.processingTime = meta.processingTime ?? 0;
+    this.watermark = meta.watermark ?? Number.NEGATIVE_INFINITY;
+  }
+
+  /** Processes records of the input shard, in shard order. */
+  async processRecords(records: readonly StoredRecord[]): Promise<void> {
+    if (this.source) {
+      for (const r of records) {
+        if (this.lastPosition !== undefined && compareSeq(r.sequenceNumber, this.lastPosition) <= 0) continue;
+        await this.processSourceRecord(r);
+        this.lastPosition = r.sequenceNumber;
+      }
+      return;
+    }
+    const fresh = records.filter((r) => this.lastPosition === undefined || compareSeq(r.sequenceNumber, this.lastPosition) > 0);
+    const packets = fresh.map((r) => this.decodeInner(r));
+    await this.prefetch(packets.flatMap((p) => p.units));
+    for (let i = 0; i < fresh.length; i++) {
+      await this.processPacket(fresh[i]!, packets[i]!);
+      this.lastPosition = fresh[i]!.sequenceNumber;
+    }
+  }
+
+  // ---------------------------------------------------------------- source stage
+
+  private async processSourceRecord(r: StoredRecord): Promise<void> {
+    const control = decodeSourceControl(r.data);
+    if (control) {
+      if (control.kind === 'barrier' && control.checkpointId > this.epoch) {
+        await this.snapshot(control.checkpointId, control.topology, control.savepoint, { from: 'after', sequenceNumber: r.sequenceNumber });
+      } else if (control.kind === 'tick') {
+        this.processingTime = Math.max(this.processingTime, control.time);
+      }
+      return;
+    }
+    const src = this.source!;
+    let userRecords: Uint8Array[];
+    try {
+      userRecords = userRecordsOf(r.data, r.sequenceNumber, r.partitionKey, src.deaggregate);
+    } catch (err) {
+      await this.poison(r.sequenceNumber, 0, r.data, `cannot de-aggregate KPL record: ${errorMessage(err)}`);
+      return;
+    }
+    for (let i = 0; i < userRecords.length; i++) {
+      const bytes = userRecords[i]!;
+      this.stats.recordsIn++;
+      let value: unknown;
+      let timestamp: number | undefined;
+      try {
+        value = decodeUserRecord(bytes, src.format);
+        if (this.sourceNode?.parse) value = this.sourceNode.parse(value);
+        timestamp = this.sourceNode?.timestamp ? this.sourceNode.timestamp(value) : r.approximateArrivalTimestamp;
+      } catch (err) {
+        await this.poison(r.sequenceNumber, i, bytes, `cannot decode ${src.format} record: ${errorMessage(err)}`);
+        continue;
+      }
+      const meta: RecordMeta = { timestamp, recordId: `${this.shardId}:${r.sequenceNumber}:${i}`, key: undefined, keyGroup: 0 };
+      try {
+        this.chain.push(value, meta);
+      } catch (err) {
+        await this.poison(r.sequenceNumber, i, bytes, `user function failed: ${errorMessage(err)}`);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- inner stages
+
+  private decodeInner(r: StoredRecord): DecodedPacket {
+    try {
+      const p = decodePacket(r.data);
+      const units: Unit[] = [];
+      p.envelopes.forEach((env, index) => {
+        if (env.kind === 'data' && env.epoch >= this.epoch) units.push({ position: r.sequenceNumber, index, producer: p.producer, env });
+      });
+      return { producer: p.producer, envelopes: p.envelopes, units };
+    } catch (error) {
+      return { producer: '', envelopes: [], units: [], error };
+    }
+  }
+
+  /** Decodes payloads and keys of units and loads the state rows they will touch. */
+  private async prefetch(units: readonly Unit[]): Promise<void> {
+    const selector = this.chain.keySelector;
+    const ids: StateRowId[] = [];
+    for (const u of units) {
+      if (u.value !== undefined || u.poison !== undefined) {
+        if (u.key !== undefined) for (const op of this.chain.keyedOperators) ids.push({ operatorId: op, keyGroup: u.env.keyGroup, key: u.key });
+        continue;
+      }
+      try {
+        u.value = decodePayload(u.env.payload);
+        if (selector) {
+          u.key = keyString(selector(u.value));
+          for (const op of this.chain.keyedOperators) ids.push({ operatorId: op, keyGroup: u.env.keyGroup, key: u.key });
+        }
+      } catch (err) {
+        u.poison = err;
+      }
+    }
+    const missing = this.state.missing(ids);
+    if (missing.length) this.state.load(missing, await this.ports.state.getRows(missing));
+  }
+
+  private async processPacket(r: StoredRecord, p: DecodedPacket): Promise<void> {
+    this.current = r.sequenceNumber;
+    if (p.error !== undefined) {
+      await this.poison(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(p.error)}`);
+      return;
+    }
+    let u = 0;
+    for (let index = 0; index < p.envelopes.length; index++) {
+      const env = p.envelopes[index]!;
+      if (env.kind === 'barrier') {
+        if (env.checkpointId <= this.epoch) continue;
+        let bs = this.barriers.get(env.checkpointId);
+        if (!bs) this.barriers.set(env.checkpointId, (bs = new Map()));
+        if (!bs.has(p.producer)) bs.set(p.producer, { count: env.count, topology: env.topology, savepoint: env.savepoint });
+        if (env.checkpointId > this.epoch + 1) this.futureBarriers.push({ n: env.checkpointId, position: r.sequenceNumber });
+        await this.alignLoop();
+        continue;
+      }
+      if (env.kind === 'tick') {
+        this.processingTime = Math.max(this.processingTime, env.time);
+        continue;
+      }
+      if (env.kind !== 'data') continue;
+      if (env.epoch < this.epoch) continue; // already in the snapshot
+      // units were built for data envelopes of epoch ≥ the epoch at decode time, in order
+      let unit = p.units[u];
+      while (unit && unit.index < index) unit = p.units[++u];
+      if (!unit || unit.index !== index) continue;
+      u++;
+      if (env.epoch > this.epoch) this.hold(unit);
+      else await this.apply(unit);
+      // a count satisfied by this record can complete an alignment
+      if (this.barriers.has(this.epoch + 1)) await this.alignLoop();
+    }
+  }
+
+  private hold(unit: Unit): void {
+    const id = `${unit.producer}|${unit.env.epoch}|${unit.env.seq}`;
+    if (this.heldIds.has(id)) return;
+    if (this.held.length >= this.maxHeld) {
+      // the log is the overflow buffer: re-read from here after the next snapshot
+      if (this.spilledFrom === undefined || compareSeq(unit.position, this.spilledFrom) < 0) this.spilledFrom = unit.position;
+      this.stats.spills++;
+      return;
+    }
+    this.heldIds.add(id);
+    this.held.push(unit);
+    this.stats.held++;
+  }
+
+  private async apply(unit: Unit): Promise<void> {
+    const ch = `${unit.producer}|${unit.env.epoch}`;
+    let seen = this.seen.get(ch);
+    if (!seen) this.seen.set(ch, (seen = new Set()));
+    if (seen.has(unit.env.seq)) {
+      this.stats.duplicates++;
+      return;
+    }
+    seen.add(unit.env.seq);
+    this.received.set(ch, (this.received.get(ch) ?? 0) + 1);
+    this.stats.recordsIn++;
+    if (unit.poison !== undefined) {
+      await this.poison(unit.position, unit.index, unit.env.payload, `cannot decode payload from ${unit.producer}: ${errorMessage(unit.poison)}`);
+      return;
+    }
+    const meta: RecordMeta = {
+      timestamp: unit.env.timestamp,
+      recordId: `${unit.producer}/${unit.env.epoch}/${unit.env.seq}`,
+      key: unit.key,
+      keyGroup: unit.key !== undefined ? keyGroupOf(unit.key, this.plan.maxParallelism) : unit.env.keyGroup,
+    };
+    try {
+      this.chain.push(unit.value, meta);
+    } catch (err) {
+      await this.poison(unit.position, unit.index, unit.env.payload, `user function failed: ${errorMessage(err)}`);
+    }
+  }
+
+  private canAlign(): boolean {
+    const n = this.epoch + 1;
+    const bs = this.barriers.get(n);
+    if (!bs) return false;
+    const first = bs.values().next().value as BarrierInfo;
+    if (bs.size < this.expectedProducers(first.topology)) return false;
+    for (const [producer, b] of bs) if ((this.received.get(`${producer}|${n - 1}`) ?? 0) < b.count) return false;
+    return true;
+  }
+
+  private async alignLoop(): Promise<void> {
+    while (this.canAlign()) {
+      const n = this.epoch + 1;
+      const info = this.barriers.get(n)!.values().next().value as BarrierInfo;
+      let rp = this.current!;
+      for (const h of this.held) if (compareSeq(h.position, rp) < 0) rp = h.position;
+      for (const f of this.futureBarriers) if (f.n > n && compareSeq(f.position, rp) < 0) rp = f.position;
+      if (this.spilledFrom !== undefined && compareSeq(this.spilledFrom, rp) < 0) rp = this.spilledFrom;
+      this.barriers.delete(n);
+      this.futureBarriers = this.futureBarriers.filter((f) => f.n > n);
+      await this.snapshot(n, info.topology, info.savepoint, { from: 'at', sequenceNumber: rp });
+      // forget what only older epochs needed
+      for (const k of [...this.seen.keys()]) if (Number(k.slice(k.lastIndexOf('|') + 1)) < n) this.seen.delete(k);
+      for (const k of [...this.received.keys()]) if (Number(k.slice(k.lastIndexOf('|') + 1)) < n) this.received.delete(k);
+      // release epoch-n records; later epochs stay held (an abort lets epochs overlap)
+      const release = this.held.filter((h) => h.env.epoch === n);
+      if (release.length) {
+        this.held = this.held.filter((h) => h.env.epoch !== n);
+        for (const h of release) this.heldIds.delete(`${h.producer}|${h.env.epoch}|${h.env.seq}`);
+        release.sort((a, b) => compareSeq(a.position, b.position) || a.index - b.index);
+        await this.prefetch(release);
+        for (const h of release) await this.apply(h);
+      }
+      if (this.spilledFrom !== undefined) await this.rereadSpilled();
+    }
+  }
+
+  /** Re-reads the shard from the first spilled record up to the frontier (dedupe drops what was applied). */
+  private async rereadSpilled(): Promise<void> {
+    const from = this.spilledFrom!;
+    const frontier = this.current!;
+    const lastPosition = this.lastPosition;
+    this.spilledFrom = undefined;
+    const stream = this.names.streamOf(this.stage);
+    for await (const page of this.ports.reader.read(stream, this.shardId, { from: 'at', sequenceNumber: from }, frontier)) {
+      const packets = page.map((r) => this.decodeInner(r));
+      await this.prefetch(packets.flatMap((p) => p.units));
+      for (let i = 0; i < page.length; i++) await this.processPacket(page[i]!, packets[i]!);
+    }
+    this.current = frontier;
+    this.lastPosition = lastPosition;
+  }
+
+  // ---------------------------------------------------------------- snapshots
+
+  private async snapshot(n: number, topology: readonly number[], savepoint: boolean, replayPoint: ReplayPoint): Promise<void> {
+    const started = Date.now();
+    this.outbox.closeEpoch(n, topology, savepoint);
+    this.epoch = n;
+    // the barrier and everything before it must be accepted downstream before the snapshot is durable
+    await this.drain();
+    const rows = this.state.dirtyRows();
+    const delta = encodeDelta(rows);
+    const ref = await this.ports.control.writeDelta(this.id, n, delta);
+    await this.ports.control.publishSnapshot(this.id, this.fence, {
+      checkpointId: n,
+      replayPoint,
+      delta: ref,
+      meta: { processingTime: this.processingTime, ...(Number.isFinite(this.watermark) ? { watermark: this.watermark } : {}) },
+    });
+    await this.ports.state.applyRows(n, this.fence, rows);
+    this.state.markClean();
+    this.stats.snapshots++;
+    const t = this.ports.telemetry;
+    t.count('CheckpointKeys', rows.length);
+    t.count('CheckpointBytes', delta.length);
+    t.timing('CheckpointDurationMs', Date.now() - started);
+    const ack = await this.ports.control.ack(n, this.id);
+    if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: n });
+  }
+
+  /** Writes every pending output; resolves when all were accepted. */
+  async drain(): Promise<void> {
+    if (!this.outbox.pending) return;
+    const { records, upserts, collected } = this.outbox.take();
+    for (const r of records) this.stats.recordsOut += r.records.length;
+    await Promise.all([
+      ...records.map((r) => this.ports.writer.putAll(r.stream, r.records)),
+      ...upserts.map((u) => this.ports.upsertSink.write(u.table, u.keyAttribute, u.writes)),
+      ...collected.map((c) => this.ports.collectSink.stage(c.sink, c.outputs)),
+    ]);
+  }
+
+  private async poison(sequenceNumber: string, subSequence: number, data: Uint8Array, reason: string): Promise<void> {
+    if (this.plan.poisonPolicy === 'fail') {
+      throw new PoisonRecordError(`${this.id} record ${sequenceNumber}#${subSequence}: ${reason}`);
+    }
+    this.stats.deadLetters++;
+    this.ports.telemetry.count('DeadLetters');
+    this.ports.telemetry.log('warn', 'record sent to the dead letters', { instance: this.id, sequenceNumber, subSequence, reason });
+    await this.ports.deadLetters.put({
+      job: this.plan.job,
+      stage: this.stage.id,
+      shardId: this.shardId,
+      sequenceNumber,
+      subSequence,
+      reason,
+      data,
+    });
+  }
+
+  /** Held records and pending barriers, for diagnostics. */
+  describe(): Record<string, unknown> {
+    return {
+      id: this.id,
+      epoch: this.epoch,
+      lastPosition: this.lastPosition,
+      held: this.held.length,
+      waitingBarriers: [...this.barriers].map(([n, m]) => `${n}:${[...m.keys()].join(',')}`),
+    };
+  }
+}
+
+/** A delta is the list of dirty rows of one checkpoint, MessagePack-encoded. */
+export function encodeDelta(rows: readonly StateRow[]): Uint8Array {
+  return encodePayload(rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]));
+}
+
+export function decodeDelta(bytes: Uint8Array): StateRow[] {
+  const raw = decodePayload<Array<[string, number, string, Record<string, Uint8Array>]>>(bytes);
+  if (!Array.isArray(raw)) throw new SluiceError('corrupt checkpoint delta', 'DELTA_CORRUPT');
+  return raw.map(([operatorId, keyGroup, key, values]) => ({
+    operatorId,
+    keyGroup,
+    key,
+    values: Object.fromEntries(Object.entries(values).map(([k, v]) => [k, new Uint8Array(v)])),
+  }));
+}

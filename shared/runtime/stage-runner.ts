@@ -1,0 +1,124 @@
+/**
+ * The engine behind a stage function. One StageRunner lives in each execution environment; it keeps
+ * the instances it has served in a cache, but a cache is never trusted blindly: Lambda does not pin
+ * a shard to an environment, and a timed-out invocation may still be running elsewhere. Each
+ * (stage, shard) therefore has a lease with a fencing counter and the last position processed. A
+ * batch runs on the cached instance only if both match the lease; otherwise the runner takes the
+ * lease over (bumping the fence, which shuts out any zombie's writes), restores the instance's last
+ * snapshot and replays its shard up to the batch. A batch that throws drops the cached instance.
+ */
+import type { KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
+import type { Job } from '../api/job.js';
+import type { Plan, PlanStage } from '../plan/plan.js';
+import type { ResourceNames } from '../plan/resources.js';
+import { SluiceError } from '../util/errors.js';
+import type { RuntimePorts, StoredRecord } from './ports.js';
+import { compareSeq, coveredBySnapshot } from './positions.js';
+import { instanceIdOf, StageInstance, type InstanceOptions } from './stage-instance.js';
+
+export interface StageRunnerOptions extends InstanceOptions {
+  /** clean cached keys kept per instance between batches; @default 100_000 */
+  readonly maxCachedKeys?: number;
+}
+
+export interface BatchOutcome {
+  readonly instanceId: string;
+  readonly cacheHit: boolean;
+  readonly replayed: number;
+  readonly processed: number;
+}
+
+export class StageRunner {
+  private readonly instances = new Map<string, StageInstance>();
+  readonly totals = { batches: 0, cacheHits: 0, cacheMisses: 0, replayed: 0 };
+
+  constructor(
+    private readonly job: Job,
+    private readonly plan: Plan,
+    private readonly stage: PlanStage,
+    private readonly names: ResourceNames,
+    private readonly ports: RuntimePorts,
+    private readonly options: StageRunnerOptions = {},
+  ) {}
+
+  /** Handles one ESM batch; throws (so the ESM retries the batch) on any failure. */
+  async handle(event: KinesisStreamEvent): Promise<KinesisStreamBatchResponse> {
+    if (!event.Records.length) return { batchItemFailures: [] };
+    const first = event.Records[0]!;
+    const shardId = first.eventID.slice(0, first.eventID.indexOf(':'));
+    const records: StoredRecord[] = event.Records.map((r) => {
+      if (!r.eventID.startsWith(shardId + ':')) throw new SluiceError(`batch mixes shards ${shardId} and ${r.eventID}`, 'BATCH_INVALID');
+      return {
+        sequenceNumber: r.kinesis.sequenceNumber,
+        data: Buffer.from(r.kinesis.data, 'base64'),
+        partitionKey: r.kinesis.partitionKey,
+        approximateArrivalTimestamp: Math.round(r.kinesis.approximateArrivalTimestamp * 1000),
+      };
+    });
+    await this.run(shardId, records);
+    return { batchItemFailures: [] };
+  }
+
+  /** Runs records of one shard (already in AWS's order) through the shard's instance. */
+  async run(shardId: string, records: readonly StoredRecord[]): Promise<BatchOutcome> {
+    const id = instanceIdOf(this.stage.id, shardId);
+    const t = this.ports.telemetry;
+    this.totals.batches++;
+    const lease = await this.ports.control.readLease(id);
+    let inst = this.instances.get(id);
+    const cacheHit = !!inst && inst.fence === lease.fence && inst.lastPosition === lease.lastPosition;
+    this.instances.delete(id); // re-added only when the batch succeeds
+    let replayed = 0;
+    try {
+      if (cacheHit) {
+        this.totals.cacheHits++;
+        t.count('CacheHit');
+      } else {
+        this.totals.cacheMisses++;
+        t.count('CacheMiss');
+        inst = new StageInstance(this.job, this.plan, this.stage, shardId, this.names, this.ports, this.options);
+        inst.fence = await this.ports.control.takeOver(id, lease.fence);
+        await inst.init();
+        await inst.restore(lease.snapshot);
+        replayed = await this.replay(inst, shardId, records[0]!.sequenceNumber);
+        this.totals.replayed += replayed;
+        t.count('RecordsReplayed', replayed);
+      }
+      const live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
+      const before = inst!.stats.recordsIn;
+      await inst!.processRecords(live);
+      await inst!.drain();
+      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition);
+      t.count('RecordsIn', inst!.stats.recordsIn - before);
+      const max = this.options.maxCachedKeys ?? 100_000;
+      if (inst!.state.size > max) inst!.state.evictClean(max);
+      this.instances.set(id, inst!);
+      return { instanceId: id, cacheHit, replayed, processed: live.length };
+    } catch (err) {
+      t.log('error', 'batch failed; the cached instance is dropped and the ESM will retry', {
+        instance: id,
+        firstSequenceNumber: records[0]?.sequenceNumber,
+        error: err instanceof Error ? { name: err.name, message: err.message } : String(err),
+      });
+      throw err;
+    }
+  }
+
+  /** Re-reads the shard from the snapshot's replay point up to the batch's first record. */
+  private async replay(inst: StageInstance, shardId: string, until: string): Promise<number> {
+    const rp = inst.skipThrough;
+    if (rp.from !== 'start' && compareSeq(rp.sequenceNumber, until) >= 0) return 0;
+    let n = 0;
+    const stream = this.names.streamOf(this.stage);
+    for await (const page of this.ports.reader.read(stream, shardId, rp, until)) {
+      n += page.length;
+      await inst.processRecords(page);
+    }
+    return n;
+  }
+
+  /** Instances cached in this environment (diagnostics and tests). */
+  cached(): StageInstance[] {
+    return [...this.instances.values()];
+  }
+}
