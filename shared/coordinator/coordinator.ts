@@ -111,8 +111,8 @@ export class Coordinator {
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: 'SET #status = :s, expected = :e, topology = :t, startedAt = :now, savepoint = :sp',
-        ExpressionAttributeNames: { '#status': 'status' },
+        UpdateExpression: 'SET #status = :s, #expected = :e, #topology = :t, startedAt = :now, #savepoint = :sp',
+        ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#topology': 'topology', '#savepoint': 'savepoint' },
         ExpressionAttributeValues: {
           ':s': 'IN_FLIGHT',
           ':e': topology.reduce((a, b) => a + b, 0),
@@ -202,9 +202,9 @@ export class Coordinator {
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: `SET #status = :s, endedAt = :end, durationMs = :d${reason ? ', reason = :r' : ''} REMOVE taskToken`,
+        UpdateExpression: `SET #status = :s, endedAt = :end, durationMs = :d${reason ? ', #reason = :r' : ''} REMOVE taskToken`,
         ConditionExpression: '#status = :inflight',
-        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeNames: { '#status': 'status', ...(reason ? { '#reason': 'reason' } : {}) },
         ExpressionAttributeValues: {
           ':s': status,
           ':end': end.toISOString(),

@@ -86,7 +86,7 @@ export class DynamoControlStore implements ControlStore {
   }
 
   async publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void> {
-    await this.fenced(instanceId, fence, 'SET snapshot = :s, snapshotAt = :now', {
+    await this.fenced(instanceId, fence, 'SET #snapshot = :s, snapshotAt = :now', {
       ':s': JSON.stringify(pointer),
       ':now': new Date().toISOString(),
     });
@@ -105,6 +105,7 @@ export class DynamoControlStore implements ControlStore {
             Key: { pk: `lease#${instanceId}`, sk: 'lease' },
             UpdateExpression: update,
             ConditionExpression: 'fence = :fence',
+            ...(update.includes('#snapshot') ? { ExpressionAttributeNames: { '#snapshot': 'snapshot' } } : {}),
             ExpressionAttributeValues: { ...values, ':fence': fence },
           }),
         ),

@@ -1,0 +1,293 @@
+/**
+ * Runs a job on this machine against the emulated AWS stack, with the same plan, the same functions
+ * and the same coordinator workflow that `cdk deploy` ships:
+ *
+ * - the emulators (Kinesis, DynamoDB, S3) on free loopback ports, and the job's streams, tables and
+ *   bucket created in them from the plan;
+ * - one local event source poller per stage, invoking the stage's handler in one of several
+ *   simulated execution environments — each its own StageRunner with its own cache, recycled at
+ *   random — so a shard's batches move between environments as they do on Lambda;
+ * - the coordinator state machine *as synthesized by CDK*, executed by an ASL interpreter whose
+ *   Lambda tasks call the coordinator function's code, and a Step Functions endpoint for the
+ *   instances' SendTaskSuccess.
+ */
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
+import { PutRecordsCommand } from '@aws-sdk/client-kinesis';
+import type { KinesisStreamEvent } from 'aws-lambda';
+import { cachedCoordinatorDefinition } from './coordinator-cache.js';
+import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
+import { createAwsPorts } from '../shared/adapters/aws/ports.js';
+import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
+import { CountingTelemetry } from '../shared/adapters/telemetry.js';
+import type { Job } from '../shared/api/job.js';
+import { Coordinator, type CheckpointRecord } from '../shared/coordinator/coordinator.js';
+import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
+import type { Plan, PlanStage } from '../shared/plan/plan.js';
+import { planJob } from '../shared/plan/planner.js';
+import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
+import type { RuntimePorts } from '../shared/runtime/ports.js';
+import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
+import { startEmulators, type LocalEmulators } from './emulators.js';
+import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo } from './event-source-poller.js';
+import { LocalStepFunctions } from './step-functions-local.js';
+
+export interface LocalRunOptions {
+  /** simulated execution environments per stage; @default 3 */
+  readonly environments?: number;
+  /** chance that an environment is recycled (its caches lost) before an invocation; @default 0.05 */
+  readonly recycleProbability?: number;
+  /** seed of routing and recycling; @default 1 */
+  readonly seed?: number;
+  /** ESM batch size; @default 100 */
+  readonly batchSize?: number;
+  /** time between checkpoints, replacing the plan's (Wait states of the workflow); @default the plan's */
+  readonly checkpointIntervalMs?: number;
+  /** reuse running emulators instead of starting new ones (they are then not stopped) */
+  readonly emulators?: LocalEmulators;
+  readonly prefix?: string;
+  readonly runner?: StageRunnerOptions;
+  /** wraps the ports each environment gets (fault injection in tests) */
+  readonly wrapPorts?: (ports: RuntimePorts, ctx: { stage: PlanStage; environment: string }) => RuntimePorts;
+  /** where structured log lines go; @default nowhere */
+  readonly log?: (line: string) => void;
+  readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
+}
+
+export interface RunStats {
+  readonly checkpoints: CheckpointRecord[];
+  readonly completed: number;
+  readonly aborted: number;
+  readonly meanCheckpointMs: number;
+  readonly batches: number;
+  readonly cacheHitRate: number;
+  readonly recordsIn: number;
+  readonly deadLetters: number;
+  readonly invocations: number;
+}
+
+interface Env {
+  id: string;
+  runner: StageRunner;
+}
+
+export class LocalJobRunner {
+  readonly plan: Plan;
+  readonly names: ResourceNames;
+  readonly collected = new CollectRegistry();
+  readonly telemetry: CountingTelemetry;
+  private emulators!: LocalEmulators;
+  private ownEmulators = false;
+  private stepFunctions!: LocalStepFunctions;
+  private pollers: EventSourcePoller[] = [];
+  private readonly envs = new Map<string, Env[]>();
+  private rng: () => number;
+  private invocations = 0;
+  clients!: AwsClients;
+  coordinator!: Coordinator;
+
+  private constructor(
+    readonly job: Job,
+    private readonly options: LocalRunOptions,
+  ) {
+    this.plan = planJob(job);
+    this.names = resourceNames(this.plan, options.prefix);
+    this.telemetry = new CountingTelemetry(options.log, 'info');
+    let s = (options.seed ?? 1) >>> 0;
+    this.rng = () => {
+      s = (s + 0x6d2b79f5) >>> 0;
+      let t = Math.imul(s ^ (s >>> 15), s | 1);
+      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+
+  /** Starts the emulated stack, deploys the job into it and starts the coordinator. */
+  static async start(job: Job, options: LocalRunOptions = {}): Promise<LocalJobRunner> {
+    const r = new LocalJobRunner(job, options);
+    try {
+      await r.boot();
+    } catch (err) {
+      await r.stop().catch(() => undefined);
+      throw err;
+    }
+    return r;
+  }
+
+  private async boot(): Promise<void> {
+    const o = this.options;
+    this.ownEmulators = !o.emulators;
+    this.emulators = o.emulators ?? (await startEmulators());
+    const def = cachedCoordinatorDefinition(this.job, { prefix: this.names.prefix, region: this.emulators.region });
+    const waits: Record<string, number> = {};
+    if (o.checkpointIntervalMs !== undefined) {
+      for (const [name, st] of Object.entries(def.definition.States)) if (st.Type === 'Wait') waits[name] = o.checkpointIntervalMs;
+    }
+    const runTask = (payload: unknown) => this.coordinator.run(payload as CoordinatorTaskInput);
+    this.stepFunctions = new LocalStepFunctions({
+      definition: def.definition,
+      stateMachineArn: def.stateMachineArn,
+      lambdaHandlers: { [def.coordinatorFunctionArn]: runTask, [def.coordinatorFunctionName]: runTask },
+      waitTimeOverrides: waits,
+    });
+    const { endpoint: sfn } = await this.stepFunctions.listen();
+    this.clients = createAwsClients({
+      region: this.emulators.region,
+      credentials: this.emulators.credentials,
+      endpoints: { ...this.emulators.endpoints, sfn },
+      maxAttempts: 3,
+    });
+    this.coordinator = new Coordinator(this.plan, this.names, this.clients, [this.collected]);
+    const { provisionJob } = await import('./provision.js');
+    await provisionJob(this.plan, this.names, this.clients);
+
+    for (const stage of this.plan.stages) {
+      const count = o.environments ?? 3;
+      const envs: Env[] = [];
+      for (let i = 0; i < count; i++) envs.push({ id: `${stage.id}-env${i}`, runner: this.newRunner(stage, `${stage.id}-env${i}`) });
+      this.envs.set(stage.id, envs);
+      const environments = (): ExecutionEnvironment[] =>
+        envs.map((e) => ({
+          id: e.id,
+          handler: async (event: KinesisStreamEvent) => {
+            this.invocations++;
+            if (this.rng() < (o.recycleProbability ?? 0.05)) {
+              // the environment was recycled between invocations: its caches are gone
+              e.runner = this.newRunner(stage, e.id);
+              this.telemetry.count('EnvironmentsRecycled');
+            }
+            return e.runner.handle(event);
+          },
+        }));
+      const poller = new EventSourcePoller({
+        kinesis: this.clients.kinesis,
+        streamName: this.names.streamOf(stage),
+        environments,
+        batchSize: o.batchSize ?? 100,
+        seed: (o.seed ?? 1) + this.pollers.length,
+        pollIntervalMs: 25,
+        onInvocation: (info) => {
+          if (info.outcome === 'error') {
+            this.telemetry.count('InvocationErrors');
+            this.telemetry.log('warn', 'invocation failed; the batch will be retried', {
+              stage: stage.id,
+              shardId: info.shardId,
+              error: info.error instanceof Error ? `${info.error.name}: ${info.error.message}` : String(info.error),
+            });
+          }
+          o.onInvocation?.(stage.id, info);
+        },
+        onError: (err) => this.telemetry.log('warn', 'poller error', { stage: stage.id, error: String(err) }),
+      });
+      this.pollers.push(poller);
+      poller.start();
+    }
+    await this.stepFunctions.startExecution({ iteration: 0 });
+  }
+
+  private newRunner(stage: PlanStage, environment: string): StageRunner {
+    let ports = createAwsPorts(this.plan, this.names, this.clients, this.telemetry, { collectSink: this.collected });
+    if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
+    return new StageRunner(this.job, this.plan, stage, this.names, ports, this.options.runner);
+  }
+
+  /** The emulators' endpoints and settings, for producers and readers in other processes. */
+  get emulatorEnv(): Record<string, string> {
+    return this.emulators.env();
+  }
+
+  /** Puts records on a source stream the way an ordinary producer does (PutRecords, random partition keys). */
+  async produce(sourceName: string, records: ReadonlyArray<unknown>, options: { partitionKey?: (r: unknown, i: number) => string } = {}): Promise<void> {
+    const source = this.plan.sources.find((s) => s.name === sourceName);
+    if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}" (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
+    const stream = this.names.sourceStream(source);
+    const enc = new TextEncoder();
+    const entries = records.map((r, i) => ({
+      Data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
+      PartitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
+    }));
+    for (let i = 0; i < entries.length; i += 500) {
+      let pending = entries.slice(i, i + 500);
+      for (let attempt = 0; pending.length; attempt++) {
+        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending }));
+        pending = pending.filter((_, j) => out.Records?.[j]?.ErrorCode);
+        if (pending.length) await sleep(Math.min(1000, 50 * 2 ** attempt));
+      }
+    }
+  }
+
+  /**
+   * Waits until `count` checkpoints that started after `since` have completed: then every record
+   * produced before `since` has been processed, and its effects are in the sinks.
+   */
+  async awaitCheckpoints(count: number, since: Date, timeoutMs = 120_000, onProgress?: (done: number) => void): Promise<CheckpointRecord[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const done = (await this.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > since.getTime());
+      onProgress?.(done.length);
+      if (done.length >= count) return done;
+      if (Date.now() > deadline) {
+        const all = await this.coordinator.list();
+        throw new Error(
+          `only ${done.length} of ${count} checkpoints completed in ${timeoutMs} ms; last: ${JSON.stringify(all.slice(-3))}; executions: ${JSON.stringify(this.stepFunctions.executions().slice(-2))}`,
+        );
+      }
+      await sleep(100);
+    }
+  }
+
+  /** Every row of an upsert sink's table. */
+  async readUpsertSink<T = Record<string, unknown>>(sinkName: string): Promise<T[]> {
+    const sink = this.plan.sinks.find((s) => s.name === sinkName);
+    if (!sink) throw new Error(`job "${this.plan.job}" has no sink "${sinkName}"`);
+    const out: T[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const r = await this.clients.doc.send(new ScanCommand({ TableName: this.names.sinkTable(sink), ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }));
+      out.push(...((r.Items ?? []) as T[]));
+      start = r.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+
+  /** Dead letters written so far, parsed. */
+  async readDeadLetters(): Promise<Array<{ stage: string; shardId: string; sequenceNumber: string; subSequence: number; reason: string; data: string }>> {
+    const out = [];
+    let token: string | undefined;
+    do {
+      const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.names.bucket, Prefix: 'dead-letters/', ...(token ? { ContinuationToken: token } : {}) }));
+      for (const o of r.Contents ?? []) {
+        const body = await this.clients.s3.send(new GetObjectCommand({ Bucket: this.names.bucket, Key: o.Key! }));
+        out.push(JSON.parse(await body.Body!.transformToString()));
+      }
+      token = r.NextContinuationToken;
+    } while (token);
+    return out;
+  }
+
+  async stats(): Promise<RunStats> {
+    const checkpoints = await this.coordinator.list();
+    const completed = checkpoints.filter((c) => c.status === 'COMPLETED');
+    const hits = this.telemetry.get('CacheHit');
+    const misses = this.telemetry.get('CacheMiss');
+    return {
+      checkpoints,
+      completed: completed.length,
+      aborted: checkpoints.filter((c) => c.status === 'ABORTED').length,
+      meanCheckpointMs: completed.length ? completed.reduce((a, c) => a + (c.durationMs ?? 0), 0) / completed.length : 0,
+      batches: hits + misses,
+      cacheHitRate: hits + misses ? hits / (hits + misses) : 0,
+      recordsIn: this.telemetry.get('RecordsIn'),
+      deadLetters: this.telemetry.get('DeadLetters'),
+      invocations: this.invocations,
+    };
+  }
+
+  /** Stops pollers, the workflow and (if started here) the emulators. Idempotent. */
+  async stop(): Promise<void> {
+    await Promise.all(this.pollers.map((p) => p.stop()));
+    this.pollers = [];
+    await this.stepFunctions?.stop();
+    if (this.ownEmulators) await this.emulators?.stop();
+  }
+}

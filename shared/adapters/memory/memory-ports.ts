@@ -1,0 +1,1198 @@
+/**
+ * In-memory twins of every runtime port, for fast tests of the real engine (StageRunner,
+ * StageInstance) without emulators. They follow the AWS adapters in `../aws/*` rule for rule:
+ *
+ * - `MemoryKinesis` models streams of N shards split evenly over the 128-bit hash space; a record
+ *   lands in the open shard whose range holds its ExplicitHashKey (or the MD5 of its partition key),
+ *   gets an increasing 56-digit decimal sequence number (with gaps, as Kinesis' have), and is read
+ *   by shard. PutRecords answers per entry, so a fault hook can reject some entries
+ *   (ProvisionedThroughputExceededException) while the others land.
+ * - The writer retries only the rejected entries, which then land after later ones (as the AWS
+ *   writer's do); the reader pages, backs off on throttling, fails loudly on trimmed data.
+ * - The control store keeps leases with a fencing counter (takeover, fenced pointer and position
+ *   writes), deltas inline up to 300 KB and "in S3" above, and checkpoint records with an ack *set*.
+ * - The state store writes a row only when no later checkpoint wrote it (`ckpt <= n`); like the
+ *   DynamoDB store it does not look at the fence.
+ * - The upsert sink collapses writes of a key to the last and applies each under the emitting
+ *   instance's (epoch, seq) version condition.
+ *
+ * Faults: `MemoryFaults` hooks run inside the twin services (a `before` hook that throws an error
+ * named like AWS throttling is retried, as `withThrottleRetry` does; any other error reaches the
+ * caller; `after` runs once the call took effect, so throwing there is a lost response).
+ * `withHooks` wraps a `RuntimePorts` into the view of one execution environment, whose hooks can
+ * crash, delay or block that environment at any port call (zombies, crash points).
+ *
+ * Besides the ports, the twins keep what tests need to check invariants: the history of every state
+ * row write, of every published snapshot pointer, of accepted upserts, and counters of
+ * non-deterministic rewrites (same id, other bytes), which must stay 0.
+ */
+import { createHash } from 'node:crypto';
+import { encodeSourceControl } from '../../codec/envelope.js';
+import { CHECKPOINT_IN_FLIGHT } from '../../coordinator/protocol.js';
+import type { Plan } from '../../plan/plan.js';
+import type { ResourceNames } from '../../plan/resources.js';
+import type {
+  CollectSinkStore,
+  ControlStore,
+  DeadLetter,
+  DeadLetterStore,
+  DeltaRef,
+  Lease,
+  OutgoingRecord,
+  ReplayPoint,
+  RuntimePorts,
+  ShardDirectory,
+  ShardInfo,
+  ShardReader,
+  SnapshotPointer,
+  StateRow,
+  StateRowId,
+  StateStore,
+  StoredRecord,
+  StreamWriter,
+  TaskNotifier,
+  Telemetry,
+  UpsertSinkWriter,
+  UpsertWrite,
+} from '../../runtime/ports.js';
+import { compareSeq } from '../../runtime/positions.js';
+import { FencedError, SluiceError } from '../../util/errors.js';
+import { CountingTelemetry } from '../telemetry.js';
+import { CollectRegistry } from './collect-registry.js';
+
+// ------------------------------------------------------------------------------------------ faults
+
+/** Names of the operations hooks see. */
+export type PortOp =
+  | 'control.readLease'
+  | 'control.takeOver'
+  | 'control.writeDelta'
+  | 'control.readDelta'
+  | 'control.publishSnapshot'
+  | 'control.commitPosition'
+  | 'control.ack'
+  | 'state.getRows'
+  | 'state.applyRows'
+  /** one row of an applyRows call (service hooks only): throwing here crashes mid-flush */
+  | 'state.applyRow'
+  | 'shards.openShards'
+  | 'writer.putAll'
+  | 'reader.read'
+  | 'deadLetters.put'
+  | 'notifier.succeed'
+  | 'upsertSink.write'
+  | 'collectSink.stage'
+  /** one PutRecords/PutRecord request (service hooks only) */
+  | 'kinesis.putRecords'
+  /** one GetRecords page (service hooks only) */
+  | 'kinesis.getRecords';
+
+export interface OpInfo {
+  readonly instanceId?: string;
+  readonly checkpointId?: number;
+  readonly stream?: string;
+  readonly shardId?: string;
+  /** retry attempt of this call inside the twin (0 first) */
+  readonly attempt?: number;
+  /** records, rows or writes the call carries */
+  readonly size?: number;
+}
+
+export interface PortHooks {
+  /** runs before the call takes effect: throw to fail it, await to delay or block it */
+  before?(op: PortOp, info: OpInfo): void | Promise<void>;
+  /** runs after the call took effect, before the caller sees the answer: throw for a lost response */
+  after?(op: PortOp, info: OpInfo): void | Promise<void>;
+}
+
+export interface PutEntryInfo {
+  readonly stream: string;
+  readonly shardId: string;
+  /** index of the entry in its PutRecords request */
+  readonly index: number;
+  readonly data: Uint8Array;
+  /** attempt number the caller passed (the memory writer counts its retries) */
+  readonly attempt: number;
+}
+
+export interface MemoryFaults extends PortHooks {
+  /** PutRecords partial failure: true rejects this entry with ProvisionedThroughputExceededException */
+  rejectPutEntry?(entry: PutEntryInfo): boolean;
+}
+
+const THROTTLING = new Set([
+  'ProvisionedThroughputExceededException',
+  'ThrottlingException',
+  'LimitExceededException',
+  'RequestLimitExceeded',
+  'TooManyRequestsException',
+  'SlowDown',
+  'InternalServerError',
+  'ServiceUnavailable',
+]);
+
+/** An error shaped like an AWS SDK exception (only `name` matters to the adapters). */
+export function awsError(name: string, message = name): Error {
+  const e = new Error(message);
+  e.name = name;
+  return e;
+}
+
+/** A throttling error: the twins (and the AWS adapters) retry these forever. */
+export const throttled = (message = 'Rate exceeded') => awsError('ProvisionedThroughputExceededException', message);
+
+export function isThrottlingError(err: unknown): boolean {
+  const name = (err as { name?: string } | null)?.name;
+  return !!name && THROTTLING.has(name);
+}
+
+/** Yields to the event loop (a retry "backoff" that lets other work interleave, without waiting). */
+export const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Safety net for tests whose hooks throttle forever (AWS retries forever; a test must not hang). */
+const MAX_THROTTLE_RETRIES = 10_000;
+
+/** Runs one service call with the service hooks: throttling in `before` is retried, as the AWS adapters do. */
+async function serviceCall<T>(faults: MemoryFaults, op: PortOp, info: OpInfo, fn: () => T | Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await faults.before?.(op, attempt ? { ...info, attempt } : info);
+    } catch (err) {
+      if (isThrottlingError(err) && attempt < MAX_THROTTLE_RETRIES) {
+        await yieldTurn();
+        continue;
+      }
+      throw err;
+    }
+    const result = await fn();
+    await faults.after?.(op, info);
+    return result;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ kinesis
+
+export const HASH_SPACE = 1n << 128n;
+const MAX_HASH_KEY = HASH_SPACE - 1n;
+const MAX_RECORD_BYTES = 1024 * 1024;
+const MAX_PUT_RECORDS = 500;
+const MAX_PUT_BYTES = 5 * 1024 * 1024;
+
+/** The hash key Kinesis derives from a partition key: MD5 as a 128-bit big-endian integer. */
+export function hashKeyOfPartitionKey(partitionKey: string): bigint {
+  return BigInt('0x' + createHash('md5').update(partitionKey, 'utf8').digest('hex'));
+}
+
+/** Ranges of `n` shards splitting the hash space evenly, as CreateStream makes them. */
+export function evenHashRanges(n: number): Array<{ start: bigint; end: bigint }> {
+  const out: Array<{ start: bigint; end: bigint }> = [];
+  for (let i = 0; i < n; i++) {
+    const start = (BigInt(i) * HASH_SPACE) / BigInt(n);
+    const end = (BigInt(i + 1) * HASH_SPACE) / BigInt(n) - 1n;
+    out.push({ start, end });
+  }
+  return out;
+}
+
+interface MemShard {
+  readonly shardId: string;
+  readonly start: bigint;
+  readonly end: bigint;
+  readonly parentShardId?: string;
+  readonly adjacentParentShardId?: string;
+  endingSequenceNumber?: string;
+  /** retained records, in sequence order */
+  readonly records: StoredRecord[];
+  /** sequence number of the last record trimmed away (retention) */
+  trimmedThrough?: string;
+}
+
+interface MemStream {
+  readonly name: string;
+  readonly shards: MemShard[];
+}
+
+export interface PutEntry {
+  readonly data: Uint8Array;
+  readonly partitionKey: string;
+  readonly explicitHashKey?: string;
+}
+
+export type PutResult =
+  | { readonly shardId: string; readonly sequenceNumber: string; readonly errorCode?: undefined }
+  | { readonly errorCode: string; readonly errorMessage: string; readonly shardId?: undefined; readonly sequenceNumber?: undefined };
+
+const shardIdOf = (i: number) => `shardId-${String(i).padStart(12, '0')}`;
+
+/** A small deterministic PRNG (mulberry32) for the twins' own choices. */
+export function prng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export interface MemoryKinesisOptions {
+  readonly faults?: MemoryFaults;
+  /** seeds the gaps between sequence numbers; @default 1 */
+  readonly seed?: number;
+  /** arrival timestamps (ms); @default Date.now */
+  readonly now?: () => number;
+}
+
+/** An in-memory Kinesis Data Streams: streams, shards, hash-key placement, sequence numbers, trimming, resharding. */
+export class MemoryKinesis {
+  private readonly streams = new Map<string, MemStream>();
+  private seq = 0n;
+  private readonly rand: () => number;
+  private readonly now: () => number;
+  readonly faults: MemoryFaults;
+  /** PutRecords requests and entries seen, rejected entries (for tests) */
+  readonly stats = { putRequests: 0, putEntries: 0, rejectedEntries: 0, getRecords: 0 };
+
+  constructor(options: MemoryKinesisOptions = {}) {
+    this.faults = options.faults ?? {};
+    this.rand = prng(options.seed ?? 1);
+    this.now = options.now ?? Date.now;
+  }
+
+  createStream(name: string, shardCount: number): void {
+    if (this.streams.has(name)) throw awsError('ResourceInUseException', `Stream ${name} already exists`);
+    if (!Number.isInteger(shardCount) || shardCount < 1) throw awsError('ValidationException', `shard count must be a positive integer, got ${shardCount}`);
+    const shards = evenHashRanges(shardCount).map((r, i): MemShard => ({ shardId: shardIdOf(i), start: r.start, end: r.end, records: [] }));
+    this.streams.set(name, { name, shards });
+  }
+
+  hasStream(name: string): boolean {
+    return this.streams.has(name);
+  }
+
+  streamNames(): string[] {
+    return [...this.streams.keys()];
+  }
+
+  private stream(name: string): MemStream {
+    const s = this.streams.get(name);
+    if (!s) throw awsError('ResourceNotFoundException', `Stream ${name} not found`);
+    return s;
+  }
+
+  private shard(stream: string, shardId: string): MemShard {
+    const sh = this.stream(stream).shards.find((x) => x.shardId === shardId);
+    if (!sh) throw awsError('ResourceNotFoundException', `Shard ${shardId} in stream ${stream} not found`);
+    return sh;
+  }
+
+  /** Every shard of the stream (open and closed), as ListShards reports them, in shard id order. */
+  listShards(stream: string): ShardInfo[] {
+    return this.stream(stream).shards.map((s) => ({
+      shardId: s.shardId,
+      startingHashKey: s.start.toString(),
+      endingHashKey: s.end.toString(),
+      ...(s.parentShardId ? { parentShardId: s.parentShardId } : {}),
+      ...(s.adjacentParentShardId ? { adjacentParentShardId: s.adjacentParentShardId } : {}),
+      ...(s.endingSequenceNumber ? { endingSequenceNumber: s.endingSequenceNumber } : {}),
+    }));
+  }
+
+  /** The open shard whose range holds the hash key. */
+  shardOfHashKey(stream: string, hashKey: bigint): string {
+    const sh = this.stream(stream).shards.find((s) => s.endingSequenceNumber === undefined && hashKey >= s.start && hashKey <= s.end);
+    if (!sh) throw new Error(`no open shard of ${stream} holds hash key ${hashKey}`);
+    return sh.shardId;
+  }
+
+  private nextSequenceNumber(): string {
+    this.seq += 1n + BigInt(Math.floor(this.rand() * 1000));
+    return '49' + this.seq.toString().padStart(54, '0');
+  }
+
+  private hashKeyOf(e: PutEntry): bigint {
+    if (typeof e.partitionKey !== 'string' || e.partitionKey.length < 1 || e.partitionKey.length > 256) {
+      throw awsError('ValidationException', 'partition key must hold 1 to 256 characters');
+    }
+    if (e.explicitHashKey === undefined) return hashKeyOfPartitionKey(e.partitionKey);
+    if (!/^\d{1,39}$/.test(e.explicitHashKey)) throw awsError('ValidationException', `ExplicitHashKey ${e.explicitHashKey} is not a decimal integer`);
+    const h = BigInt(e.explicitHashKey);
+    if (h > MAX_HASH_KEY) throw awsError('ValidationException', `ExplicitHashKey ${e.explicitHashKey} is outside the hash key range`);
+    return h;
+  }
+
+  /**
+   * PutRecords: validates the request as Kinesis does, then answers per entry. Entries the fault
+   * hook rejects fail with ProvisionedThroughputExceededException; the others land, in request order.
+   */
+  putRecords(stream: string, entries: readonly PutEntry[], attempt = 0): PutResult[] {
+    const s = this.stream(stream);
+    if (entries.length < 1 || entries.length > MAX_PUT_RECORDS) {
+      throw awsError('ValidationException', `PutRecords takes 1 to ${MAX_PUT_RECORDS} records, got ${entries.length}`);
+    }
+    let bytes = 0;
+    const hashKeys = entries.map((e) => {
+      const size = e.data.length + Buffer.byteLength(e.partitionKey, 'utf8');
+      if (size > MAX_RECORD_BYTES) throw awsError('ValidationException', `record of ${size} bytes exceeds 1 MiB`);
+      bytes += size;
+      return this.hashKeyOf(e);
+    });
+    if (bytes > MAX_PUT_BYTES) throw awsError('InvalidArgumentException', `PutRecords request of ${bytes} bytes exceeds 5 MiB`);
+    this.stats.putRequests++;
+    this.stats.putEntries += entries.length;
+    return entries.map((e, index) => {
+      const shardId = this.shardOfHashKey(stream, hashKeys[index]!);
+      if (this.faults.rejectPutEntry?.({ stream, shardId, index, data: e.data, attempt })) {
+        this.stats.rejectedEntries++;
+        return { errorCode: 'ProvisionedThroughputExceededException', errorMessage: `Rate exceeded for shard ${shardId} in stream ${stream}` };
+      }
+      const shard = s.shards.find((x) => x.shardId === shardId)!;
+      const sequenceNumber = this.nextSequenceNumber();
+      shard.records.push({
+        sequenceNumber,
+        data: new Uint8Array(e.data), // Kinesis keeps its own copy
+        partitionKey: e.partitionKey,
+        approximateArrivalTimestamp: this.now(),
+      });
+      return { shardId, sequenceNumber };
+    });
+  }
+
+  /** PutRecord: one entry; a rejected entry throws ProvisionedThroughputExceededException. */
+  putRecord(stream: string, entry: PutEntry, attempt = 0): { shardId: string; sequenceNumber: string } {
+    const [r] = this.putRecords(stream, [entry], attempt);
+    if (r!.errorCode) throw awsError(r!.errorCode, r!.errorMessage);
+    return { shardId: r!.shardId!, sequenceNumber: r!.sequenceNumber! };
+  }
+
+  /** Retained records of a shard, in order (what an ESM would read). */
+  records(stream: string, shardId: string): readonly StoredRecord[] {
+    return this.shard(stream, shardId).records;
+  }
+
+  /** Records of a shard from a position, at most `limit` of them. Throws like Kinesis for trimmed positions. */
+  getRecords(stream: string, shardId: string, from: ReplayPoint, limit: number): StoredRecord[] {
+    this.stats.getRecords++;
+    const shard = this.shard(stream, shardId);
+    const i = this.indexOf(stream, shard, from);
+    return shard.records.slice(i, i + limit);
+  }
+
+  private indexOf(stream: string, shard: MemShard, from: ReplayPoint): number {
+    if (from.from === 'start') return 0;
+    const t = shard.trimmedThrough;
+    if (t !== undefined) {
+      const c = compareSeq(from.sequenceNumber, t);
+      if (c < 0 || (c === 0 && from.from === 'at')) {
+        throw awsError('TrimmedDataAccessException', `${stream}/${shard.shardId}: ${from.sequenceNumber} is past the retention period`);
+      }
+    }
+    // first record at (or after) the position: binary search on sequence numbers
+    let lo = 0;
+    let hi = shard.records.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      const c = compareSeq(shard.records[mid]!.sequenceNumber, from.sequenceNumber);
+      if (c < 0 || (c === 0 && from.from === 'after')) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Drops the oldest `count` records of a shard (retention expiry). */
+  trim(stream: string, shardId: string, count: number): void {
+    const shard = this.shard(stream, shardId);
+    const gone = shard.records.splice(0, Math.min(count, shard.records.length));
+    if (gone.length) shard.trimmedThrough = gone[gone.length - 1]!.sequenceNumber;
+  }
+
+  /**
+   * UpdateShardCount (uniform scaling): closes every open shard and opens `count` new ones split
+   * evenly; each child names the open shard holding its starting hash key as parent, and the one
+   * holding its ending hash key (when different) as adjacent parent.
+   */
+  reshard(stream: string, count: number): void {
+    const s = this.stream(stream);
+    const open = s.shards.filter((x) => x.endingSequenceNumber === undefined);
+    const holder = (h: bigint) => open.find((x) => h >= x.start && h <= x.end)!;
+    const children = evenHashRanges(count).map((r, i): MemShard => {
+      const parent = holder(r.start);
+      const adjacent = holder(r.end);
+      return {
+        shardId: shardIdOf(s.shards.length + i),
+        start: r.start,
+        end: r.end,
+        parentShardId: parent.shardId,
+        ...(adjacent !== parent ? { adjacentParentShardId: adjacent.shardId } : {}),
+        records: [],
+      };
+    });
+    for (const x of open) x.endingSequenceNumber = x.records.length ? x.records[x.records.length - 1]!.sequenceNumber : this.nextSequenceNumber();
+    s.shards.push(...children);
+  }
+}
+
+/** Creates the input stream of every stage of a plan (source streams and inner streams). */
+export function createJobStreams(kinesis: MemoryKinesis, plan: Plan, names: ResourceNames): void {
+  for (const stage of plan.stages) {
+    const stream = names.streamOf(stage);
+    if (!kinesis.hasStream(stream)) kinesis.createStream(stream, stage.parallelism);
+  }
+}
+
+export class MemoryShardDirectory implements ShardDirectory {
+  constructor(private readonly kinesis: MemoryKinesis) {}
+
+  async openShards(stream: string): Promise<readonly ShardInfo[]> {
+    return serviceCall(this.kinesis.faults, 'shards.openShards', { stream }, () =>
+      this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined),
+    );
+  }
+}
+
+/** Like KinesisStreamWriter: chunks within PutRecords' limits, retries only rejected entries until all are accepted. */
+export class MemoryStreamWriter implements StreamWriter {
+  constructor(
+    private readonly kinesis: MemoryKinesis,
+    private readonly telemetry?: Telemetry,
+  ) {}
+
+  async putAll(stream: string, records: readonly OutgoingRecord[]): Promise<void> {
+    const chunks: OutgoingRecord[][] = [];
+    let chunk: OutgoingRecord[] = [];
+    let bytes = 0;
+    for (const r of records) {
+      if (chunk.length === MAX_PUT_RECORDS || bytes + r.data.length > 4.5 * 1024 * 1024) {
+        chunks.push(chunk);
+        chunk = [];
+        bytes = 0;
+      }
+      chunk.push(r);
+      bytes += r.data.length;
+    }
+    if (chunk.length) chunks.push(chunk);
+    await Promise.all(chunks.map((c) => this.putChunk(stream, c)));
+  }
+
+  private async putChunk(stream: string, records: readonly OutgoingRecord[]): Promise<void> {
+    let pending: PutEntry[] = records.map((r) => ({ data: r.data, partitionKey: 'p', explicitHashKey: r.hashKey }));
+    for (let attempt = 0; pending.length; attempt++) {
+      const batch = pending;
+      const results = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, size: batch.length, attempt }, () =>
+        this.kinesis.putRecords(stream, batch, attempt),
+      );
+      const failed = batch.filter((_, i) => results[i]!.errorCode);
+      if (!failed.length) return;
+      this.telemetry?.count('PutRecordsRetried', failed.length);
+      pending = failed;
+      await yieldTurn(); // the backoff: other writers' records may land before the retry
+    }
+  }
+}
+
+/** Like KinesisShardReader: pages from a replay point up to (not including) a sequence number. */
+export class MemoryShardReader implements ShardReader {
+  constructor(
+    private readonly kinesis: MemoryKinesis,
+    private readonly pageSize = 1000,
+    /** polls without new records before a replay that must reach `untilExclusive` gives up */
+    private readonly stallPolls = 50,
+  ) {}
+
+  async *read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]> {
+    let position = from;
+    let idle = 0;
+    for (;;) {
+      let records: StoredRecord[];
+      try {
+        records = await serviceCall(this.kinesis.faults, 'kinesis.getRecords', { stream, shardId }, () =>
+          this.kinesis.getRecords(stream, shardId, position, this.pageSize),
+        );
+      } catch (err) {
+        if ((err as { name?: string }).name === 'TrimmedDataAccessException') {
+          throw new SluiceError(
+            `replay of ${stream}/${shardId} from ${JSON.stringify(from)} needs records past the stream's retention: the job was stalled too long; restore from a savepoint`,
+            'REPLAY_TRIMMED',
+            false,
+            { cause: err },
+          );
+        }
+        throw err;
+      }
+      const page: StoredRecord[] = [];
+      let reached = false;
+      for (const r of records) {
+        if (untilExclusive !== undefined && compareSeq(r.sequenceNumber, untilExclusive) >= 0) {
+          reached = true;
+          break;
+        }
+        page.push(r);
+      }
+      if (page.length) {
+        position = { from: 'after', sequenceNumber: page[page.length - 1]!.sequenceNumber };
+        yield page;
+      }
+      if (reached) return;
+      if (!records.length) {
+        if (untilExclusive === undefined) return;
+        // the record to reach must exist (it is in the batch being handled): wait for it
+        if (++idle > this.stallPolls) throw new SluiceError(`replay of ${stream}/${shardId} never reached ${untilExclusive}`, 'REPLAY_STALLED', true);
+        await yieldTurn();
+      } else idle = 0;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------ dynamo-ish sizes
+
+const DYNAMO_ITEM_LIMIT = 400 * 1024;
+
+/** Approximate DynamoDB item size: attribute names plus values (binary/strings by length, numbers ~ 8 bytes). */
+export function itemSize(item: unknown): number {
+  if (item === null || item === undefined) return 1;
+  if (item instanceof Uint8Array) return item.length;
+  if (typeof item === 'string') return Buffer.byteLength(item, 'utf8');
+  if (typeof item === 'number' || typeof item === 'boolean' || typeof item === 'bigint') return 8;
+  if (item instanceof Set) return [...item].reduce((a: number, v) => a + itemSize(v), 3);
+  if (Array.isArray(item)) return item.reduce((a: number, v) => a + itemSize(v) + 1, 3);
+  if (typeof item === 'object') {
+    let n = 3;
+    for (const [k, v] of Object.entries(item as Record<string, unknown>)) n += Buffer.byteLength(k, 'utf8') + itemSize(v);
+    return n;
+  }
+  return 8;
+}
+
+function checkItemSize(what: string, item: unknown): void {
+  const size = itemSize(item);
+  if (size > DYNAMO_ITEM_LIMIT) throw awsError('ValidationException', `${what}: Item size has exceeded the maximum allowed size (${size} bytes)`);
+}
+
+const bytesEqual = (a: Uint8Array, b: Uint8Array) => a.length === b.length && Buffer.compare(Buffer.from(a.buffer, a.byteOffset, a.length), Buffer.from(b.buffer, b.byteOffset, b.length)) === 0;
+
+// ------------------------------------------------------------------------------------------ control store
+
+const INLINE_DELTA_LIMIT = 300 * 1024;
+const pad = (n: number) => String(n).padStart(12, '0');
+
+export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
+
+export interface MemoryCheckpoint {
+  readonly checkpointId: number;
+  status: CheckpointStatus;
+  readonly savepoint: boolean;
+  readonly expected: number;
+  readonly topology: readonly number[];
+  readonly acks: Set<string>;
+  taskToken?: string;
+  reason?: string;
+}
+
+interface LeaseItem {
+  fence?: number;
+  lastPosition?: string;
+  /** the pointer as JSON, as the DynamoDB store keeps it */
+  snapshot?: string;
+}
+
+export interface PublishedSnapshot {
+  readonly instanceId: string;
+  readonly fence: number;
+  readonly pointer: SnapshotPointer;
+}
+
+/** Leases, deltas, checkpoint records: the control table (and the delta objects of the bucket). */
+export class MemoryControlStore implements ControlStore {
+  private readonly leases = new Map<string, LeaseItem>();
+  private readonly inlineDeltas = new Map<string, Uint8Array>();
+  private readonly s3Deltas = new Map<string, Uint8Array>();
+  private readonly checkpoints = new Map<number, MemoryCheckpoint>();
+  /** the coordinator row: last allocated checkpoint, the one in flight */
+  readonly coordinatorState: { last: number; inFlight: number | undefined } = { last: 0, inFlight: undefined };
+  /** every pointer ever published, in order */
+  readonly published: PublishedSnapshot[] = [];
+  /** a delta rewritten with other bytes under the same (instance, checkpoint): must stay 0 */
+  deltaConflicts = 0;
+  readonly stats = { takeOvers: 0, fenced: 0, acks: 0 };
+
+  constructor(private readonly faults: MemoryFaults = {}) {}
+
+  async readLease(instanceId: string): Promise<Lease> {
+    return serviceCall(this.faults, 'control.readLease', { instanceId }, () => {
+      const item = this.leases.get(instanceId);
+      return {
+        fence: item?.fence ?? 0,
+        lastPosition: item?.lastPosition,
+        snapshot: item?.snapshot ? (JSON.parse(item.snapshot) as SnapshotPointer) : undefined,
+      };
+    });
+  }
+
+  async takeOver(instanceId: string, expectedFence: number): Promise<number> {
+    return serviceCall(this.faults, 'control.takeOver', { instanceId }, () => {
+      const item = this.leases.get(instanceId);
+      const ok = expectedFence === 0 ? item?.fence === undefined || item.fence === 0 : item?.fence === expectedFence;
+      if (!ok) {
+        this.stats.fenced++;
+        throw new FencedError(`${instanceId}: lease moved past fence ${expectedFence} during takeover`);
+      }
+      const next = expectedFence + 1;
+      this.leases.set(instanceId, { ...item, fence: next });
+      this.stats.takeOvers++;
+      return next;
+    });
+  }
+
+  async writeDelta(instanceId: string, checkpointId: number, delta: Uint8Array): Promise<DeltaRef> {
+    return serviceCall(this.faults, 'control.writeDelta', { instanceId, checkpointId, size: delta.length }, (): DeltaRef => {
+      const copy = new Uint8Array(delta);
+      const inline = delta.length <= INLINE_DELTA_LIMIT;
+      const ref: DeltaRef = inline
+        ? { store: 'inline', key: `delta#${instanceId}|${pad(checkpointId)}` }
+        : { store: 's3', key: `deltas/${instanceId.replace(':', '/')}/${pad(checkpointId)}.bin` };
+      const map = inline ? this.inlineDeltas : this.s3Deltas;
+      const prev = map.get(ref.key);
+      if (prev && !bytesEqual(prev, copy)) this.deltaConflicts++;
+      map.set(ref.key, copy);
+      return ref;
+    });
+  }
+
+  async readDelta(ref: DeltaRef): Promise<Uint8Array> {
+    return serviceCall(this.faults, 'control.readDelta', {}, () => {
+      const d = (ref.store === 'inline' ? this.inlineDeltas : this.s3Deltas).get(ref.key);
+      if (!d) {
+        if (ref.store === 'inline') throw new Error(`delta ${ref.key} is missing from the control table`);
+        throw awsError('NoSuchKey', `The specified key does not exist: ${ref.key}`);
+      }
+      return new Uint8Array(d);
+    });
+  }
+
+  async publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void> {
+    await serviceCall(this.faults, 'control.publishSnapshot', { instanceId, checkpointId: pointer.checkpointId }, () => {
+      const json = JSON.stringify(pointer);
+      this.fenced(instanceId, fence, (item) => {
+        checkItemSize(`lease#${instanceId}`, { ...item, snapshot: json });
+        item.snapshot = json;
+      });
+      this.published.push({ instanceId, fence, pointer: JSON.parse(json) as SnapshotPointer });
+    });
+  }
+
+  async commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void> {
+    await serviceCall(this.faults, 'control.commitPosition', { instanceId }, () => {
+      this.fenced(instanceId, fence, (item) => {
+        item.lastPosition = lastPosition;
+      });
+    });
+  }
+
+  private fenced(instanceId: string, fence: number, update: (item: LeaseItem) => void): void {
+    const item = this.leases.get(instanceId);
+    if (!item || item.fence !== fence) {
+      this.stats.fenced++;
+      throw new FencedError(`${instanceId}: fence ${fence} no longer holds the lease`);
+    }
+    const next = { ...item };
+    update(next);
+    this.leases.set(instanceId, next);
+  }
+
+  async ack(checkpointId: number, instanceId: string): Promise<{ completedBy: boolean; taskToken?: string }> {
+    return serviceCall(this.faults, 'control.ack', { instanceId, checkpointId }, () => {
+      this.stats.acks++;
+      const ck = this.checkpoints.get(checkpointId);
+      if (!ck) return { completedBy: false }; // nobody waits for this ack
+      const beforeSize = ck.acks.size;
+      const had = ck.acks.has(instanceId);
+      ck.acks.add(instanceId);
+      const after = had ? beforeSize : beforeSize + 1;
+      const completedBy = ck.status === 'IN_FLIGHT' && beforeSize < ck.expected && after >= ck.expected;
+      return { completedBy, ...(ck.taskToken ? { taskToken: ck.taskToken } : {}) };
+    });
+  }
+
+  // ---- inspection and the coordinator's side of the table (not part of the port)
+
+  /** The raw lease row (undefined fields when the instance never ran). */
+  lease(instanceId: string): { fence: number | undefined; lastPosition: string | undefined; snapshot: SnapshotPointer | undefined } {
+    const item = this.leases.get(instanceId);
+    return {
+      fence: item?.fence,
+      lastPosition: item?.lastPosition,
+      snapshot: item?.snapshot ? (JSON.parse(item.snapshot) as SnapshotPointer) : undefined,
+    };
+  }
+
+  leaseIds(): string[] {
+    return [...this.leases.keys()].sort();
+  }
+
+  /** Every stored delta by key (inline keys and S3 keys), copies. */
+  deltas(): Map<string, Uint8Array> {
+    const out = new Map<string, Uint8Array>();
+    for (const [k, v] of this.inlineDeltas) out.set(k, new Uint8Array(v));
+    for (const [k, v] of this.s3Deltas) out.set(k, new Uint8Array(v));
+    return out;
+  }
+
+  checkpoint(n: number): MemoryCheckpoint | undefined {
+    return this.checkpoints.get(n);
+  }
+
+  allCheckpoints(): MemoryCheckpoint[] {
+    return [...this.checkpoints.values()].sort((a, b) => a.checkpointId - b.checkpointId);
+  }
+
+  /** Allocates the next checkpoint (at most one in flight), as the coordinator's `allocate` does. */
+  allocateCheckpoint(topology: readonly number[], savepoint = false): number {
+    if (this.coordinatorState.inFlight !== undefined) throw new CheckpointInFlightError(this.coordinatorState.inFlight);
+    const n = this.coordinatorState.last + 1;
+    this.coordinatorState.last = n;
+    this.coordinatorState.inFlight = n;
+    this.checkpoints.set(n, {
+      checkpointId: n,
+      status: 'IN_FLIGHT',
+      savepoint,
+      expected: topology.reduce((a, b) => a + b, 0),
+      topology: [...topology],
+      acks: new Set(),
+    });
+    return n;
+  }
+
+  /** Stores the task token; true when every ack is already in. */
+  setTaskToken(n: number, taskToken: string): boolean {
+    const ck = this.checkpoints.get(n);
+    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    ck.taskToken = taskToken;
+    return ck.acks.size >= ck.expected;
+  }
+
+  /** Marks an in-flight checkpoint COMPLETED or ABORTED (no-op if already finished) and clears the in-flight slot. */
+  finishCheckpoint(n: number, status: 'COMPLETED' | 'ABORTED', reason?: string): void {
+    const ck = this.checkpoints.get(n);
+    if (ck?.status === 'IN_FLIGHT') {
+      ck.status = status;
+      delete ck.taskToken;
+      if (reason !== undefined) ck.reason = reason;
+    }
+    if (this.coordinatorState.inFlight === n) this.coordinatorState.inFlight = undefined;
+  }
+}
+
+export class CheckpointInFlightError extends SluiceError {
+  override readonly name = CHECKPOINT_IN_FLIGHT;
+  constructor(n: number) {
+    super(`checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
+  }
+}
+
+// ------------------------------------------------------------------------------------------ state store
+
+const rowKey = (operatorId: string, keyGroup: number, key: string) => `${operatorId}#${keyGroup}\u0000${key}`;
+
+interface StoredStateRow {
+  readonly ckpt: number;
+  readonly row: StateRow;
+}
+
+export interface StateRowWrite {
+  readonly checkpointId: number;
+  readonly fence: number;
+  readonly row: StateRow;
+}
+
+const copyRow = (r: StateRow): StateRow => ({
+  operatorId: r.operatorId,
+  keyGroup: r.keyGroup,
+  key: r.key,
+  values: Object.fromEntries(Object.entries(r.values).map(([k, v]) => [k, new Uint8Array(v)])),
+});
+
+function sameValues(a: Record<string, Uint8Array>, b: Record<string, Uint8Array>): boolean {
+  const ka = Object.keys(a).sort();
+  const kb = Object.keys(b).sort();
+  return ka.length === kb.length && ka.every((k, i) => k === kb[i] && bytesEqual(a[k]!, b[k]!));
+}
+
+/** Keyed state rows: `(operator#keyGroup, key) → (ckpt, values)`, written only if `ckpt <= n`. */
+export class MemoryStateStore implements StateStore {
+  private readonly rowsById = new Map<string, StoredStateRow>();
+  /** every accepted row write, in order */
+  readonly history: StateRowWrite[] = [];
+  /** writes refused because a later checkpoint wrote the row */
+  rejectedWrites = 0;
+  /** the same row of the same checkpoint written twice with other values: must stay 0 */
+  conflicts = 0;
+  private readonly firstWrite = new Map<string, Record<string, Uint8Array>>();
+
+  constructor(private readonly faults: MemoryFaults = {}) {}
+
+  async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
+    return serviceCall(this.faults, 'state.getRows', { size: ids.length }, () => {
+      const out: StateRow[] = [];
+      const seen = new Set<string>();
+      for (const id of ids) {
+        const k = rowKey(id.operatorId, id.keyGroup, id.key);
+        if (seen.has(k)) continue;
+        seen.add(k);
+        const r = this.rowsById.get(k);
+        if (r) out.push(copyRow(r.row));
+      }
+      return out.reverse(); // BatchGetItem promises no order
+    });
+  }
+
+  async applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void> {
+    await serviceCall(this.faults, 'state.applyRows', { checkpointId, size: rows.length }, async () => {
+      for (const row of rows) {
+        await serviceCall(this.faults, 'state.applyRow', { checkpointId }, () => {
+          const k = rowKey(row.operatorId, row.keyGroup, row.key);
+          const cur = this.rowsById.get(k);
+          if (cur && cur.ckpt > checkpointId) {
+            this.rejectedWrites++;
+            return;
+          }
+          checkItemSize(`state row ${k}`, { pk: `${row.operatorId}#${row.keyGroup}`, sk: row.key, ckpt: checkpointId, v: row.values });
+          const copy = copyRow(row);
+          const tag = `${checkpointId}\u0000${k}`;
+          const first = this.firstWrite.get(tag);
+          if (first && !sameValues(first, copy.values)) this.conflicts++;
+          if (!first) this.firstWrite.set(tag, copy.values);
+          this.rowsById.set(k, { ckpt: checkpointId, row: copy });
+          this.history.push({ checkpointId, fence, row: copy });
+        });
+      }
+    });
+  }
+
+  /** Current rows (newest values), with the checkpoint that wrote each. */
+  rows(): Array<{ checkpointId: number; row: StateRow }> {
+    return [...this.rowsById.values()].map((r) => ({ checkpointId: r.ckpt, row: copyRow(r.row) }));
+  }
+
+  /**
+   * Rows as of checkpoint n: for each row, the accepted write with the highest checkpoint ≤ n (rows
+   * whose values are empty are cleared and left out).
+   */
+  asOf(n: number): StateRow[] {
+    const best = new Map<string, StateRowWrite>();
+    for (const w of this.history) {
+      if (w.checkpointId > n) continue;
+      const k = rowKey(w.row.operatorId, w.row.keyGroup, w.row.key);
+      const cur = best.get(k);
+      if (!cur || w.checkpointId >= cur.checkpointId) best.set(k, w);
+    }
+    return [...best.values()].filter((w) => Object.keys(w.row.values).length > 0).map((w) => copyRow(w.row));
+  }
+}
+
+// ------------------------------------------------------------------------------------------ sinks, dead letters, notifier
+
+/** Same key layout as S3DeadLetterStore, so a replay that rejects a record again overwrites it. */
+export const memoryDeadLetterKey = (d: Pick<DeadLetter, 'job' | 'stage' | 'shardId' | 'sequenceNumber' | 'subSequence'>) =>
+  `dead-letters/${d.job}/${d.stage}/${d.shardId}/${d.sequenceNumber}-${d.subSequence}.json`;
+
+export class MemoryDeadLetterStore implements DeadLetterStore {
+  readonly letters = new Map<string, DeadLetter>();
+  puts = 0;
+
+  constructor(private readonly faults: MemoryFaults = {}) {}
+
+  async put(letter: DeadLetter): Promise<void> {
+    await serviceCall(this.faults, 'deadLetters.put', {}, () => {
+      this.puts++;
+      this.letters.set(memoryDeadLetterKey(letter), { ...letter, data: new Uint8Array(letter.data) });
+    });
+  }
+}
+
+export class MemoryTaskNotifier implements TaskNotifier {
+  /** tokens answered, in order, with their output */
+  readonly succeeded: Array<{ taskToken: string; output: unknown }> = [];
+  /** calls for a token already answered (SFN says InvalidToken/TaskTimedOut; the adapter ignores it) */
+  stale = 0;
+  private readonly answered = new Set<string>();
+
+  constructor(
+    private readonly faults: MemoryFaults = {},
+    /** called once per token when it is first answered */
+    public onSucceed?: (taskToken: string, output: unknown) => void,
+  ) {}
+
+  async succeed(taskToken: string, output: unknown): Promise<void> {
+    await serviceCall(this.faults, 'notifier.succeed', {}, () => {
+      if (this.answered.has(taskToken)) {
+        this.stale++;
+        return;
+      }
+      this.answered.add(taskToken);
+      const out = JSON.parse(JSON.stringify(output)) as unknown;
+      this.succeeded.push({ taskToken, output: out });
+      this.onSucceed?.(taskToken, out);
+    });
+  }
+
+  wasAnswered(taskToken: string): boolean {
+    return this.answered.has(taskToken);
+  }
+}
+
+/** Version attributes the upsert sink adds to every row, as the DynamoDB sink does. */
+export const SINK_VERSION_ATTRIBUTES = { epoch: '_sluice_epoch', seq: '_sluice_seq', producer: '_sluice_producer' } as const;
+
+export interface AcceptedUpsert {
+  readonly table: string;
+  readonly key: string;
+  readonly write: UpsertWrite;
+}
+
+/** Tables of upsert sinks: writes collapse to the last per key, each applied under the version condition. */
+export class MemoryUpsertSink implements UpsertSinkWriter {
+  private readonly tables = new Map<string, Map<string, Record<string, unknown>>>();
+  /** every accepted write, in order */
+  readonly accepted: AcceptedUpsert[] = [];
+  /** writes refused by the version condition */
+  rejected = 0;
+
+  constructor(private readonly faults: MemoryFaults = {}) {}
+
+  async write(table: string, keyAttribute: string, writes: readonly UpsertWrite[]): Promise<void> {
+    await serviceCall(this.faults, 'upsertSink.write', { size: writes.length }, () => {
+      const last = new Map<string, UpsertWrite>();
+      for (const w of writes) last.set(w.key, w);
+      let t = this.tables.get(table);
+      if (!t) this.tables.set(table, (t = new Map()));
+      const { epoch: E, seq: S, producer: P } = SINK_VERSION_ATTRIBUTES;
+      for (const w of last.values()) {
+        const cur = t.get(w.key);
+        const ok =
+          !cur ||
+          cur[E] === undefined ||
+          (cur[E] as number) < w.epoch ||
+          (cur[E] === w.epoch && cur[P] !== w.producer) ||
+          (cur[E] === w.epoch && (cur[S] as number) < w.seq);
+        if (!ok) {
+          this.rejected++;
+          continue;
+        }
+        // SET semantics: attributes not in this write stay; the key attribute is never overwritten
+        const next: Record<string, unknown> = { ...(cur ?? { [keyAttribute]: w.key }), [E]: w.epoch, [S]: w.seq, [P]: w.producer };
+        for (const [k, v] of Object.entries(w.item)) {
+          if (k === keyAttribute || v === undefined) continue;
+          next[k] = structuredClone(v);
+        }
+        checkItemSize(`${table} item ${w.key}`, next);
+        t.set(w.key, next);
+        this.accepted.push({ table, key: w.key, write: structuredClone(w) });
+      }
+    });
+  }
+
+  /** Rows of a table by key (copies). */
+  table(table: string): Map<string, Record<string, unknown>> {
+    return new Map([...(this.tables.get(table) ?? new Map<string, Record<string, unknown>>())].map(([k, v]) => [k, structuredClone(v)]));
+  }
+}
+
+// ------------------------------------------------------------------------------------------ per-environment view
+
+/**
+ * The ports as one execution environment sees them: every call first runs `hooks.before` (throw to
+ * crash the environment at that point, await to block it) and, once the call returned, `hooks.after`
+ * (throw for a crash after the effect). Errors are not retried: they reach the engine.
+ */
+export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
+  const wrap =
+    <A extends unknown[], R>(op: PortOp, fn: (...args: A) => Promise<R>, info: (...args: A) => OpInfo) =>
+    async (...args: A): Promise<R> => {
+      const i = info(...args);
+      await hooks.before?.(op, i);
+      const r = await fn(...args);
+      await hooks.after?.(op, i);
+      return r;
+    };
+  const { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink } = ports;
+  return {
+    control: {
+      readLease: wrap('control.readLease', (id: string) => control.readLease(id), (instanceId) => ({ instanceId })),
+      takeOver: wrap('control.takeOver', (id: string, f: number) => control.takeOver(id, f), (instanceId) => ({ instanceId })),
+      writeDelta: wrap('control.writeDelta', (id: string, n: number, d: Uint8Array) => control.writeDelta(id, n, d), (instanceId, checkpointId, d) => ({ instanceId, checkpointId, size: d.length })),
+      readDelta: wrap('control.readDelta', (ref: DeltaRef) => control.readDelta(ref), () => ({})),
+      publishSnapshot: wrap('control.publishSnapshot', (id: string, f: number, p: SnapshotPointer) => control.publishSnapshot(id, f, p), (instanceId, _f, p) => ({ instanceId, checkpointId: p.checkpointId })),
+      commitPosition: wrap('control.commitPosition', (id: string, f: number, p: string) => control.commitPosition(id, f, p), (instanceId) => ({ instanceId })),
+      ack: wrap('control.ack', (n: number, id: string) => control.ack(n, id), (checkpointId, instanceId) => ({ instanceId, checkpointId })),
+    },
+    state: {
+      getRows: wrap('state.getRows', (ids: readonly StateRowId[]) => state.getRows(ids), (ids) => ({ size: ids.length })),
+      applyRows: wrap('state.applyRows', (n: number, f: number, rows: readonly StateRow[]) => state.applyRows(n, f, rows), (checkpointId, _f, rows) => ({ checkpointId, size: rows.length })),
+    },
+    shards: { openShards: wrap('shards.openShards', (s: string) => shards.openShards(s), (stream) => ({ stream })) },
+    writer: { putAll: wrap('writer.putAll', (s: string, r: readonly OutgoingRecord[]) => writer.putAll(s, r), (stream, r) => ({ stream, size: r.length })) },
+    reader: {
+      read(stream, shardId, from, until) {
+        const inner = reader.read(stream, shardId, from, until);
+        return (async function* () {
+          await hooks.before?.('reader.read', { stream, shardId });
+          yield* inner;
+          await hooks.after?.('reader.read', { stream, shardId });
+        })();
+      },
+    },
+    deadLetters: { put: wrap('deadLetters.put', (d: DeadLetter) => deadLetters.put(d), (d) => ({ shardId: d.shardId })) },
+    notifier: { succeed: wrap('notifier.succeed', (t: string, o: unknown) => notifier.succeed(t, o), () => ({})) },
+    upsertSink: { write: wrap('upsertSink.write', (t: string, k: string, w: readonly UpsertWrite[]) => upsertSink.write(t, k, w), (_t, _k, w) => ({ size: w.length })) },
+    collectSink: { stage: wrap('collectSink.stage', (s: string, o: Parameters<CollectSinkStore['stage']>[1]) => collectSink.stage(s, o), (_s, o) => ({ size: o.length })) },
+    telemetry: ports.telemetry,
+  };
+}
+
+// ------------------------------------------------------------------------------------------ coordinator twin
+
+/** Something that publishes staged sink outputs when a checkpoint commits. */
+export interface MemoryCommitTarget {
+  publish(checkpointId: number): number | Promise<number>;
+}
+
+/**
+ * The coordinator's tasks over the twins, following `shared/coordinator/coordinator.ts`: allocate
+ * (one in flight), inject barrier n into every open source shard (idempotent), await with a task
+ * token, commit (COMPLETED, then publish every unpublished epoch below n), abort (ABORTED, and
+ * barrier n still reaches every source shard).
+ */
+export class MemoryCoordinator {
+  constructor(
+    private readonly plan: Plan,
+    private readonly names: ResourceNames,
+    private readonly kinesis: MemoryKinesis,
+    private readonly control: MemoryControlStore,
+    private readonly notifier: TaskNotifier,
+    private readonly commitTargets: readonly MemoryCommitTarget[] = [],
+  ) {}
+
+  private openShards(stream: string): ShardInfo[] {
+    return this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined);
+  }
+
+  topology(): number[] {
+    return this.plan.stages.map((s) => this.openShards(this.names.streamOf(s)).length);
+  }
+
+  allocate(savepoint = false): { checkpointId: number } {
+    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint) };
+  }
+
+  /** Puts barrier n into every open source shard; returns where each landed (shard → sequence number). */
+  async inject(n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
+    const ck = this.control.checkpoint(n);
+    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    const data = encodeSourceControl({ kind: 'barrier', checkpointId: n, topology: ck.topology, savepoint: ck.savepoint });
+    return this.putControl(data, n);
+  }
+
+  /** Puts a processing-time tick into every open source shard. */
+  async tick(time: number): Promise<Map<string, string>> {
+    return (await this.putControl(encodeSourceControl({ kind: 'tick', time }), 0)).positions;
+  }
+
+  private async putControl(data: Uint8Array, n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
+    const positions = new Map<string, string>();
+    let shards = 0;
+    for (const stage of this.plan.stages) {
+      if (stage.input.kind !== 'source') continue;
+      const stream = this.names.streamOf(stage);
+      for (const s of this.openShards(stream)) {
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const r = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, shardId: s.shardId, size: 1, attempt }, () =>
+              this.kinesis.putRecord(stream, { data, partitionKey: 'barrier', explicitHashKey: s.startingHashKey }, attempt),
+            );
+            positions.set(`${stream}/${s.shardId}`, r.sequenceNumber);
+            break;
+          } catch (err) {
+            if (!isThrottlingError(err) || attempt >= MAX_THROTTLE_RETRIES) throw err;
+            await yieldTurn();
+          }
+        }
+        shards++;
+      }
+    }
+    return { checkpointId: n, shards, positions };
+  }
+
+  /** Stores the task token; if every ack is already in, answers it at once. */
+  async await(n: number, taskToken: string): Promise<{ checkpointId: number }> {
+    if (this.control.setTaskToken(n, taskToken)) await this.notifier.succeed(taskToken, { checkpointId: n });
+    return { checkpointId: n };
+  }
+
+  async commit(n: number): Promise<{ checkpointId: number; published: number }> {
+    const ck = this.control.checkpoint(n);
+    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
+    this.control.finishCheckpoint(n, 'COMPLETED');
+    let published = 0;
+    for (const t of this.commitTargets) published += await t.publish(n);
+    return { checkpointId: n, published };
+  }
+
+  async abort(n: number, reason?: unknown): Promise<{ checkpointId: number }> {
+    const ck = this.control.checkpoint(n);
+    this.control.finishCheckpoint(n, 'ABORTED', JSON.stringify(reason ?? 'aborted').slice(0, 1000));
+    if (ck) await this.inject(n);
+    return { checkpointId: n };
+  }
+}
+
+// ------------------------------------------------------------------------------------------ assembly
+
+export interface MemoryPortsOptions {
+  /** seeds the twins' own choices (sequence number gaps); @default 1 */
+  readonly seed?: number;
+  /** fault hooks inside the twin services; the object is kept, so tests can change hooks later */
+  readonly faults?: MemoryFaults;
+  /** records per replay page; @default 1000 (as the AWS reader) */
+  readonly pageSize?: number;
+  readonly telemetry?: Telemetry;
+  readonly collect?: CollectRegistry;
+  readonly now?: () => number;
+}
+
+export interface MemoryPorts {
+  readonly ports: RuntimePorts;
+  readonly kinesis: MemoryKinesis;
+  readonly control: MemoryControlStore;
+  readonly state: MemoryStateStore;
+  readonly shards: MemoryShardDirectory;
+  readonly writer: MemoryStreamWriter;
+  readonly reader: MemoryShardReader;
+  readonly deadLetters: MemoryDeadLetterStore;
+  readonly notifier: MemoryTaskNotifier;
+  readonly upsertSink: MemoryUpsertSink;
+  readonly collect: CollectRegistry;
+  readonly telemetry: Telemetry;
+  /** the live fault hooks (mutate to inject faults) */
+  readonly faults: MemoryFaults;
+}
+
+export function createMemoryPorts(opts: MemoryPortsOptions = {}): MemoryPorts {
+  const faults: MemoryFaults = opts.faults ?? {};
+  const telemetry = opts.telemetry ?? new CountingTelemetry();
+  const kinesis = new MemoryKinesis({ faults, seed: opts.seed ?? 1, ...(opts.now ? { now: opts.now } : {}) });
+  const control = new MemoryControlStore(faults);
+  const state = new MemoryStateStore(faults);
+  const shards = new MemoryShardDirectory(kinesis);
+  const writer = new MemoryStreamWriter(kinesis, telemetry);
+  const reader = new MemoryShardReader(kinesis, opts.pageSize ?? 1000);
+  const deadLetters = new MemoryDeadLetterStore(faults);
+  const notifier = new MemoryTaskNotifier(faults);
+  const upsertSink = new MemoryUpsertSink(faults);
+  const collect = opts.collect ?? new CollectRegistry();
+  const collectSink: CollectSinkStore = {
+    stage: (sink, outputs) => serviceCall(faults, 'collectSink.stage', { size: outputs.length }, () => collect.stage(sink, outputs)),
+  };
+  const ports: RuntimePorts = { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink, telemetry };
+  return { ports, kinesis, control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collect, telemetry, faults };
+}
