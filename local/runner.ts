@@ -29,7 +29,7 @@ import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
 import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
-import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo } from './event-source-poller.js';
+import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
 
 export interface LocalRunOptions {
@@ -49,6 +49,14 @@ export interface LocalRunOptions {
   readonly runner?: StageRunnerOptions;
   /** wraps the ports each environment gets (fault injection in tests) */
   readonly wrapPorts?: (ports: RuntimePorts, ctx: { stage: PlanStage; environment: string }) => RuntimePorts;
+  /** wraps the SDK clients each environment's ports use (fault injection at the wire: throttling, partial PutRecords) */
+  readonly wrapClients?: (clients: AwsClients, ctx: { stage: PlanStage; environment: string }) => AwsClients;
+  /** wraps each environment's handler (duplicate delivery, slow invocations that become zombies) */
+  readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }) => KinesisHandler;
+  /** wraps the coordinator function (task failures) */
+  readonly wrapCoordinator?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
+  /** an invocation running longer is treated as timed out: its batch is retried elsewhere while it goes on */
+  readonly invocationTimeoutMs?: number;
   /** where structured log lines go; @default nowhere */
   readonly log?: (line: string) => void;
   readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
@@ -123,7 +131,9 @@ export class LocalJobRunner {
     if (o.checkpointIntervalMs !== undefined) {
       for (const [name, st] of Object.entries(def.definition.States)) if (st.Type === 'Wait') waits[name] = o.checkpointIntervalMs;
     }
-    const runTask = (payload: unknown) => this.coordinator.run(payload as CoordinatorTaskInput);
+    const direct = (input: CoordinatorTaskInput) => this.coordinator.run(input);
+    const wrapped = o.wrapCoordinator ? o.wrapCoordinator(direct) : direct;
+    const runTask = (payload: unknown) => wrapped(payload as CoordinatorTaskInput);
     this.stepFunctions = new LocalStepFunctions({
       definition: def.definition,
       stateMachineArn: def.stateMachineArn,
@@ -146,24 +156,24 @@ export class LocalJobRunner {
       const envs: Env[] = [];
       for (let i = 0; i < count; i++) envs.push({ id: `${stage.id}-env${i}`, runner: this.newRunner(stage, `${stage.id}-env${i}`) });
       this.envs.set(stage.id, envs);
-      const environments = (): ExecutionEnvironment[] =>
-        envs.map((e) => ({
-          id: e.id,
-          handler: async (event: KinesisStreamEvent) => {
-            this.invocations++;
-            if (this.rng() < (o.recycleProbability ?? 0.05)) {
-              // the environment was recycled between invocations: its caches are gone
-              e.runner = this.newRunner(stage, e.id);
-              this.telemetry.count('EnvironmentsRecycled');
-            }
-            return e.runner.handle(event);
-          },
-        }));
+      const environments = envs.map((e): ExecutionEnvironment => {
+        const handler: KinesisHandler = async (event: KinesisStreamEvent) => {
+          this.invocations++;
+          if (this.rng() < (o.recycleProbability ?? 0.05)) {
+            // the environment was recycled between invocations: its caches are gone
+            e.runner = this.newRunner(stage, e.id);
+            this.telemetry.count('EnvironmentsRecycled');
+          }
+          return e.runner.handle(event);
+        };
+        return { id: e.id, handler: o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler };
+      });
       const poller = new EventSourcePoller({
         kinesis: this.clients.kinesis,
         streamName: this.names.streamOf(stage),
         environments,
         batchSize: o.batchSize ?? 100,
+        ...(o.invocationTimeoutMs !== undefined ? { invocationTimeoutMs: o.invocationTimeoutMs } : {}),
         seed: (o.seed ?? 1) + this.pollers.length,
         pollIntervalMs: 25,
         onInvocation: (info) => {
@@ -186,7 +196,8 @@ export class LocalJobRunner {
   }
 
   private newRunner(stage: PlanStage, environment: string): StageRunner {
-    let ports = createAwsPorts(this.plan, this.names, this.clients, this.telemetry, { collectSink: this.collected });
+    const clients = this.options.wrapClients ? this.options.wrapClients(this.clients, { stage, environment }) : this.clients;
+    let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
     if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
     return new StageRunner(this.job, this.plan, stage, this.names, ports, this.options.runner);
   }
