@@ -1,0 +1,241 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  decodePacket,
+  decodeSourceControl,
+  encodePacket,
+  encodeSourceControl,
+  isPacket,
+  PacketBuilder,
+  type DataEnvelope,
+  type Envelope,
+  type SourceControl,
+} from './envelope.js';
+import { encodePayload } from './payload.js';
+
+const nat = fc.nat({ max: 2 ** 40 });
+/** event times in ms: integers, within ±2^47 so deltas between them stay codable */
+const timestamp = fc.option(fc.integer({ min: -(2 ** 47), max: 2 ** 47 }), { nil: undefined });
+
+const dataEnvelope: fc.Arbitrary<DataEnvelope> = fc.record({
+  kind: fc.constant('data' as const),
+  epoch: nat,
+  seq: nat,
+  keyGroup: fc.nat({ max: 32_767 }),
+  timestamp,
+  payload: fc.uint8Array({ maxLength: 200 }),
+});
+
+const envelope: fc.Arbitrary<Envelope> = fc.oneof(
+  { arbitrary: dataEnvelope, weight: 4 },
+  fc.record({
+    kind: fc.constant('barrier' as const),
+    checkpointId: nat,
+    count: nat,
+    topology: fc.array(fc.nat({ max: 10_000 }), { maxLength: 6 }),
+    savepoint: fc.boolean(),
+  }),
+  fc.record({ kind: fc.constant('watermark' as const), epoch: nat, watermark: fc.integer({ min: -(2 ** 51), max: 2 ** 51 }) }),
+  fc.record({ kind: fc.constant('tick' as const), epoch: nat, time: fc.maxSafeNat() }),
+  fc.record({ kind: fc.constant('end' as const), epoch: nat }),
+);
+
+/** A stream of data envelopes as an instance emits them: one epoch, consecutive seqs, nearby times. */
+const typicalRun = fc
+  .record({
+    epoch: fc.nat({ max: 100_000 }),
+    firstSeq: fc.nat({ max: 1_000_000 }),
+    start: fc.integer({ min: 1_600_000_000_000, max: 1_900_000_000_000 }),
+    items: fc.array(
+      fc.record({ keyGroup: fc.nat({ max: 127 }), dt: fc.integer({ min: -5_000, max: 60_000 }), payload: fc.uint8Array({ minLength: 20, maxLength: 120 }) }),
+      { minLength: 2, maxLength: 100 },
+    ),
+  })
+  .map(({ epoch, firstSeq, start, items }) => {
+    let ts = start;
+    return items.map((it, i): DataEnvelope => {
+      ts += it.dt;
+      return { kind: 'data', epoch, seq: firstSeq + i, keyGroup: it.keyGroup, timestamp: ts, payload: it.payload };
+    });
+  });
+
+const norm = (envs: readonly Envelope[]) => envs.map((e) => (e.kind === 'data' ? { ...e, payload: [...e.payload] } : e));
+
+describe('packets', () => {
+  it('round-trip every envelope kind, in any mix and order', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 60, unit: 'grapheme' }), fc.array(envelope, { maxLength: 60 }), (producer, envs) => {
+        const p = decodePacket(encodePacket(producer, envs));
+        expect(p.producer).toBe(producer);
+        expect(norm(p.envelopes)).toEqual(norm(envs));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('PacketBuilder grows incrementally and agrees with encodePacket', () => {
+    fc.assert(
+      fc.property(fc.array(envelope, { maxLength: 30 }), (envs) => {
+        const b = new PacketBuilder('s0:shardId-000000000001');
+        let size = b.size;
+        for (const e of envs) {
+          b.add(e);
+          expect(b.size).toBeGreaterThan(size);
+          size = b.size;
+        }
+        expect(b.envelopes).toBe(envs.length);
+        expect([...b.finish()]).toEqual([...encodePacket('s0:shardId-000000000001', envs)]);
+      }),
+    );
+  });
+
+  it('keeps the per-envelope overhead of typical data envelopes at 12 bytes or less', () => {
+    fc.assert(
+      fc.property(typicalRun, (envs) => {
+        const b = new PacketBuilder('s0:shardId-000000000003');
+        let total = 0;
+        envs.forEach((e, i) => {
+          const before = b.size;
+          b.add(e);
+          const overhead = b.size - before - e.payload.length;
+          total += overhead;
+          // the first envelope of a packet carries its epoch, seq and full timestamp
+          if (i > 0) expect(overhead).toBeLessThanOrEqual(12);
+        });
+        expect(total / envs.length).toBeLessThanOrEqual(12);
+        expect(norm(decodePacket(b.finish()).envelopes)).toEqual(norm(envs));
+      }),
+    );
+  });
+
+  it('a packed msgpack record costs little more than its payload', () => {
+    const envs: DataEnvelope[] = Array.from({ length: 500 }, (_, i) => ({
+      kind: 'data',
+      epoch: 17,
+      seq: i,
+      keyGroup: i % 64,
+      timestamp: 1_700_000_000_000 + i * 37,
+      payload: encodePayload({ userId: `u${i % 50}`, url: `/product/${i}`, ts: 1_700_000_000_000 + i * 37 }),
+    }));
+    const payloadBytes = envs.reduce((a, e) => a + e.payload.length, 0);
+    const packet = encodePacket('s0:shardId-000000000000', envs);
+    expect((packet.length - payloadBytes) / envs.length).toBeLessThanOrEqual(8);
+  });
+
+  it('isPacket recognises packets and nothing else it will meet', () => {
+    fc.assert(
+      fc.property(fc.array(envelope, { maxLength: 5 }), (envs) => {
+        expect(isPacket(encodePacket('p', envs))).toBe(true);
+      }),
+    );
+    const enc = new TextEncoder();
+    expect(isPacket(new Uint8Array([]))).toBe(false);
+    expect(isPacket(new Uint8Array([0x53]))).toBe(false);
+    expect(isPacket(new Uint8Array([0x53, 0x02]))).toBe(false);
+    expect(isPacket(enc.encode('{"userId":"a"}'))).toBe(false);
+    expect(isPacket(enc.encode('SLUICE'))).toBe(false);
+    expect(isPacket(encodeSourceControl({ kind: 'end' }))).toBe(false);
+  });
+
+  it('fails with a RangeError on a bad magic or version', () => {
+    expect(() => decodePacket(new TextEncoder().encode('{"a":1}'))).toThrow(RangeError);
+    const p = encodePacket('p', [{ kind: 'end', epoch: 1 }]);
+    p[1] = 9;
+    expect(() => decodePacket(p)).toThrow(/bad magic or version/);
+  });
+
+  it('fails with a RangeError on every truncation of a packet', () => {
+    fc.assert(
+      fc.property(fc.array(envelope, { minLength: 1, maxLength: 10 }), (envs) => {
+        const p = encodePacket('producer', envs);
+        for (let cut = 2; cut < p.length; cut++) expect(() => decodePacket(p.subarray(0, cut))).toThrow(RangeError);
+      }),
+      { numRuns: 50 },
+    );
+  });
+
+  it('fails with a RangeError on an unknown envelope kind', () => {
+    const p = encodePacket('p', [{ kind: 'end', epoch: 1 }]);
+    const header = p.length - 2; // [header, varint epoch=1]
+    expect(p[header]).toBe(4);
+    p[header] = 7;
+    expect(() => decodePacket(p)).toThrow(/unknown envelope kind 7/);
+  });
+
+  it('never fails with anything but a RangeError on random bytes after the magic', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 64 }), (tail) => {
+        const bytes = new Uint8Array([0x53, 0x01, ...tail]);
+        try {
+          decodePacket(bytes);
+        } catch (err) {
+          expect(err).toBeInstanceOf(RangeError);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  // ENGINE BUG (envelope.ts, PacketBuilder.add): add() counts the envelope and writes its header
+  // before encoding the fields; when a field cannot be encoded (a fractional or non-finite event
+  // timestamp, e.g. `timestamp: (c) => c.ts` with ts = 1700000000000.25) it throws and leaves a
+  // half-written envelope in the packet. The outbox keeps using that builder, so every envelope of
+  // the packet is lost downstream (the whole packet becomes a "malformed packet" dead letter) and
+  // the channel's barrier count can never be met. Fix: validate (or encode into a scratch writer)
+  // before touching count and buffer, and have the source reject or normalise bad timestamps.
+  it.fails('an envelope that cannot be encoded leaves the packet intact', () => {
+    const ok = (seq: number): DataEnvelope => ({ kind: 'data', epoch: 1, seq, keyGroup: 3, timestamp: 1_700_000_000_000, payload: new Uint8Array([1]) });
+    const b = new PacketBuilder('p');
+    b.add(ok(0));
+    expect(() => b.add({ ...ok(1), timestamp: 1_700_000_000_000.25 })).toThrow(RangeError);
+    b.add(ok(2));
+    expect(norm(decodePacket(b.finish()).envelopes)).toEqual(norm([ok(0), ok(2)]));
+  });
+});
+
+describe('source control records', () => {
+  const control: fc.Arbitrary<SourceControl> = fc.oneof(
+    fc.record({
+      kind: fc.constant('barrier' as const),
+      checkpointId: fc.maxSafeNat(),
+      topology: fc.array(fc.nat({ max: 100_000 }), { maxLength: 8 }),
+      savepoint: fc.boolean(),
+    }),
+    fc.record({ kind: fc.constant('tick' as const), time: fc.maxSafeNat() }),
+    fc.record({ kind: fc.constant('end' as const) }),
+  );
+
+  it('round-trip', () => {
+    fc.assert(
+      fc.property(control, (c) => {
+        expect(decodeSourceControl(encodeSourceControl(c))).toEqual(c);
+      }),
+    );
+  });
+
+  it('are never confused with user records (JSON, text, packets)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), (v) => {
+        expect(decodeSourceControl(new TextEncoder().encode(JSON.stringify(v)))).toBeUndefined();
+      }),
+    );
+    fc.assert(
+      fc.property(fc.string(), (s) => {
+        expect(decodeSourceControl(new TextEncoder().encode(s))).toBeUndefined();
+      }),
+    );
+    expect(decodeSourceControl(encodePacket('p', [{ kind: 'end', epoch: 0 }]))).toBeUndefined();
+    // the prefix alone is not a control record
+    expect(decodeSourceControl(new TextEncoder().encode('\u0000SLUICE\u0000'))).toBeUndefined();
+  });
+
+  it('start with a NUL byte, which JSON and KPL records never do', () => {
+    for (const c of [{ kind: 'end' }, { kind: 'tick', time: 5 }] as SourceControl[]) expect(encodeSourceControl(c)[0]).toBe(0);
+  });
+
+  it('fail with a RangeError on an unknown kind', () => {
+    const b = encodeSourceControl({ kind: 'end' });
+    b[b.length - 1] = 6;
+    expect(() => decodeSourceControl(b)).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,153 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { valueState } from '../api/state.js';
+import { textSerializer } from '../api/serializers.js';
+import { KeyedStateCache } from './keyed-state.js';
+import type { StateRow } from './ports.js';
+import { encodeDelta } from './stage-instance.js';
+
+const count = valueState<number>('count', { defaultValue: 0 });
+const label = valueState<string>('label', { serializer: textSerializer });
+const enc = (v: unknown) => new TextEncoder().encode(JSON.stringify(v));
+
+function cache(): KeyedStateCache {
+  const c = new KeyedStateCache();
+  c.register('op2-process', [count, label]);
+  c.register('op5-reduce', [valueState('reduce')]);
+  return c;
+}
+
+describe('KeyedStateCache', () => {
+  it('reads defaults, tracks writes as dirty, serializes dirty rows', () => {
+    const c = cache();
+    const s = c.valueState('op2-process', 'a', 7, count);
+    expect(s.value()).toBe(0);
+    expect(c.dirtyCount).toBe(0);
+    s.update(3);
+    c.valueState('op2-process', 'a', 7, label).update('hi');
+    expect(c.dirtyCount).toBe(1);
+    const rows = c.dirtyRows();
+    expect(rows).toEqual([{ operatorId: 'op2-process', keyGroup: 7, key: 'a', values: { count: enc(3), label: new TextEncoder().encode('hi') } }]);
+    // reading does not dirty
+    c.valueState('op2-process', 'b', 1, count).value();
+    expect(c.dirtyCount).toBe(1);
+    expect(c.has('op2-process', 'b')).toBe(true);
+  });
+
+  it('clear makes an empty values map (the row is cleared at the checkpoint)', () => {
+    const c = cache();
+    c.load([{ operatorId: 'op2-process', keyGroup: 2, key: 'k' }], [{ operatorId: 'op2-process', keyGroup: 2, key: 'k', values: { count: enc(9) } }]);
+    const s = c.valueState('op2-process', 'k', 2, count);
+    expect(s.value()).toBe(9);
+    s.clear();
+    expect(s.value()).toBe(0); // back to the default
+    expect(c.dirtyRows()).toEqual([{ operatorId: 'op2-process', keyGroup: 2, key: 'k', values: {} }]);
+  });
+
+  it('clearing one state keeps the others of the key', () => {
+    const c = cache();
+    c.valueState('op2-process', 'k', 2, count).update(1);
+    c.valueState('op2-process', 'k', 2, label).update('x');
+    c.valueState('op2-process', 'k', 2, count).clear();
+    expect(Object.keys(c.dirtyRows()[0]!.values)).toEqual(['label']);
+  });
+
+  it('markClean forgets the dirty set, not the values', () => {
+    const c = cache();
+    c.valueState('op2-process', 'a', 0, count).update(5);
+    c.markClean();
+    expect(c.dirtyCount).toBe(0);
+    expect(c.dirtyRows()).toEqual([]);
+    expect(c.valueState('op2-process', 'a', 0, count).value()).toBe(5);
+  });
+
+  it('loads rows; ids without a row become empty entries; unknown state names are ignored', () => {
+    const c = cache();
+    const ids = [
+      { operatorId: 'op2-process', keyGroup: 1, key: 'x' },
+      { operatorId: 'op2-process', keyGroup: 1, key: 'y' },
+    ];
+    expect(c.missing(ids)).toEqual(ids);
+    c.load(ids, [{ operatorId: 'op2-process', keyGroup: 1, key: 'x', values: { count: enc(4), gone: enc('?') } }]);
+    expect(c.missing(ids)).toEqual([]);
+    expect(c.valueState('op2-process', 'x', 1, count).value()).toBe(4);
+    expect(c.valueState('op2-process', 'y', 1, count).value()).toBe(0);
+    expect(c.size).toBe(2);
+  });
+
+  it('missing() deduplicates and skips what is loaded', () => {
+    const c = cache();
+    c.valueState('op2-process', 'have', 0, count).update(1);
+    const id = (key: string, op = 'op2-process') => ({ operatorId: op, keyGroup: 0, key });
+    expect(c.missing([id('have'), id('new'), id('new'), id('new', 'op5-reduce')])).toEqual([id('new'), id('new', 'op5-reduce')]);
+  });
+
+  it('refuses to serialize a state it has no descriptor for', () => {
+    const c = new KeyedStateCache();
+    c.register('op1', []);
+    c.valueState('op1', 'k', 0, count).update(1);
+    expect(() => c.dirtyRows()).toThrow(/state "count" of op1 has no descriptor/);
+  });
+
+  it('dirtyRows come in one order whatever the order of writes (deltas are byte-identical)', () => {
+    const write = fc.record({
+      op: fc.constantFrom('op2-process', 'op5-reduce'),
+      key: fc.string({ maxLength: 6 }),
+      value: fc.integer(),
+      clear: fc.boolean(),
+    });
+    fc.assert(
+      fc.property(fc.array(write, { maxLength: 40 }), fc.integer(), (writes, seed) => {
+        const apply = (ws: typeof writes) => {
+          const c = cache();
+          for (const w of ws) {
+            const d = w.op === 'op2-process' ? count : (valueState('reduce') as typeof count);
+            const s = c.valueState(w.op, w.key, w.key.length, d);
+            if (w.clear) s.clear();
+            else s.update(w.value);
+          }
+          return c.dirtyRows();
+        };
+        const rows = apply(writes);
+        // the last write of each (op, key) wins; replaying the writes of each key in the same
+        // per-key order but interleaving keys differently gives the same rows
+        const byKey = new Map<string, typeof writes>();
+        for (const w of writes) byKey.set(`${w.op}\u0000${w.key}`, [...(byKey.get(`${w.op}\u0000${w.key}`) ?? []), w]);
+        const groups = [...byKey.values()];
+        const rnd = fc.sample(fc.shuffledSubarray(groups, { minLength: groups.length, maxLength: groups.length }), { seed, numRuns: 1 })[0]!;
+        const rows2 = apply(rnd.flat());
+        expect(rows2).toEqual(rows);
+        expect([...encodeDelta(rows2)]).toEqual([...encodeDelta(rows)]);
+        const order = rows.map((r: StateRow) => [r.operatorId, r.key] as const);
+        const sorted = [...order].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
+        expect(order).toEqual(sorted);
+      }),
+    );
+  });
+
+  it('evictClean never evicts dirty keys, and stops at the limit', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.string({ maxLength: 5 }), { maxLength: 60 }),
+        fc.array(fc.boolean(), { minLength: 60, maxLength: 60 }),
+        fc.nat({ max: 70 }),
+        (keys, dirtyMask, limit) => {
+          const c = cache();
+          const ids = keys.map((key, i) => ({ operatorId: i % 2 ? 'op5-reduce' : 'op2-process', keyGroup: 0, key }));
+          const reduce = valueState<number>('reduce');
+          c.load(ids, []);
+          c.markClean();
+          const dirty = ids.filter((_, i) => dirtyMask[i]);
+          for (const id of dirty) c.valueState(id.operatorId, id.key, 0, id.operatorId === 'op2-process' ? count : reduce).update(1);
+          const rowsBefore = c.dirtyRows();
+          const sizeBefore = c.size;
+          const evicted = c.evictClean(limit);
+          expect(c.size).toBe(sizeBefore - evicted);
+          expect(c.size).toBe(sizeBefore <= limit ? sizeBefore : Math.max(limit, dirty.length));
+          for (const id of dirty) expect(c.has(id.operatorId, id.key)).toBe(true);
+          expect(c.dirtyRows()).toEqual(rowsBefore);
+        },
+      ),
+    );
+  });
+});

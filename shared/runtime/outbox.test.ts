@@ -1,0 +1,183 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { decodePacket, type Envelope } from '../codec/envelope.js';
+import { evenHashRanges } from '../adapters/memory/memory-ports.js';
+import { hashKeyOfKeyGroup } from '../plan/key-groups.js';
+import { makeDestination, Outbox } from './outbox.js';
+import type { OutgoingRecord, ShardInfo } from './ports.js';
+
+const MP = 16;
+
+function shards(n: number): ShardInfo[] {
+  return evenHashRanges(n).map((r, i) => ({ shardId: `shardId-${String(i).padStart(12, '0')}`, startingHashKey: r.start.toString(), endingHashKey: r.end.toString() }));
+}
+
+/** Envelopes per shard index, in emission order, decoded from what the outbox hands out. */
+function byShard(records: readonly OutgoingRecord[], sh: readonly ShardInfo[]): Map<number, Envelope[]> {
+  const out = new Map<number, Envelope[]>();
+  for (const r of records) {
+    const i = sh.findIndex((s) => s.startingHashKey === r.hashKey);
+    expect(i).toBeGreaterThanOrEqual(0);
+    const p = decodePacket(r.data);
+    out.set(i, [...(out.get(i) ?? []), ...p.envelopes]);
+  }
+  return out;
+}
+
+const payload = (n: number) => new Uint8Array([n & 0xff]);
+
+describe('makeDestination', () => {
+  it('sorts shards by starting hash key and maps every key group to the shard holding its hash key', () => {
+    const sh = shards(3);
+    const d = makeDestination('st', [sh[2]!, sh[0]!, sh[1]!], MP);
+    expect(d.shards.map((s) => s.shardId)).toEqual(sh.map((s) => s.shardId));
+    for (let g = 0; g < MP; g++) {
+      const s = d.shards[d.shardOfKeyGroup[g]!]!;
+      const h = BigInt(hashKeyOfKeyGroup(g, MP));
+      expect(h >= BigInt(s.startingHashKey) && h <= BigInt(s.endingHashKey)).toBe(true);
+    }
+  });
+
+  it('fails when no open shard covers a key group', () => {
+    expect(() => makeDestination('st', [shards(2)[0]!], MP)).toThrow(/no open shard of st covers key group/);
+  });
+});
+
+describe('Outbox', () => {
+  it('numbers data envelopes per channel, and each barrier counts its channel', () => {
+    fc.assert(
+      fc.property(fc.array(fc.nat({ max: MP - 1 }), { maxLength: 80 }), fc.integer({ min: 1, max: 5 }), (groups, n) => {
+        const sh = shards(n);
+        const o = new Outbox('s0:shardId-000000000000');
+        o.addDestination('s1', makeDestination('stream-s1', sh, MP));
+        o.epoch = 4;
+        groups.forEach((g, i) => o.emitKeyed('s1', g, 1000 + i, payload(i)));
+        o.closeEpoch(5, [1, n], false);
+        expect(o.epoch).toBe(5);
+        o.emitKeyed('s1', groups[0] ?? 0, undefined, payload(99));
+        const { records } = o.take();
+        expect(records.map((r) => r.stream)).toEqual(['stream-s1']);
+        const d = o.destination('s1');
+        const envs = byShard(records[0]!.records, sh);
+        for (let i = 0; i < n; i++) {
+          const list = envs.get(i) ?? [];
+          const sent = groups.filter((g) => d.shardOfKeyGroup[g] === i);
+          const before = list.findIndex((e) => e.kind === 'barrier');
+          expect(before).toBe(sent.length); // data of epoch 4, then the barrier
+          expect(list.slice(0, before).map((e) => (e.kind === 'data' ? [e.epoch, e.seq, e.keyGroup] : e.kind))).toEqual(sent.map((g, k) => [4, k, g]));
+          expect(list[before]).toEqual({ kind: 'barrier', checkpointId: 5, count: sent.length, topology: [1, n], savepoint: false });
+          // after the barrier, epoch 5 starts at seq 0
+          for (const e of list.slice(before + 1)) expect(e).toMatchObject({ kind: 'data', epoch: 5, seq: 0 });
+        }
+        expect(o.dataOut).toBe(groups.length + 1);
+        expect(o.pending).toBe(0);
+      }),
+    );
+  });
+
+  it('closeEpoch resets seqs, round-robin cursors and sink seqs; startEpoch too, without a barrier', () => {
+    const sh = shards(3);
+    const o = new Outbox('p');
+    o.addDestination('s2', makeDestination('rb', sh, MP));
+    o.emitRebalance('s2', undefined, payload(0));
+    o.emitRebalance('s2', undefined, payload(1));
+    o.collect('out', 'a');
+    o.upsert('tbl', 'T', 'pk', 'k', { v: 1 });
+    o.closeEpoch(1, [3], true);
+    o.emitRebalance('s2', undefined, payload(2)); // back to shard 0
+    o.collect('out', 'b');
+    const t = o.take();
+    const envs = byShard(t.records[0]!.records, sh);
+    expect(envs.get(0)!.map((e) => e.kind)).toEqual(['data', 'barrier', 'data']);
+    expect(envs.get(0)![2]).toMatchObject({ epoch: 1, seq: 0 });
+    expect(envs.get(1)!.map((e) => e.kind)).toEqual(['data', 'barrier']);
+    expect(envs.get(2)!).toEqual([{ kind: 'barrier', checkpointId: 1, count: 0, topology: [3], savepoint: true }]);
+    expect(t.collected).toEqual([{ sink: 'out', outputs: [{ producer: 'p', epoch: 0, seq: 0, value: 'a' }, { producer: 'p', epoch: 1, seq: 0, value: 'b' }] }]);
+    expect(t.upserts).toEqual([{ table: 'T', keyAttribute: 'pk', writes: [{ key: 'k', item: { v: 1 }, producer: 'p', epoch: 0, seq: 0 }] }]);
+
+    o.emitRebalance('s2', undefined, payload(3));
+    o.collect('out', 'c');
+    o.startEpoch(7);
+    o.emitRebalance('s2', undefined, payload(4));
+    o.collect('out', 'd');
+    const u = o.take();
+    const envs2 = byShard(u.records[0]!.records, sh);
+    expect(envs2.get(1)!.map((e) => (e.kind === 'data' ? [e.epoch, e.seq] : e.kind))).toEqual([[1, 0]]);
+    expect(envs2.get(0)!.map((e) => (e.kind === 'data' ? [e.epoch, e.seq] : e.kind))).toEqual([[7, 0]]);
+    expect(u.collected[0]!.outputs.map((x) => [x.epoch, x.seq, x.value])).toEqual([
+      [1, 1, 'c'],
+      [7, 0, 'd'],
+    ]);
+  });
+
+  it('counts sink seqs per sink, shared by nothing else', () => {
+    const o = new Outbox('p');
+    o.collect('a', 1);
+    o.collect('b', 2);
+    o.collect('a', 3);
+    o.upsert('c', 'tc', 'id', 'k1', { x: 1 });
+    o.upsert('c', 'tc', 'id', 'k2', { x: 2 });
+    const t = o.take();
+    expect(t.collected.map((c) => [c.sink, c.outputs.map((x) => x.seq)])).toEqual([
+      ['a', [0, 1]],
+      ['b', [0]],
+    ]);
+    expect(t.upserts[0]!.writes.map((w) => w.seq)).toEqual([0, 1]);
+  });
+
+  it('broadcasts to every shard and sends control envelopes everywhere', () => {
+    const sh = shards(2);
+    const o = new Outbox('p');
+    o.addDestination('s1', makeDestination('x', sh, MP));
+    o.addDestination('s2', makeDestination('y', shards(3), MP));
+    o.emitBroadcast('s1', 5, payload(1));
+    o.emitControl({ kind: 'tick', epoch: 0, time: 99 });
+    expect(o.dataOut).toBe(2);
+    const t = o.take();
+    expect(t.records.map((r) => [r.stream, r.records.length])).toEqual([
+      ['x', 2],
+      ['y', 3],
+    ]);
+    for (const [i, list] of byShard(t.records[0]!.records, sh)) {
+      expect(list).toEqual([
+        { kind: 'data', epoch: 0, seq: 0, keyGroup: 0, timestamp: 5, payload: expect.anything() },
+        { kind: 'tick', epoch: 0, time: 99 },
+      ]);
+      expect(i).toBeLessThan(2);
+    }
+  });
+
+  it('take groups by stream, empties the outbox, and hands out nothing twice', () => {
+    const o = new Outbox('p');
+    o.addDestination('s1', makeDestination('one', shards(2), MP));
+    o.addDestination('s2', makeDestination('two', shards(1), MP));
+    expect(o.take()).toEqual({ records: [], upserts: [], collected: [] });
+    o.emitKeyed('s2', 3, undefined, payload(1));
+    expect(o.pending).toBe(1);
+    const t = o.take();
+    expect(t.records.map((r) => r.stream)).toEqual(['two']);
+    expect(o.pending).toBe(0);
+    expect(o.take().records).toEqual([]);
+    // seqs continue across takes within the epoch
+    o.emitKeyed('s2', 3, undefined, payload(2));
+    expect(decodePacket(o.take().records[0]!.records[0]!.data).envelopes[0]).toMatchObject({ seq: 1 });
+  });
+
+  it('splits a channel into several packets past 512 KiB, keeping the order', () => {
+    const o = new Outbox('p');
+    const sh = shards(1);
+    o.addDestination('s1', makeDestination('big', sh, MP));
+    const big = new Uint8Array(100 * 1024);
+    for (let i = 0; i < 12; i++) o.emitKeyed('s1', 0, undefined, big);
+    o.closeEpoch(1, [1], false);
+    const recs = o.take().records[0]!.records;
+    expect(recs.length).toBeGreaterThan(1);
+    for (const r of recs) expect(r.data.length).toBeLessThan(1024 * 1024);
+    const envs = recs.flatMap((r) => decodePacket(r.data).envelopes);
+    expect(envs.map((e) => (e.kind === 'data' ? e.seq : e.kind))).toEqual([...Array.from({ length: 12 }, (_, i) => i), 'barrier']);
+  });
+
+  it('fails clearly for a stage it has no destination for', () => {
+    expect(() => new Outbox('p').destination('s9')).toThrow(/p has no destination for stage s9/);
+  });
+});
