@@ -35,7 +35,7 @@ const envelope: fc.Arbitrary<Envelope> = fc.oneof(
     topology: fc.array(fc.nat({ max: 10_000 }), { maxLength: 6 }),
     savepoint: fc.boolean(),
   }),
-  fc.record({ kind: fc.constant('watermark' as const), epoch: nat, watermark: fc.integer({ min: -(2 ** 51), max: 2 ** 51 }) }),
+  fc.record({ kind: fc.constant('watermark' as const), epoch: nat, watermark: fc.integer({ min: -(2 ** 51), max: 2 ** 51 }), idle: fc.boolean() }),
   fc.record({ kind: fc.constant('tick' as const), epoch: nat, time: fc.maxSafeNat() }),
   fc.record({ kind: fc.constant('end' as const), epoch: nat }),
 );
@@ -200,6 +200,7 @@ describe('source control records', () => {
       checkpointId: fc.maxSafeNat(),
       topology: fc.array(fc.nat({ max: 100_000 }), { maxLength: 8 }),
       savepoint: fc.boolean(),
+      time: fc.maxSafeNat(),
     }),
     fc.record({ kind: fc.constant('tick' as const), time: fc.maxSafeNat() }),
     fc.record({ kind: fc.constant('end' as const) }),

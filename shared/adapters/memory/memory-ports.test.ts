@@ -454,7 +454,7 @@ describe('MemoryCoordinator', () => {
     const m = createMemoryPorts();
     createJobStreams(m.kinesis, plan, names);
     const published: number[] = [];
-    const coord = new MemoryCoordinator(plan, names, m.kinesis, m.control, m.notifier, [{ publish: (n) => (published.push(n), 0) }]);
+    const coord = new MemoryCoordinator(plan, names, m.kinesis, m.control, m.notifier, [{ publish: (n) => (published.push(n), 0) }], () => 1_700_000_000_000);
     expect(coord.topology()).toEqual([3, 2]);
     const { checkpointId } = coord.allocate();
     expect(checkpointId).toBe(1);
@@ -465,7 +465,7 @@ describe('MemoryCoordinator', () => {
     for (const s of m.kinesis.listShards(src)) {
       const recs = m.kinesis.records(src, s.shardId);
       expect(recs).toHaveLength(1);
-      expect(decodeSourceControl(recs[0]!.data)).toEqual({ kind: 'barrier', checkpointId: 1, topology: [3, 2], savepoint: false });
+      expect(decodeSourceControl(recs[0]!.data)).toMatchObject({ kind: 'barrier', checkpointId: 1, topology: [3, 2], savepoint: false });
       expect(inj.positions.get(`${src}/${s.shardId}`)).toBe(recs[0]!.sequenceNumber);
     }
     // acks before the token: await answers at once

@@ -1070,6 +1070,8 @@ export class MemoryCoordinator {
     private readonly control: MemoryControlStore,
     private readonly notifier: TaskNotifier,
     private readonly commitTargets: readonly MemoryCommitTarget[] = [],
+    /** the coordinator's clock (ms): barriers carry it, so processing time enters the log with them */
+    private readonly now: () => number = Date.now,
   ) {}
 
   private openShards(stream: string): ShardInfo[] {
@@ -1088,7 +1090,8 @@ export class MemoryCoordinator {
   async inject(n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
     const ck = this.control.checkpoint(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const data = encodeSourceControl({ kind: 'barrier', checkpointId: n, topology: ck.topology, savepoint: ck.savepoint });
+    const barrier = { kind: 'barrier' as const, checkpointId: n, topology: ck.topology, savepoint: ck.savepoint, time: this.now() };
+    const data = encodeSourceControl(barrier);
     return this.putControl(data, n);
   }
 
