@@ -1,0 +1,742 @@
+/**
+ * Runs a Step Functions state machine (ASL JSON) in process with `aws-local-stepfunctions`, and
+ * serves the part of the Step Functions API that the engine and the CLI use (the awsJson1_0 wire
+ * protocol on 127.0.0.1), so code written against `@aws-sdk/client-sfn` runs unchanged with
+ * AWS_ENDPOINT_URL_SFN pointing here.
+ *
+ * Task resources run locally:
+ * - `arn:aws:states:::lambda:invoke` → `lambdaHandlers[FunctionName](Payload)`, output shaped like
+ *   the real integration (`{ Payload, StatusCode: 200, ... }`);
+ * - `arn:aws:states:::lambda:invoke.waitForTaskToken` → the handler is called with a fresh task
+ *   token in its payload; the state completes on SendTaskSuccess / SendTaskFailure for that token;
+ * - a plain Lambda ARN as Resource → the handler's raw result;
+ * - `arn:aws:states:::states:startExecution` (also `.sync`, `.sync:2`, `.waitForTaskToken`) → a
+ *   new local execution of this same machine (continue-as-new);
+ * - DynamoDB (`arn:aws:states:::dynamodb:*`, `arn:aws:states:::aws-sdk:dynamodb:*`) when a client
+ *   is given; anything else through `resourceHandlers`.
+ *
+ * Interpreter gaps worked around here (aws-local-stepfunctions 3.0.0):
+ * - `$$.Task.Token` does not exist in its context object. Each execution's context carries a
+ *   placeholder token; the task handler replaces it in the resolved input with a fresh token per
+ *   task (this also covers tokens used inside intrinsics such as States.Format).
+ * - A Task without TimeoutSeconds times out after 60 s there; AWS's default is effectively
+ *   unlimited, so such tasks get the longest timeout a Node timer allows (~24.8 days).
+ * - Aborting an execution does not settle a running task: task promises are raced against the
+ *   execution's abort, so the interpreter's own timers get cleared.
+ * - HeartbeatSeconds is not implemented there; it is here, and a missed heartbeat fails the task
+ *   with `States.Timeout` (AWS also offers `States.HeartbeatTimeout`; the interpreter matches
+ *   error names exactly, so only one name can be used).
+ * - It needs `Promise.withResolvers` (Node 22); a polyfill is installed when missing.
+ * Not supported by the interpreter: JSONata, `Assign`/variables, `$$.State.*`, `$$.Task.*`
+ * (other than the token), Distributed Map, Activities.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import * as Ddb from '@aws-sdk/client-dynamodb';
+import { StateMachine, ExecutionError, ExecutionTimeoutError, type StateMachineDefinition } from 'aws-local-stepfunctions';
+
+// Polyfill before any execution starts (the interpreter calls it inside Task states).
+{
+  const P = Promise as unknown as { withResolvers?: unknown };
+  if (typeof P.withResolvers !== 'function') {
+    P.withResolvers = function withResolvers<T>() {
+      let resolve!: (v: T | PromiseLike<T>) => void;
+      let reject!: (e: unknown) => void;
+      const promise = new Promise<T>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      return { promise, resolve, reject };
+    };
+  }
+}
+
+export type LambdaHandler = (payload: unknown) => Promise<unknown>;
+export type ExecutionStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'ABORTED';
+
+export interface LocalStateMachineOptions {
+  /** ASL JSON with no CloudFormation tokens left. */
+  definition: object;
+  /** e.g. arn:aws:states:us-east-1:000000000000:stateMachine:<name> */
+  stateMachineArn: string;
+  /** Keyed by function ARN or name, as it appears in a Resource or Parameters.FunctionName. */
+  lambdaHandlers: Record<string, LambdaHandler>;
+  /** Milliseconds per Wait state name, replacing its Seconds/Timestamp. */
+  waitTimeOverrides?: Record<string, number>;
+  /** Milliseconds per state name (or per retrier, as an array), replacing Retry intervals. */
+  retryIntervalOverrides?: Record<string, number | number[]>;
+  /** Runs `arn:aws:states:::dynamodb:*` and `arn:aws:states:::aws-sdk:dynamodb:*` tasks. */
+  dynamodb?: Ddb.DynamoDBClient;
+  /** Handlers for any other Task Resource (exact string); checked first. */
+  resourceHandlers?: Record<string, (input: unknown) => Promise<unknown>>;
+  /** Validate the definition with asl-validator (as the interpreter does). @default true */
+  validate?: boolean;
+}
+
+export interface ExecutionSummary {
+  arn: string;
+  name: string;
+  status: ExecutionStatus;
+  startDate: Date;
+  stopDate?: Date;
+  input: unknown;
+  output?: unknown;
+  /** the Error name, for FAILED / TIMED_OUT / ABORTED */
+  error?: string;
+  cause?: string;
+}
+
+/** An error with a Step Functions error name (`name`) and cause (`message`). */
+export class StatesError extends Error {
+  constructor(name: string, cause: string) {
+    super(cause);
+    this.name = name;
+  }
+}
+
+/** A Step Functions API error (its `type` is the wire `__type`, e.g. TaskTimedOut, ExecutionAlreadyExists). */
+export class SfnApiError extends Error {
+  constructor(
+    readonly type: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = type;
+  }
+}
+
+const TOKEN_PLACEHOLDER = '__sluice_local_task_token__';
+/** setTimeout overflows past 2^31-1 ms and would fire at once. */
+const MAX_TASK_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
+const LAMBDA_INVOKE = 'arn:aws:states:::lambda:invoke';
+const LAMBDA_INVOKE_TOKEN = 'arn:aws:states:::lambda:invoke.waitForTaskToken';
+const START_EXECUTION = /^arn:aws:states:::states:startExecution(\.sync(:2)?|\.waitForTaskToken)?$/;
+const LAMBDA_ARN = /^arn:aws[a-z-]*:lambda:[^:]*:[^:]*:function:[^:]+(:[^:]+)?$/;
+const DYNAMO_OPTIMIZED = /^arn:aws:states:::dynamodb:(getItem|putItem|updateItem|deleteItem)$/;
+const DYNAMO_SDK = /^arn:aws:states:::aws-sdk:dynamodb:([a-zA-Z]+)$/;
+
+type TaskState = { Type: 'Task'; Resource: string; TimeoutSeconds?: number; TimeoutSecondsPath?: string; HeartbeatSeconds?: number };
+
+interface PendingTask {
+  executionArn: string;
+  stateName: string;
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+  heartbeatMs?: number;
+  heartbeatTimer?: NodeJS.Timeout;
+  timeoutTimer?: NodeJS.Timeout;
+}
+
+interface ExecutionRecord extends ExecutionSummary {
+  stateMachineArn: string;
+  inputJson: string;
+  abort?: () => void;
+  /** rejects every task promise still running in this execution */
+  abortTasks: Set<(err: unknown) => void>;
+  done: Promise<void>;
+  history: unknown[];
+}
+
+const HISTORY_LIMIT = 1_000;
+
+function deepClone<T>(v: T): T {
+  return v === undefined ? (null as T) : (JSON.parse(JSON.stringify(v)) as T);
+}
+
+/** Replaces the placeholder token wherever it occurs in a resolved input (also inside strings). */
+function substituteToken(v: unknown, token: string): unknown {
+  if (typeof v === 'string') return v.includes(TOKEN_PLACEHOLDER) ? v.split(TOKEN_PLACEHOLDER).join(token) : v;
+  if (Array.isArray(v)) return v.map((x) => substituteToken(x, token));
+  if (v && typeof v === 'object') {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substituteToken(x, token)]));
+  }
+  return v;
+}
+
+function functionName(ref: string): string {
+  // arn:aws:lambda:region:account:function:name[:qualifier], account:function:name, name[:qualifier]
+  const m = /(?:^|:)function:([^:]+)/.exec(ref);
+  if (m) return m[1];
+  return ref.split(':')[0];
+}
+
+/** Lambda reports a thrown error as errorType/errorMessage; Step Functions uses errorType as the Error name. */
+function lambdaFailure(err: unknown): StatesError {
+  const e = err as { name?: unknown; message?: unknown; stack?: unknown };
+  const errorType = typeof e?.name === 'string' && e.name ? e.name : 'Error';
+  const errorMessage = typeof e?.message === 'string' ? e.message : String(err);
+  const trace = typeof e?.stack === 'string' ? e.stack.split('\n') : [];
+  return new StatesError(errorType, JSON.stringify({ errorType, errorMessage, trace }));
+}
+
+export class LocalStepFunctions {
+  readonly stateMachineArn: string;
+  private readonly name: string;
+  private readonly region: string;
+  private readonly account: string;
+  private readonly definition: StateMachineDefinition;
+  private readonly machine: StateMachine;
+  private readonly tasks = new Map<string, TaskState>();
+  private readonly execs = new Map<string, ExecutionRecord>();
+  private readonly pending = new Map<string, PendingTask>();
+  /** tokens whose task has closed: AWS answers TaskTimedOut for them */
+  private readonly closedTokens = new Set<string>();
+  private server?: Server;
+  private endpoint?: string;
+  private stopped = false;
+
+  constructor(private readonly opts: LocalStateMachineOptions) {
+    const arnParts = opts.stateMachineArn.split(':');
+    if (arnParts.length < 7 || arnParts[2] !== 'states' || arnParts[5] !== 'stateMachine') {
+      throw new TypeError(`LocalStepFunctions: stateMachineArn must look like arn:aws:states:<region>:<account>:stateMachine:<name>, got ${opts.stateMachineArn}`);
+    }
+    this.stateMachineArn = opts.stateMachineArn;
+    this.region = arnParts[3];
+    this.account = arnParts[4];
+    this.name = arnParts[6];
+    this.definition = deepClone(opts.definition) as StateMachineDefinition;
+    this.collectTasks(this.definition as unknown as { States?: Record<string, unknown> });
+    this.machine = new StateMachine(this.definition, {
+      validationOptions: opts.validate === false ? { noValidate: true } : { checkArn: true, checkPaths: true },
+    });
+  }
+
+  /** Walks the machine, including Parallel branches and Map processors; fixes Task timeouts; rejects resources that cannot run. */
+  private collectTasks(machine: { States?: Record<string, unknown> }): void {
+    for (const [stateName, raw] of Object.entries(machine.States ?? {})) {
+      const state = raw as Record<string, unknown>;
+      if (state.Type === 'Task') {
+        const task = state as unknown as TaskState;
+        if (this.tasks.has(stateName)) throw new Error(`LocalStepFunctions: state name ${stateName} is used twice`);
+        if (task.TimeoutSeconds === undefined && task.TimeoutSecondsPath === undefined) {
+          task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
+        }
+        if (!this.canRun(task.Resource)) {
+          throw new Error(
+            `LocalStepFunctions: Task ${stateName} uses Resource ${task.Resource}, which cannot run locally; ` +
+              `supported: ${LAMBDA_INVOKE}[.waitForTaskToken], Lambda function ARNs, arn:aws:states:::states:startExecution[.sync|.sync:2|.waitForTaskToken], ` +
+              `DynamoDB (with the dynamodb option), or pass resourceHandlers[${JSON.stringify(task.Resource)}]`,
+          );
+        }
+        this.tasks.set(stateName, task);
+      }
+      for (const branch of (state.Branches as unknown[] | undefined) ?? []) this.collectTasks(branch as { States?: Record<string, unknown> });
+      for (const key of ['Iterator', 'ItemProcessor']) {
+        if (state[key]) this.collectTasks(state[key] as { States?: Record<string, unknown> });
+      }
+    }
+  }
+
+  private canRun(resource: string): boolean {
+    if (this.opts.resourceHandlers?.[resource]) return true;
+    if (resource === LAMBDA_INVOKE || resource === LAMBDA_INVOKE_TOKEN || LAMBDA_ARN.test(resource)) return true;
+    if (START_EXECUTION.test(resource)) return true;
+    return !!this.opts.dynamodb && (DYNAMO_OPTIMIZED.test(resource) || DYNAMO_SDK.test(resource));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Executions
+
+  async startExecution(input: unknown = {}, name?: string): Promise<{ executionArn: string; startDate: Date }> {
+    if (this.stopped) throw new Error('LocalStepFunctions: stopped');
+    const execName = name ?? randomUUID();
+    // AWS: 1-80 characters, no whitespace, brackets, wildcards, control or listed special characters.
+    if (execName.length < 1 || execName.length > 80 || /[\s<>{}[\]?*"#%\\^|~`$&,;:/\u0000-\u001f\u007f-\u009f]/.test(execName)) {
+      throw new SfnApiError('InvalidName', `Invalid Name: '${execName}'`);
+    }
+    const arn = `arn:aws:states:${this.region}:${this.account}:execution:${this.name}:${execName}`;
+    const inputJson = JSON.stringify(input ?? {});
+    const existing = this.execs.get(arn);
+    if (existing) {
+      // StartExecution is idempotent for a running execution with the same name and input.
+      if (existing.status === 'RUNNING' && existing.inputJson === inputJson) return { executionArn: arn, startDate: existing.startDate };
+      throw new SfnApiError('ExecutionAlreadyExists', `Execution Already Exists: '${arn}'`);
+    }
+    const rec: ExecutionRecord = {
+      arn,
+      name: execName,
+      stateMachineArn: this.stateMachineArn,
+      status: 'RUNNING',
+      startDate: new Date(),
+      input: deepClone(input ?? {}),
+      inputJson,
+      abortTasks: new Set(),
+      done: Promise.resolve(),
+      history: [],
+    };
+    this.execs.set(arn, rec);
+    const run = this.machine.run(deepClone(rec.input) as never, {
+      overrides: {
+        taskResourceLocalHandlers: this.handlersFor(rec),
+        waitTimeOverrides: this.opts.waitTimeOverrides,
+        retryIntervalOverrides: this.opts.retryIntervalOverrides,
+      },
+      noThrowOnAbort: true,
+      context: {
+        Execution: { Id: arn, Name: execName, RoleArn: `arn:aws:iam::${this.account}:role/sluice-local-sfn` },
+        StateMachine: { Id: this.stateMachineArn, Name: this.name },
+        // The interpreter has no $$.Task.Token: a placeholder, swapped per task (see module doc).
+        Task: { Token: TOKEN_PLACEHOLDER },
+      },
+    });
+    rec.abort = run.abort;
+    void (async () => {
+      try {
+        for await (const ev of run.eventLogs) {
+          rec.history.push(ev);
+          if (rec.history.length > HISTORY_LIMIT) rec.history.shift();
+          if (rec.status !== 'RUNNING') break;
+        }
+      } catch {
+        // history is best effort
+      }
+    })();
+    rec.done = run.result.then(
+      (output) => {
+        if (rec.status !== 'RUNNING') return; // aborted: the interpreter resolved with null
+        rec.status = 'SUCCEEDED';
+        rec.output = output;
+      },
+      (err: unknown) => {
+        if (rec.status !== 'RUNNING') return;
+        if (err instanceof ExecutionTimeoutError) {
+          rec.status = 'TIMED_OUT';
+          rec.error = 'States.Timeout';
+        } else {
+          const cause = err instanceof ExecutionError ? (err.cause as Error | undefined) : (err as Error);
+          rec.status = 'FAILED';
+          rec.error = cause?.name ?? 'States.Runtime';
+          rec.cause = cause?.message ?? String(err);
+        }
+      },
+    ).finally(() => this.closeExecution(rec));
+    return { executionArn: arn, startDate: rec.startDate };
+  }
+
+  /** Aborts a running execution (StopExecution). */
+  stopExecution(executionArn: string, error?: string, cause?: string): { stopDate: Date } {
+    const rec = this.execs.get(executionArn);
+    if (!rec) throw new SfnApiError('ExecutionDoesNotExist', `Execution Does Not Exist: '${executionArn}'`);
+    if (rec.status === 'RUNNING') {
+      rec.status = 'ABORTED';
+      rec.error = error;
+      rec.cause = cause;
+      rec.stopDate = new Date();
+      rec.abort?.();
+      const abortErr = new StatesError('States.Aborted', 'execution aborted');
+      for (const f of [...rec.abortTasks]) f(abortErr);
+      this.closeExecution(rec);
+    }
+    return { stopDate: rec.stopDate ?? new Date() };
+  }
+
+  private closeExecution(rec: ExecutionRecord): void {
+    rec.stopDate ??= new Date();
+    for (const [token, p] of this.pending) {
+      if (p.executionArn === rec.arn) this.closeToken(token);
+    }
+  }
+
+  executions(): Array<{ arn: string; status: ExecutionStatus; error?: unknown }> {
+    return [...this.execs.values()].map((r) => ({ arn: r.arn, status: r.status, ...(r.error !== undefined ? { error: r.error } : {}) }));
+  }
+
+  describe(executionArn: string): ExecutionSummary {
+    const r = this.execs.get(executionArn);
+    if (!r) throw new SfnApiError('ExecutionDoesNotExist', `Execution Does Not Exist: '${executionArn}'`);
+    const { arn, name, status, startDate, stopDate, input, output, error, cause } = r;
+    return { arn, name, status, startDate, stopDate, input, output, error, cause };
+  }
+
+  /** The interpreter's event log of an execution (StateEntered, StateRetried, StateCaught, ...), last 1000 events. */
+  history(executionArn: string): unknown[] {
+    return [...(this.execs.get(executionArn)?.history ?? [])];
+  }
+
+  /** Resolves when the execution is no longer RUNNING. */
+  async waitFor(executionArn: string, timeoutMs = 30_000): Promise<ExecutionSummary> {
+    const rec = this.execs.get(executionArn);
+    if (!rec) throw new SfnApiError('ExecutionDoesNotExist', `Execution Does Not Exist: '${executionArn}'`);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`execution ${executionArn} still ${rec.status} after ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      await Promise.race([rec.done, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+    return this.describe(executionArn);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Task handlers
+
+  private handlersFor(rec: ExecutionRecord): Record<string, (input: unknown) => Promise<never>> {
+    const out: Record<string, (input: unknown) => Promise<never>> = {};
+    for (const [stateName, task] of this.tasks) {
+      out[stateName] = (input) => this.guard(rec, this.runTask(rec, stateName, task, input)) as Promise<never>;
+    }
+    return out;
+  }
+
+  /** Races a task against its execution's abort, so aborted executions settle (and free their timers). */
+  private guard<T>(rec: ExecutionRecord, task: Promise<T>): Promise<T> {
+    let onAbort!: (err: unknown) => void;
+    const aborted = new Promise<never>((_, reject) => {
+      onAbort = reject;
+    });
+    rec.abortTasks.add(onAbort);
+    return Promise.race([task, aborted]).finally(() => rec.abortTasks.delete(onAbort));
+  }
+
+  private async runTask(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown): Promise<unknown> {
+    const resource = task.Resource;
+    const custom = this.opts.resourceHandlers?.[resource];
+    if (custom) return deepClone(await custom(deepClone(input)));
+
+    if (resource === LAMBDA_INVOKE || resource === LAMBDA_INVOKE_TOKEN) {
+      const params = (input ?? {}) as { FunctionName?: string; Payload?: unknown; InvocationType?: string };
+      if (typeof params.FunctionName !== 'string') {
+        throw new StatesError('States.Runtime', `Task ${stateName}: Parameters.FunctionName is missing`);
+      }
+      if (resource === LAMBDA_INVOKE_TOKEN) {
+        return this.withTaskToken(rec, stateName, task, params.Payload, (payload) =>
+          this.invokeLambda(params.FunctionName!, payload, params.InvocationType === 'Event'),
+        );
+      }
+      const isEvent = params.InvocationType === 'Event';
+      const result = await this.invokeLambda(params.FunctionName, params.Payload, isEvent);
+      return {
+        ExecutedVersion: '$LATEST',
+        Payload: isEvent ? '' : result,
+        SdkHttpMetadata: { HttpStatusCode: isEvent ? 202 : 200 },
+        SdkResponseMetadata: { RequestId: randomUUID() },
+        StatusCode: isEvent ? 202 : 200,
+      };
+    }
+
+    if (LAMBDA_ARN.test(resource)) return this.invokeLambda(resource, input, false);
+
+    const start = START_EXECUTION.exec(resource);
+    if (start) return this.startChild(rec, stateName, task, input, start[1]);
+
+    return this.runDynamo(resource, input);
+  }
+
+  private async invokeLambda(fn: string, payload: unknown, asEvent: boolean): Promise<unknown> {
+    const handlers = this.opts.lambdaHandlers;
+    const handler =
+      handlers[fn] ?? Object.entries(handlers).find(([k]) => functionName(k) === functionName(fn))?.[1];
+    if (!handler) {
+      throw new StatesError('Lambda.ResourceNotFoundException', `Function not found: ${fn} (no local handler registered)`);
+    }
+    const call = Promise.resolve().then(() => handler(deepClone(payload)));
+    if (asEvent) {
+      call.catch(() => undefined); // an Event invocation's outcome is not the state's
+      return null;
+    }
+    try {
+      return deepClone(await call);
+    } catch (err) {
+      throw lambdaFailure(err);
+    }
+  }
+
+  /**
+   * The callback pattern: a fresh token is swapped into the input, registered before the call (the
+   * callee may answer before it returns), and the state waits for SendTask* on that token. A failed
+   * call fails the task, unless the token was already answered.
+   */
+  private async withTaskToken(
+    rec: ExecutionRecord,
+    stateName: string,
+    task: TaskState,
+    input: unknown,
+    call: (input: unknown) => Promise<unknown>,
+  ): Promise<unknown> {
+    const token = randomBytes(32).toString('base64url');
+    const { promise, resolve, reject } = (Promise as unknown as {
+      withResolvers<T>(): { promise: Promise<T>; resolve(v: T): void; reject(e: unknown): void };
+    }).withResolvers<unknown>();
+    const entry: PendingTask = { executionArn: rec.arn, stateName, resolve, reject };
+    this.pending.set(token, entry);
+    if (task.TimeoutSeconds !== undefined) {
+      // The interpreter rejects the state at this time; the token closes with it.
+      entry.timeoutTimer = setTimeout(() => this.closeToken(token), task.TimeoutSeconds * 1000);
+      entry.timeoutTimer.unref();
+    }
+    if (task.HeartbeatSeconds !== undefined) {
+      entry.heartbeatMs = task.HeartbeatSeconds * 1000;
+      this.armHeartbeat(token, entry);
+    }
+    promise.catch(() => undefined).finally(() => this.closeToken(token));
+    try {
+      await call(substituteToken(input, token));
+    } catch (err) {
+      if (this.pending.has(token)) reject(err);
+    }
+    return promise;
+  }
+
+  private armHeartbeat(token: string, entry: PendingTask): void {
+    if (entry.heartbeatMs === undefined) return;
+    clearTimeout(entry.heartbeatTimer);
+    entry.heartbeatTimer = setTimeout(() => {
+      if (this.pending.get(token) === entry) entry.reject(new StatesError('States.Timeout', `no heartbeat for ${entry.heartbeatMs} ms`));
+    }, entry.heartbeatMs);
+    entry.heartbeatTimer.unref();
+  }
+
+  private closeToken(token: string): void {
+    const entry = this.pending.get(token);
+    if (!entry) return;
+    clearTimeout(entry.heartbeatTimer);
+    clearTimeout(entry.timeoutTimer);
+    this.pending.delete(token);
+    this.closedTokens.add(token);
+  }
+
+  private async startChild(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown, mode: string | undefined): Promise<unknown> {
+    const run = async (params: unknown) => {
+      const p = (params ?? {}) as { StateMachineArn?: string; Input?: unknown; Name?: string };
+      if (p.StateMachineArn !== this.stateMachineArn) {
+        throw new StatesError('StepFunctions.StateMachineDoesNotExistException', `State Machine Does Not Exist: '${String(p.StateMachineArn)}' (only ${this.stateMachineArn} runs locally)`);
+      }
+      let childInput = p.Input ?? {};
+      if (typeof childInput === 'string') {
+        try {
+          childInput = JSON.parse(childInput);
+        } catch {
+          throw new StatesError('StepFunctions.InvalidExecutionInputException', 'Input is not valid JSON');
+        }
+      }
+      try {
+        return await this.startExecution(childInput, p.Name);
+      } catch (err) {
+        if (err instanceof SfnApiError) throw new StatesError(`StepFunctions.${err.type}Exception`, err.message);
+        throw err;
+      }
+    };
+    if (mode === '.waitForTaskToken') return this.withTaskToken(rec, stateName, task, input, run);
+    const started = await run(input);
+    if (!mode) return { ExecutionArn: started.executionArn, StartDate: started.startDate.getTime() };
+    // .sync / .sync:2: wait for the child and fail like it did.
+    await this.execs.get(started.executionArn)?.done;
+    const d = this.describe(started.executionArn);
+    if (d.status !== 'SUCCEEDED') {
+      throw new StatesError('States.TaskFailed', JSON.stringify({ ExecutionArn: d.arn, Status: d.status, Error: d.error, Cause: d.cause }));
+    }
+    return {
+      ExecutionArn: d.arn,
+      Input: mode === '.sync:2' ? d.input : JSON.stringify(d.input),
+      Name: d.name,
+      Output: mode === '.sync:2' ? d.output : JSON.stringify(d.output),
+      StartDate: d.startDate.getTime(),
+      StateMachineArn: this.stateMachineArn,
+      Status: d.status,
+      StopDate: d.stopDate?.getTime(),
+    };
+  }
+
+  private async runDynamo(resource: string, input: unknown): Promise<unknown> {
+    const client = this.opts.dynamodb;
+    const optimized = DYNAMO_OPTIMIZED.exec(resource);
+    const action = optimized?.[1] ?? DYNAMO_SDK.exec(resource)?.[1];
+    if (!client || !action) throw new StatesError('States.Runtime', `cannot run Resource ${resource}`);
+    const commandName = `${action[0].toUpperCase()}${action.slice(1)}Command`;
+    type AnyCommand = Parameters<Ddb.DynamoDBClient['send']>[0];
+    const Command = (Ddb as unknown as Record<string, (new (i: unknown) => AnyCommand) | undefined>)[commandName];
+    if (!Command) throw new StatesError('States.Runtime', `unknown DynamoDB action ${action}`);
+    try {
+      const res = (await client.send(new Command(input))) as unknown as Record<string, unknown>;
+      const { $metadata: _ignored, ...rest } = res;
+      return deepClone(rest);
+    } catch (err) {
+      const name = (err as Error)?.name ?? 'Error';
+      // Error names differ between the optimized and the SDK integration.
+      throw new StatesError(optimized ? `DynamoDB.${name}` : `DynamoDb.${name}`, (err as Error)?.message ?? String(err));
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Callback API (also reachable over HTTP)
+
+  private taskFor(token: unknown): PendingTask {
+    if (typeof token !== 'string' || token.length === 0) throw new SfnApiError('InvalidToken', 'Invalid Token: empty');
+    const entry = this.pending.get(token);
+    if (entry) return entry;
+    if (this.closedTokens.has(token)) {
+      throw new SfnApiError('TaskTimedOut', 'Task Timed Out: the task for this token has already closed');
+    }
+    throw new SfnApiError('InvalidToken', `Invalid Token: '${token.slice(0, 32)}...'`);
+  }
+
+  sendTaskSuccess(taskToken: string, output: string): void {
+    const entry = this.taskFor(taskToken);
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(output);
+    } catch {
+      throw new SfnApiError('InvalidOutput', 'Invalid Output: not JSON');
+    }
+    entry.resolve(parsed);
+    this.closeToken(taskToken);
+  }
+
+  sendTaskFailure(taskToken: string, error?: string, cause?: string): void {
+    const entry = this.taskFor(taskToken);
+    // AWS leaves Error empty when none is given; the interpreter matches names, and every Task error matches States.TaskFailed.
+    entry.reject(new StatesError(error || 'States.TaskFailed', cause ?? ''));
+    this.closeToken(taskToken);
+  }
+
+  sendTaskHeartbeat(taskToken: string): void {
+    const entry = this.taskFor(taskToken);
+    this.armHeartbeat(taskToken, entry);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // HTTP server: awsJson1_0, X-Amz-Target: AWSStepFunctions.<Operation>
+
+  async listen(): Promise<{ endpoint: string }> {
+    if (this.endpoint) return { endpoint: this.endpoint };
+    const server = createServer((req, res) => void this.serve(req, res));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        server.removeListener('error', reject);
+        resolve();
+      });
+    });
+    const addr = server.address();
+    this.server = server;
+    this.endpoint = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+    return { endpoint: this.endpoint };
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const send = (status: number, body: unknown, errorType?: string) => {
+      const data = JSON.stringify(body);
+      res.writeHead(status, {
+        'content-type': 'application/x-amz-json-1.0',
+        'content-length': Buffer.byteLength(data),
+        'x-amzn-requestid': randomUUID(),
+        ...(errorType ? { 'x-amzn-errortype': errorType } : {}),
+      });
+      res.end(data);
+    };
+    try {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      const text = Buffer.concat(chunks).toString('utf8');
+      let body: Record<string, unknown>;
+      try {
+        body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+      } catch {
+        throw new SfnApiError('SerializationException', 'request body is not JSON');
+      }
+      const target = String(req.headers['x-amz-target'] ?? '');
+      const op = target.startsWith('AWSStepFunctions.') ? target.slice('AWSStepFunctions.'.length) : '';
+      send(200, await this.dispatch(op, body));
+    } catch (err) {
+      if (err instanceof SfnApiError) send(400, { __type: err.type, message: err.message }, err.type);
+      else send(500, { __type: 'InternalFailure', message: String((err as Error)?.message ?? err) }, 'InternalFailure');
+    }
+  }
+
+  private async dispatch(op: string, b: Record<string, unknown>): Promise<unknown> {
+    const str = (k: string): string | undefined => (typeof b[k] === 'string' ? (b[k] as string) : undefined);
+    const epoch = (d?: Date) => (d ? d.getTime() / 1000 : undefined);
+    switch (op) {
+      case 'SendTaskSuccess':
+        this.sendTaskSuccess(str('taskToken') ?? '', str('output') ?? '');
+        return {};
+      case 'SendTaskFailure':
+        this.sendTaskFailure(str('taskToken') ?? '', str('error'), str('cause'));
+        return {};
+      case 'SendTaskHeartbeat':
+        this.sendTaskHeartbeat(str('taskToken') ?? '');
+        return {};
+      case 'StartExecution': {
+        if (str('stateMachineArn') !== this.stateMachineArn) {
+          throw new SfnApiError('StateMachineDoesNotExist', `State Machine Does Not Exist: '${String(b.stateMachineArn)}'`);
+        }
+        let input: unknown = {};
+        if (str('input') !== undefined) {
+          try {
+            input = JSON.parse(str('input')!);
+          } catch {
+            throw new SfnApiError('InvalidExecutionInput', 'Invalid execution input: not JSON');
+          }
+        }
+        const r = await this.startExecution(input, str('name'));
+        return { executionArn: r.executionArn, startDate: epoch(r.startDate) };
+      }
+      case 'DescribeExecution': {
+        const d = this.describe(str('executionArn') ?? '');
+        return {
+          executionArn: d.arn,
+          stateMachineArn: this.stateMachineArn,
+          name: d.name,
+          status: d.status,
+          startDate: epoch(d.startDate),
+          ...(d.status !== 'RUNNING' ? { stopDate: epoch(d.stopDate) } : {}),
+          input: JSON.stringify(d.input),
+          inputDetails: { included: true },
+          ...(d.status === 'SUCCEEDED' ? { output: JSON.stringify(d.output), outputDetails: { included: true } } : {}),
+          ...(d.error !== undefined ? { error: d.error } : {}),
+          ...(d.cause !== undefined ? { cause: d.cause } : {}),
+        };
+      }
+      case 'ListExecutions': {
+        if (str('stateMachineArn') !== this.stateMachineArn) {
+          throw new SfnApiError('StateMachineDoesNotExist', `State Machine Does Not Exist: '${String(b.stateMachineArn)}'`);
+        }
+        const filter = str('statusFilter');
+        const all = [...this.execs.values()].filter((r) => !filter || r.status === filter).reverse(); // newest first
+        const start = Number(str('nextToken') ?? 0) || 0;
+        const max = typeof b.maxResults === 'number' && b.maxResults > 0 ? Math.min(b.maxResults, 1000) : 100;
+        const page = all.slice(start, start + max);
+        return {
+          executions: page.map((r) => ({
+            executionArn: r.arn,
+            stateMachineArn: this.stateMachineArn,
+            name: r.name,
+            status: r.status,
+            startDate: epoch(r.startDate),
+            ...(r.status !== 'RUNNING' ? { stopDate: epoch(r.stopDate) } : {}),
+          })),
+          ...(start + max < all.length ? { nextToken: String(start + max) } : {}),
+        };
+      }
+      case 'StopExecution': {
+        const r = this.stopExecution(str('executionArn') ?? '', str('error'), str('cause'));
+        return { stopDate: epoch(r.stopDate) };
+      }
+      default:
+        throw new SfnApiError('UnknownOperationException', `operation not supported locally: ${op || '(no X-Amz-Target)'}`);
+    }
+  }
+
+  /** Aborts running executions, closes the server. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const rec of this.execs.values()) {
+      if (rec.status === 'RUNNING') this.stopExecution(rec.arn, 'States.Aborted', 'LocalStepFunctions stopped');
+    }
+    await Promise.allSettled([...this.execs.values()].map((r) => r.done));
+    for (const token of [...this.pending.keys()]) this.closeToken(token);
+    const server = this.server;
+    this.server = undefined;
+    if (server) {
+      // Let responses in flight finish; cut keep-alive and stuck sockets after a short grace.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      server.closeIdleConnections();
+      const grace = setTimeout(() => server.closeAllConnections(), 200);
+      await closed;
+      clearTimeout(grace);
+    }
+  }
+}
