@@ -6,6 +6,7 @@
 import type { Partitioning, PlanSink, PlanSource } from '../plan/plan.js';
 import type { StateDescriptor } from './state.js';
 import type { Key, KeyedProcessFunction, RecordContext } from './types.js';
+import type { WindowAssigner, WindowFunctionSpec } from './windows.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- the graph is heterogeneous by nature: each
    node's record types are checked by the typed builder that created it, not here. */
@@ -23,6 +24,15 @@ export interface SourceNode extends NodeBase {
   /** turns one decoded raw record into the user's type; throwing marks the record as poison */
   readonly parse?: (raw: unknown) => unknown;
   readonly timestamp?: (value: any) => number;
+  readonly watermarks?: WatermarkStrategy;
+}
+
+/** How a source derives watermarks from the event times it sees. */
+export interface WatermarkStrategy {
+  /** records may arrive this much later (in event time) than the latest seen; 0 = monotonous */
+  readonly maxOutOfOrdernessMs: number;
+  /** a source shard without records for this long (in processing time) stops holding watermarks back */
+  readonly idleTimeoutMs?: number;
 }
 export interface MapNode extends NodeBase {
   readonly kind: 'map';
@@ -52,6 +62,26 @@ export interface ReduceNode extends NodeBase {
   readonly fn: (acc: any, value: any) => unknown;
   readonly state: readonly StateDescriptor<unknown>[];
 }
+export interface WindowNode extends NodeBase {
+  readonly kind: 'window';
+  readonly assigner: WindowAssigner;
+  readonly allowedLatenessMs: number;
+  readonly lateTag?: string;
+  readonly function: WindowFunctionSpec;
+  /** maps (key, window, result) to the output; default: a WindowResult */
+  readonly result?: (key: Key, window: { start: number; end: number }, value: unknown) => unknown;
+  readonly state: readonly StateDescriptor<unknown>[];
+}
+/** Reads a side output of its input operator. */
+export interface SideOutputNode extends NodeBase {
+  readonly kind: 'sideOutput';
+  readonly tag: string;
+}
+/** Merges several streams of the same type. */
+export interface UnionNode extends NodeBase {
+  readonly kind: 'union';
+}
+
 export interface SinkNode extends NodeBase {
   readonly kind: 'sink';
   readonly spec: PlanSink;
@@ -66,6 +96,9 @@ export type LogicalNode =
   | ExchangeNode
   | ProcessNode
   | ReduceNode
+  | WindowNode
+  | SideOutputNode
+  | UnionNode
   | SinkNode;
 
 /** What a sink factory returns; the runtime picks the writer by `spec.kind`. */

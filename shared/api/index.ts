@@ -1,17 +1,27 @@
 /** The user API. Jobs import only from here; it never imports the runtime or AWS. */
-export { job, Job, DataStream, KeyedStream } from './job.js';
+export { job, Job, DataStream, KeyedStream, WindowedStream, WatermarkStrategies } from './job.js';
 export type { JobOptions, CheckpointOptions, KinesisSourceOptions } from './job.js';
 export { dynamoUpsertSink, collectSink } from './sinks.js';
 export type { DynamoUpsertSinkOptions } from './sinks.js';
-export { valueState } from './state.js';
-export type { StateDescriptor, ValueStateDescriptor } from './state.js';
-export { jsonSerializer, textSerializer, bytesSerializer } from './serializers.js';
+export { valueState, listState, mapState, reducingState, aggregatingState } from './state.js';
 export type {
-  Collector,
-  Key,
-  KeyedContext,
-  KeyedProcessFunction,
-  RecordContext,
-  Serializer,
+  AggregateFunction,
+  AggregatingState,
+  AggregatingStateDescriptor,
+  ListState,
+  ListStateDescriptor,
+  MapState,
+  MapStateDescriptor,
+  ReducingState,
+  ReducingStateDescriptor,
+  StateDescriptor,
+  StateTtl,
   ValueState,
-} from './types.js';
+  ValueStateDescriptor,
+} from './state.js';
+export { TumblingEventTimeWindows, SlidingEventTimeWindows, EventTimeSessionWindows } from './windows.js';
+export type { TimeWindow, WindowAssigner, WindowOptions, WindowResult, ProcessWindowFunction } from './windows.js';
+export type { WatermarkStrategy } from './graph.js';
+export { jsonSerializer, textSerializer, bytesSerializer } from './serializers.js';
+export { OutputTag } from './types.js';
+export type { Collector, Key, KeyedContext, KeyedProcessFunction, OnTimerContext, RecordContext, Serializer, TimerService } from './types.js';

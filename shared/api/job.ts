@@ -4,15 +4,11 @@
  * stream carries. Nothing here touches AWS or the runtime.
  */
 import type { PlanSource, RecordFormat } from '../plan/plan.js';
-import type {
-  ExchangeNode,
-  LogicalNode,
-  SinkDefinition,
-  SourceNode,
-} from './graph.js';
-import type { StateDescriptor } from './state.js';
-import { valueState } from './state.js';
-import type { Collector, Key, KeyedProcessFunction, RecordContext } from './types.js';
+import type { ExchangeNode, LogicalNode, SinkDefinition, SourceNode, WatermarkStrategy } from './graph.js';
+import type { AggregateFunction, StateDescriptor } from './state.js';
+import { listState, valueState } from './state.js';
+import type { Collector, Key, KeyedProcessFunction, OutputTag, RecordContext } from './types.js';
+import type { ProcessWindowFunction, TimeWindow, WindowAssigner, WindowOptions, WindowResult } from './windows.js';
 
 export interface CheckpointOptions {
   /** time between two checkpoints; @default 10 s */
@@ -50,7 +46,20 @@ export interface KinesisSourceOptions<T> {
   readonly parse?: (raw: unknown) => T;
   /** event time of a record in ms since the epoch */
   readonly timestamp?: (value: T) => number;
+  /** how watermarks follow event time; @default bounded out-of-orderness of 0 ms when `timestamp` is set */
+  readonly watermarks?: WatermarkStrategy;
 }
+
+/** Watermark strategies for sources. */
+export const WatermarkStrategies = {
+  /** records may be up to `maxOutOfOrdernessMs` late relative to the latest event time seen */
+  boundedOutOfOrderness: (maxOutOfOrdernessMs: number, options: { idleTimeoutMs?: number } = {}): WatermarkStrategy => ({
+    maxOutOfOrdernessMs,
+    ...options,
+  }),
+  /** event time never goes backwards within a shard */
+  monotonous: (options: { idleTimeoutMs?: number } = {}): WatermarkStrategy => ({ maxOutOfOrdernessMs: 0, ...options }),
+};
 
 /** The job: a name, options, and the graph its streams record. */
 export class Job {
@@ -83,6 +92,7 @@ export class Job {
       spec,
       ...(options.parse ? { parse: options.parse as (raw: unknown) => unknown } : {}),
       ...(options.timestamp ? { timestamp: options.timestamp } : {}),
+      ...(options.watermarks ? { watermarks: options.watermarks } : options.timestamp ? { watermarks: { maxOutOfOrdernessMs: 0 } } : {}),
     };
     return new DataStream<T>(this, this.add(node));
   }
@@ -161,6 +171,18 @@ export class DataStream<T> {
     });
   }
 
+  /** Reads what the operator producing this stream emitted to a side output. */
+  sideOutput<S>(tag: OutputTag<S>): DataStream<S> {
+    const id = this.job.newId('sideOutput');
+    return this.next<S>({ id, kind: 'sideOutput', name: `side:${tag.id}`, inputs: [this.node], tag: tag.id });
+  }
+
+  /** Merges streams of the same type (from the same stage: follow with keyBy to merge across stages). */
+  union(...others: DataStream<T>[]): DataStream<T> {
+    const id = this.job.newId('union');
+    return this.next<T>({ id, kind: 'union', name: 'union', inputs: [this.node, ...others.map((o) => o.node)] });
+  }
+
   /** Writes the stream to a sink. */
   sinkTo(sink: SinkDefinition<T>): void {
     this.job.add({ id: this.job.newId('sink'), kind: 'sink', name: sink.spec.name, inputs: [this.node], spec: sink.spec, sink });
@@ -192,6 +214,11 @@ export class KeyedStream<K extends Key, T> {
     return new DataStream<O>(this.job, node);
   }
 
+  /** Groups each key's records into event-time windows. */
+  window(assigner: WindowAssigner, options: WindowOptions<T> = {}): WindowedStream<K, T> {
+    return new WindowedStream<K, T>(this.job, this.node, assigner, options);
+  }
+
   /** Keeps a running reduction per key and emits it after every record. */
   reduce(fn: (accumulator: T, value: T) => T, options: NameOption = {}): DataStream<T> {
     const id = this.job.newId('reduce');
@@ -204,6 +231,70 @@ export class KeyedStream<K extends Key, T> {
       state: [valueState<T>('reduce')] as readonly StateDescriptor<unknown>[],
     });
     return new DataStream<T>(this.job, node);
+  }
+}
+
+export class WindowedStream<K extends Key, T> {
+  constructor(
+    private readonly job: Job,
+    private readonly input: LogicalNode,
+    private readonly assigner: WindowAssigner,
+    private readonly options: WindowOptions<T>,
+  ) {
+    const a = assigner;
+    const bad = (field: string, v: unknown) => new Error(`window assigner ${a.kind}: ${field} must be a positive integer of ms, got ${String(v)}`);
+    if (a.kind === 'session' && !(Number.isInteger(a.gapMs) && a.gapMs > 0)) throw bad('gapMs', a.gapMs);
+    if (a.kind !== 'session' && !(Number.isInteger(a.sizeMs) && a.sizeMs > 0)) throw bad('sizeMs', a.sizeMs);
+    if (a.kind === 'sliding' && !(Number.isInteger(a.slideMs) && a.slideMs > 0)) throw bad('slideMs', a.slideMs);
+  }
+
+  private add<O>(name: string, fn: import('./windows.js').WindowFunctionSpec, state: StateDescriptor<unknown>, result?: (key: Key, w: TimeWindow, v: unknown) => unknown): DataStream<O> {
+    const id = this.job.newId('window');
+    const node = this.job.add({
+      id,
+      kind: 'window',
+      name,
+      inputs: [this.input],
+      assigner: this.assigner,
+      allowedLatenessMs: this.options.allowedLatenessMs ?? 0,
+      ...(this.options.lateOutput ? { lateTag: this.options.lateOutput.id } : {}),
+      function: fn,
+      ...(result ? { result } : {}),
+      state: [state],
+    });
+    return new DataStream<O>(this.job, node);
+  }
+
+  /** Reduces each window's records incrementally; emits `{ key, window, value }` (or what `result` makes of it). */
+  reduce<O = WindowResult<K, T>>(fn: (a: T, b: T) => T, options: { name?: string; result?: (key: K, window: TimeWindow, value: T) => O } = {}): DataStream<O> {
+    return this.add<O>(
+      options.name ?? 'window-reduce',
+      { type: 'reduce', reduce: fn as (a: unknown, b: unknown) => unknown },
+      valueState('windows') as StateDescriptor<unknown>,
+      options.result as ((key: Key, w: TimeWindow, v: unknown) => unknown) | undefined,
+    );
+  }
+
+  /** Aggregates each window's records incrementally; emits `{ key, window, value: getResult(acc) }` (or what `result` makes of it). */
+  aggregate<A, R, O = WindowResult<K, R>>(
+    agg: AggregateFunction<T, A, R>,
+    options: { name?: string; result?: (key: K, window: TimeWindow, value: R) => O } = {},
+  ): DataStream<O> {
+    return this.add<O>(
+      options.name ?? 'window-aggregate',
+      { type: 'aggregate', aggregate: agg as AggregateFunction<unknown, unknown, unknown> },
+      valueState('windows') as StateDescriptor<unknown>,
+      options.result as ((key: Key, w: TimeWindow, v: unknown) => unknown) | undefined,
+    );
+  }
+
+  /** Keeps every record of a window and hands them all to `fn` when it fires. */
+  process<O>(fn: ProcessWindowFunction<K, T, O>, options: { name?: string } = {}): DataStream<O> {
+    return this.add<O>(
+      options.name ?? 'window-process',
+      { type: 'process', fn: fn as unknown as ProcessWindowFunction<Key, unknown, unknown> },
+      listState('windows') as unknown as StateDescriptor<unknown>,
+    );
   }
 }
 

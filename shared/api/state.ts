@@ -1,15 +1,24 @@
 /**
- * State descriptors: a name, a kind and a serializer. User code declares descriptors; the runtime's
- * state backend interprets them and hands out handles. The user API never sees a backend.
+ * State descriptors: a name, a kind and a serializer (of the whole value: a list, a map...). User
+ * code declares descriptors; the runtime's state backend interprets them and hands out handles. The
+ * user API never sees a backend.
  */
 import type { PlanStateDecl } from '../plan/plan.js';
-import type { Serializer } from './types.js';
 import { jsonSerializer } from './serializers.js';
+import type { Serializer } from './types.js';
+
+/** Time-to-live of state values, measured in processing time (the coordinator's ticks). */
+export interface StateTtl {
+  readonly ttlMs: number;
+  /** which accesses restart the clock; @default 'on-create-and-write' */
+  readonly update?: 'on-create-and-write' | 'on-read-and-write';
+}
 
 export interface StateDescriptor<T> {
   readonly name: string;
   readonly kind: PlanStateDecl['kind'];
   readonly serializer: Serializer<T>;
+  readonly ttl?: StateTtl;
 }
 
 export interface ValueStateDescriptor<T> extends StateDescriptor<T> {
@@ -17,15 +26,88 @@ export interface ValueStateDescriptor<T> extends StateDescriptor<T> {
   /** returned by `value()` when the key has no value yet */
   readonly defaultValue?: T;
 }
+export interface ListStateDescriptor<T> extends StateDescriptor<T[]> {
+  readonly kind: 'list';
+}
+export interface MapStateDescriptor<K extends string | number, V> extends StateDescriptor<Array<[K, V]>> {
+  readonly kind: 'map';
+}
+export interface ReducingStateDescriptor<T> extends StateDescriptor<T> {
+  readonly kind: 'reducing';
+  readonly reduce: (a: T, b: T) => T;
+}
+export interface AggregateFunction<I, A, O> {
+  createAccumulator(): A;
+  add(value: I, accumulator: A): A;
+  getResult(accumulator: A): O;
+  /** needed by merging (session) windows */
+  merge?(a: A, b: A): A;
+}
+export interface AggregatingStateDescriptor<I, A, O> extends StateDescriptor<A> {
+  readonly kind: 'aggregating';
+  readonly aggregate: AggregateFunction<I, A, O>;
+}
 
-export function valueState<T>(
+export interface ValueState<T> {
+  value(): T | undefined;
+  update(value: T): void;
+  clear(): void;
+}
+export interface ListState<T> {
+  get(): readonly T[];
+  add(value: T): void;
+  addAll(values: Iterable<T>): void;
+  update(values: Iterable<T>): void;
+  clear(): void;
+}
+export interface MapState<K extends string | number, V> {
+  get(key: K): V | undefined;
+  put(key: K, value: V): void;
+  remove(key: K): void;
+  contains(key: K): boolean;
+  entries(): Array<[K, V]>;
+  keys(): K[];
+  values(): V[];
+  isEmpty(): boolean;
+  clear(): void;
+}
+export interface ReducingState<T> {
+  get(): T | undefined;
+  add(value: T): void;
+  clear(): void;
+}
+export interface AggregatingState<I, O> {
+  get(): O | undefined;
+  add(value: I): void;
+  clear(): void;
+}
+
+interface CommonOptions<T> {
+  serializer?: Serializer<T>;
+  ttl?: StateTtl;
+}
+
+const common = <T>(o: CommonOptions<T>) => ({
+  serializer: o.serializer ?? jsonSerializer<T>(),
+  ...(o.ttl ? { ttl: o.ttl } : {}),
+});
+
+export function valueState<T>(name: string, options: CommonOptions<T> & { defaultValue?: T } = {}): ValueStateDescriptor<T> {
+  return { name, kind: 'value', ...common(options), ...(options.defaultValue !== undefined ? { defaultValue: options.defaultValue } : {}) };
+}
+export function listState<T>(name: string, options: CommonOptions<T[]> = {}): ListStateDescriptor<T> {
+  return { name, kind: 'list', ...common(options) };
+}
+export function mapState<K extends string | number, V>(name: string, options: CommonOptions<Array<[K, V]>> = {}): MapStateDescriptor<K, V> {
+  return { name, kind: 'map', ...common(options) };
+}
+export function reducingState<T>(name: string, reduce: (a: T, b: T) => T, options: CommonOptions<T> = {}): ReducingStateDescriptor<T> {
+  return { name, kind: 'reducing', reduce, ...common(options) };
+}
+export function aggregatingState<I, A, O>(
   name: string,
-  options: { serializer?: Serializer<T>; defaultValue?: T } = {},
-): ValueStateDescriptor<T> {
-  return {
-    name,
-    kind: 'value',
-    serializer: options.serializer ?? jsonSerializer<T>(),
-    ...(options.defaultValue !== undefined ? { defaultValue: options.defaultValue } : {}),
-  };
+  aggregate: AggregateFunction<I, A, O>,
+  options: CommonOptions<A> = {},
+): AggregatingStateDescriptor<I, A, O> {
+  return { name, kind: 'aggregating', aggregate, ...common(options) };
 }

@@ -1,8 +1,22 @@
 /**
  * Types user functions see. A context is valid only during the call that received it; functions
  * must be pure given (record, state, context): replay after a failure re-runs them and must get the
- * same outputs, which is what makes recovery local and output exactly-once.
+ * same outputs, which is what makes recovery local and output exactly-once. Time comes only from
+ * the record (event time) and from the coordinator's ticks (processing time), never from the clock.
  */
+import type {
+  AggregatingState,
+  AggregatingStateDescriptor,
+  ListState,
+  ListStateDescriptor,
+  MapState,
+  MapStateDescriptor,
+  ReducingState,
+  ReducingStateDescriptor,
+  StateDescriptor,
+  ValueState,
+  ValueStateDescriptor,
+} from './state.js';
 
 /** Keys must be turned into a stable string: strings and numbers are, as themselves. */
 export type Key = string | number;
@@ -18,6 +32,15 @@ export interface Serializer<T> {
   decode(bytes: Uint8Array): T;
 }
 
+/** Names a side output; `stream.sideOutput(tag)` reads it. */
+export class OutputTag<T> {
+  /** phantom field that carries T */
+  declare readonly __type?: T;
+  constructor(readonly id: string) {
+    if (!id) throw new Error('an OutputTag needs a non-empty id');
+  }
+}
+
 /** What every user function can read about the record being processed. */
 export interface RecordContext {
   /** event time of the record (ms since epoch), if the source assigns one */
@@ -30,20 +53,40 @@ export interface RecordContext {
   random(): number;
 }
 
-export interface ValueState<T> {
-  value(): T | undefined;
-  update(value: T): void;
-  clear(): void;
+export interface TimerService {
+  currentWatermark(): number;
+  currentProcessingTime(): number;
+  /** calls `onTimer` once the watermark passes `timestamp` */
+  registerEventTimeTimer(timestamp: number): void;
+  deleteEventTimeTimer(timestamp: number): void;
+  /** calls `onTimer` once processing time (from the coordinator's ticks) reaches `timestamp` */
+  registerProcessingTimeTimer(timestamp: number): void;
+  deleteProcessingTimeTimer(timestamp: number): void;
 }
 
-export interface KeyedContext<K extends Key> extends RecordContext {
+/** Keyed state handles, scoped to the current key. */
+export interface KeyedStateAccess {
+  getState<T>(descriptor: ValueStateDescriptor<T>): ValueState<T>;
+  getListState<T>(descriptor: ListStateDescriptor<T>): ListState<T>;
+  getMapState<K extends string | number, V>(descriptor: MapStateDescriptor<K, V>): MapState<K, V>;
+  getReducingState<T>(descriptor: ReducingStateDescriptor<T>): ReducingState<T>;
+  getAggregatingState<I, A, O>(descriptor: AggregatingStateDescriptor<I, A, O>): AggregatingState<I, O>;
+}
+
+export interface KeyedContext<K extends Key> extends RecordContext, KeyedStateAccess {
   readonly key: K;
-  /** the handle of a declared state, scoped to the current key */
-  getState<T>(descriptor: import('./state.js').ValueStateDescriptor<T>): ValueState<T>;
+  readonly timerService: TimerService;
+  /** emits to a side output */
+  output<T>(tag: OutputTag<T>, value: T): void;
+}
+
+export interface OnTimerContext<K extends Key> extends KeyedContext<K> {
+  readonly timeDomain: 'event-time' | 'processing-time';
 }
 
 export interface KeyedProcessFunction<K extends Key, I, O> {
   /** every state the function uses, declared up front so the planner and `describe` know them */
-  readonly state?: readonly import('./state.js').StateDescriptor<unknown>[];
+  readonly state?: readonly StateDescriptor<unknown>[];
   processElement(value: I, ctx: KeyedContext<K>, out: Collector<O>): void;
+  onTimer?(timestamp: number, ctx: OnTimerContext<K>, out: Collector<O>): void;
 }

@@ -39,6 +39,8 @@ export interface WatermarkEnvelope {
   readonly kind: 'watermark';
   readonly epoch: number;
   readonly watermark: number;
+  /** the producer has no input for now: leave it out of the minimum until it speaks again */
+  readonly idle: boolean;
 }
 
 export interface TickEnvelope {
@@ -65,6 +67,7 @@ const F_TS = 0x08;
 const F_SAME_EPOCH = 0x10;
 const F_NEXT_SEQ = 0x20;
 const F_SAVEPOINT = 0x08;
+const F_IDLE = 0x08;
 
 const utf8 = new TextEncoder();
 const utf8d = new TextDecoder();
@@ -125,7 +128,7 @@ export class PacketBuilder {
         for (const t of e.topology) w.varint(t);
         return;
       case 'watermark':
-        w.byte(KIND.watermark);
+        w.byte(KIND.watermark | (e.idle ? F_IDLE : 0));
         w.varint(e.epoch);
         w.svarint(e.watermark);
         return;
@@ -202,7 +205,7 @@ export function decodePacket(bytes: Uint8Array): Packet {
         break;
       }
       case KIND.watermark:
-        envelopes[i] = { kind: 'watermark', epoch: r.varint(), watermark: r.svarint() };
+        envelopes[i] = { kind: 'watermark', epoch: r.varint(), watermark: r.svarint(), idle: (h & F_IDLE) !== 0 };
         break;
       case KIND.tick:
         envelopes[i] = { kind: 'tick', epoch: r.varint(), time: r.varint() };
@@ -224,7 +227,14 @@ export function decodePacket(bytes: Uint8Array): Packet {
 const CONTROL_PREFIX = utf8.encode('\u0000SLUICE\u0000');
 
 export type SourceControl =
-  | { readonly kind: 'barrier'; readonly checkpointId: number; readonly topology: readonly number[]; readonly savepoint: boolean }
+  | {
+      readonly kind: 'barrier';
+      readonly checkpointId: number;
+      readonly topology: readonly number[];
+      readonly savepoint: boolean;
+      /** the coordinator's clock when it injected the barrier: processing time enters the log here */
+      readonly time: number;
+    }
   | { readonly kind: 'tick'; readonly time: number }
   | { readonly kind: 'end' };
 
@@ -237,6 +247,7 @@ export function encodeSourceControl(c: SourceControl): Uint8Array {
       w.varint(c.checkpointId);
       w.varint(c.topology.length);
       for (const t of c.topology) w.varint(t);
+      w.varint(c.time);
       break;
     case 'tick':
       w.byte(KIND.tick);
@@ -261,7 +272,7 @@ export function decodeSourceControl(bytes: Uint8Array): SourceControl | undefine
       const n = r.varint();
       const topology: number[] = [];
       for (let j = 0; j < n; j++) topology.push(r.varint());
-      return { kind: 'barrier', checkpointId, topology, savepoint: (h & F_SAVEPOINT) !== 0 };
+      return { kind: 'barrier', checkpointId, topology, savepoint: (h & F_SAVEPOINT) !== 0, time: r.varint() };
     }
     case KIND.tick:
       return { kind: 'tick', time: r.varint() };

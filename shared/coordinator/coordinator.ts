@@ -129,7 +129,7 @@ export class Coordinator {
   async inject(n: number): Promise<InjectOutput> {
     const ck = await this.get(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const data = encodeSourceControl({ kind: 'barrier', checkpointId: n, topology: ck.topology, savepoint: ck.savepoint });
+    const data = encodeSourceControl({ kind: 'barrier', checkpointId: n, topology: ck.topology, savepoint: ck.savepoint, time: this.now().getTime() });
     let shards = 0;
     for (const stage of this.plan.stages) {
       if (stage.input.kind !== 'source') continue;

@@ -43,9 +43,19 @@ export function murmur3(bytes: Uint8Array, seed = 0): number {
 
 const utf8 = new TextEncoder();
 
-/** The canonical string form of a key, used for hashing and as the state row's key. */
+/**
+ * The canonical string form of a key, used for hashing and as the state row's key. Strings stay as
+ * they are (unless they start with NUL); numbers become NUL + decimal; the mapping is one to one, so
+ * `keyFromString` gives the key back.
+ */
 export function keyString(key: string | number): string {
-  return typeof key === 'number' ? `n:${key}` : key;
+  if (typeof key === 'number') return `\u0000${key}`;
+  return key.startsWith('\u0000') ? `\u0000s${key}` : key;
+}
+
+export function keyFromString(s: string): string | number {
+  if (!s.startsWith('\u0000')) return s;
+  return s[1] === 's' ? s.slice(2) : Number(s.slice(1));
 }
 
 export function keyGroupOf(key: string, maxParallelism: number): number {

@@ -24,6 +24,8 @@ export type OperatorKind =
   | 'process'
   | 'reduce'
   | 'window'
+  | 'sideOutput'
+  | 'union'
   | 'exchange'
   | 'sink';
 

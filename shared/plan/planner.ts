@@ -88,13 +88,27 @@ export function planJob(job: Job): Plan {
       stageInfo.push({ parallelism: s.shards, input: { kind: 'source', sourceId: s.id }, members: [node] });
       continue;
     }
-    if (node.inputs.length !== 1) throw new PlanError(where(job, node), `expects one input, got ${node.inputs.length}`);
+    if (node.kind !== 'union' && node.inputs.length !== 1) throw new PlanError(where(job, node), `expects one input, got ${node.inputs.length}`);
+    const stageOfInput = (input: LogicalNode) => (input.kind === 'exchange' ? exchangeTarget.get(input.id)! : stageOf.get(input.id)!);
     const input = node.inputs[0]!;
-    let stage: number;
-    if (input.kind === 'exchange') {
-      stage = exchangeTarget.get(input.id)!;
-    } else {
-      stage = stageOf.get(input.id)!;
+    const stage = stageOfInput(input);
+    if (node.kind === 'union') {
+      const stagesIn = new Set(node.inputs.map(stageOfInput));
+      if (stagesIn.size > 1) {
+        throw new PlanError(where(job, node), 'can only merge streams of the same stage; key each input by the same key and union after keyBy, or union before the shuffle');
+      }
+    }
+    if (node.kind === 'sideOutput' && !['process', 'window'].includes(input.kind)) {
+      throw new PlanError(where(job, node), `side outputs come from process or window operators, not from ${input.kind}`);
+    }
+    if (node.kind === 'window') {
+      if (input.kind !== 'exchange' || input.partitioning !== 'key') throw new PlanError(where(job, node), 'windows must directly follow keyBy(...)');
+      if (node.function.type === 'aggregate' && node.assigner.kind === 'session' && typeof node.function.aggregate.merge !== 'function') {
+        throw new PlanError(`${where(job, node)} › aggregate.merge`, 'session windows merge, so their aggregate function needs merge(a, b)');
+      }
+      if (!Number.isInteger(node.allowedLatenessMs) || node.allowedLatenessMs < 0) {
+        throw new PlanError(`${where(job, node)} › allowedLatenessMs`, `must be a non-negative integer, got ${node.allowedLatenessMs}`);
+      }
     }
     if (node.kind === 'process' || node.kind === 'reduce') {
       if (input.kind !== 'exchange' || input.partitioning !== 'key') {
@@ -188,9 +202,9 @@ function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget:
     kind: node.kind,
     name: node.name,
     inputs: node.inputs.filter((i) => inStage.has(i.id)).map((i) => i.id),
-    keyed: node.kind === 'process' || node.kind === 'reduce',
+    keyed: node.kind === 'process' || node.kind === 'reduce' || node.kind === 'window',
     state:
-      node.kind === 'process' || node.kind === 'reduce'
+      node.kind === 'process' || node.kind === 'reduce' || node.kind === 'window'
         ? node.state.map((d) => ({ name: d.name, kind: d.kind, scope: 'keyed' as const }))
         : [],
   };

@@ -3,21 +3,40 @@
  * set. Rows are loaded from the state store before a batch runs (prefetch), so user functions can
  * read and write state synchronously; at a checkpoint only the dirty keys are written, which makes
  * every checkpoint incremental.
+ *
+ * State with a TTL keeps the processing time of its last write (or read) beside the value; an
+ * expired value reads as absent and is cleared when its key is touched — no scan over all keys.
  */
-import type { StateDescriptor, ValueStateDescriptor } from '../api/state.js';
-import type { ValueState } from '../api/types.js';
+import { decodePayload, encodePayload } from '../codec/payload.js';
+import type {
+  AggregatingState,
+  AggregatingStateDescriptor,
+  ListState,
+  ListStateDescriptor,
+  MapState,
+  MapStateDescriptor,
+  ReducingState,
+  ReducingStateDescriptor,
+  StateDescriptor,
+  ValueState,
+  ValueStateDescriptor,
+} from '../api/state.js';
 import type { StateRow, StateRowId } from './ports.js';
 
 interface KeyEntry {
   readonly keyGroup: number;
   /** state name → value; a missing name means cleared/never set */
   readonly values: Map<string, unknown>;
+  /** state name → processing time of the last TTL-relevant access */
+  readonly touched: Map<string, number>;
 }
 
 export class KeyedStateCache {
   private readonly ops = new Map<string, Map<string, KeyEntry>>();
   private readonly dirty = new Map<string, Set<string>>();
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
+  /** processing time used for TTL; set by the instance */
+  now: () => number = () => 0;
 
   /** Declares an operator's state descriptors (needed to (de)serialize its rows). */
   register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[]): void {
@@ -49,13 +68,19 @@ export class KeyedStateCache {
       const row = byId.get(`${id.operatorId}\u0000${id.key}`);
       const descs = this.descriptors.get(id.operatorId);
       const values = new Map<string, unknown>();
+      const touched = new Map<string, number>();
       if (row && descs) {
         for (const [name, bytes] of Object.entries(row.values)) {
           const d = descs.get(name);
-          if (d) values.set(name, d.serializer.decode(bytes));
+          if (!d) continue;
+          if (d.ttl) {
+            const [t, inner] = decodePayload<[number, Uint8Array]>(bytes);
+            touched.set(name, t);
+            values.set(name, fromStored(d, d.serializer.decode(new Uint8Array(inner))));
+          } else values.set(name, fromStored(d, d.serializer.decode(bytes)));
         }
       }
-      this.opMap(id.operatorId).set(id.key, { keyGroup: id.keyGroup, values });
+      this.opMap(id.operatorId).set(id.key, { keyGroup: id.keyGroup, values, touched });
     }
   }
 
@@ -70,7 +95,7 @@ export class KeyedStateCache {
     let e = m.get(key);
     if (!e) {
       // not prefetched: only possible for a key with no state (prefetch loads every key of a batch)
-      e = { keyGroup, values: new Map() };
+      e = { keyGroup, values: new Map(), touched: new Map() };
       m.set(key, e);
     }
     return e;
@@ -82,19 +107,99 @@ export class KeyedStateCache {
     d.add(key);
   }
 
-  /** A ValueState handle bound to one operator and key. */
-  valueState<T>(operatorId: string, key: string, keyGroup: number, d: ValueStateDescriptor<T>): ValueState<T> {
+  /** Raw access used by every handle: applies TTL on read and records writes. */
+  private cell<T>(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>) {
     const e = this.entry(operatorId, key, keyGroup);
+    const ttl = d.ttl;
     return {
-      value: () => (e.values.has(d.name) ? (e.values.get(d.name) as T) : d.defaultValue),
-      update: (v: T) => {
+      get: (): T | undefined => {
+        if (!e.values.has(d.name)) return undefined;
+        if (ttl) {
+          const t = e.touched.get(d.name) ?? 0;
+          if (this.now() - t >= ttl.ttlMs) {
+            e.values.delete(d.name);
+            e.touched.delete(d.name);
+            this.markDirty(operatorId, key);
+            return undefined;
+          }
+          if (ttl.update === 'on-read-and-write') {
+            e.touched.set(d.name, this.now());
+            this.markDirty(operatorId, key);
+          }
+        }
+        return e.values.get(d.name) as T;
+      },
+      set: (v: T): void => {
         e.values.set(d.name, v);
+        if (ttl) e.touched.set(d.name, this.now());
         this.markDirty(operatorId, key);
       },
-      clear: () => {
+      clear: (): void => {
         e.values.delete(d.name);
+        e.touched.delete(d.name);
         this.markDirty(operatorId, key);
       },
+    };
+  }
+
+  valueState<T>(operatorId: string, key: string, keyGroup: number, d: ValueStateDescriptor<T>): ValueState<T> {
+    const c = this.cell<T>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
+    return { value: () => c.get() ?? d.defaultValue, update: (v) => c.set(v), clear: c.clear };
+  }
+
+  listState<T>(operatorId: string, key: string, keyGroup: number, d: ListStateDescriptor<T>): ListState<T> {
+    const c = this.cell<T[]>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
+    return {
+      get: () => [...(c.get() ?? [])],
+      add: (v) => c.set([...(c.get() ?? []), v]),
+      addAll: (vs) => c.set([...(c.get() ?? []), ...vs]),
+      update: (vs) => c.set([...vs]),
+      clear: c.clear,
+    };
+  }
+
+  mapState<K extends string | number, V>(operatorId: string, key: string, keyGroup: number, d: MapStateDescriptor<K, V>): MapState<K, V> {
+    const c = this.cell<Map<K, V>>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
+    const read = () => c.get() ?? new Map<K, V>();
+    const write = (m: Map<K, V>) => (m.size ? c.set(m) : c.clear());
+    return {
+      get: (k) => read().get(k),
+      put: (k, v) => write(new Map(read()).set(k, v)),
+      remove: (k) => {
+        const m = new Map(read());
+        m.delete(k);
+        write(m);
+      },
+      contains: (k) => read().has(k),
+      entries: () => [...read().entries()],
+      keys: () => [...read().keys()],
+      values: () => [...read().values()],
+      isEmpty: () => read().size === 0,
+      clear: c.clear,
+    };
+  }
+
+  reducingState<T>(operatorId: string, key: string, keyGroup: number, d: ReducingStateDescriptor<T>): ReducingState<T> {
+    const c = this.cell<T>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
+    return {
+      get: () => c.get(),
+      add: (v) => {
+        const cur = c.get();
+        c.set(cur === undefined ? v : d.reduce(cur, v));
+      },
+      clear: c.clear,
+    };
+  }
+
+  aggregatingState<I, A, O>(operatorId: string, key: string, keyGroup: number, d: AggregatingStateDescriptor<I, A, O>): AggregatingState<I, O> {
+    const c = this.cell<A>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
+    return {
+      get: () => {
+        const acc = c.get();
+        return acc === undefined ? undefined : d.aggregate.getResult(acc);
+      },
+      add: (v) => c.set(d.aggregate.add(v, c.get() ?? d.aggregate.createAccumulator())),
+      clear: c.clear,
     };
   }
 
@@ -116,7 +221,8 @@ export class KeyedStateCache {
         for (const [name, v] of e.values) {
           const d = descs?.get(name);
           if (!d) throw new Error(`state "${name}" of ${operatorId} has no descriptor`);
-          values[name] = d.serializer.encode(v);
+          const bytes = d.serializer.encode(toStored(d, v));
+          values[name] = d.ttl ? encodePayload([e.touched.get(name) ?? 0, bytes]) : bytes;
         }
         rows.push({ operatorId, keyGroup: e.keyGroup, key, values });
       }
@@ -152,4 +258,12 @@ export class KeyedStateCache {
     }
     return evicted;
   }
+}
+
+/** Map state lives as a Map in memory and as an array of pairs in storage. */
+function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {
+  return d.kind === 'map' ? [...(v as Map<unknown, unknown>).entries()] : v;
+}
+function fromStored(d: StateDescriptor<unknown>, v: unknown): unknown {
+  return d.kind === 'map' ? new Map(v as Array<[unknown, unknown]>) : v;
 }

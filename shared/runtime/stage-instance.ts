@@ -19,7 +19,7 @@
  *   Source records are deduplicated by shard position.
  */
 import type { Job } from '../api/job.js';
-import { decodePacket, decodeSourceControl, type DataEnvelope, type Envelope } from '../codec/envelope.js';
+import { decodePacket, decodeSourceControl, type DataEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
 import { decodePayload, encodePayload } from '../codec/payload.js';
 import { keyGroupOf, keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
@@ -30,21 +30,45 @@ import { KeyedStateCache } from './keyed-state.js';
 import { makeDestination, Outbox } from './outbox.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
+import { TimerIndex, type TimeDomain } from './timers.js';
 import { decodeUserRecord, userRecordsOf } from './source-decoding.js';
 
 export interface InstanceOptions {
   /** data envelopes of later epochs held in memory before the shard is re-read instead; @default 50_000 */
   readonly maxHeldRecords?: number;
+  /** a source emits a watermark when it has advanced this much event time since the last one; @default 200 */
+  readonly watermarkIntervalMs?: number;
 }
 
+/** The final watermark, sent at the end of a bounded input: it fires every window. */
+export const MAX_WATERMARK = Number.MAX_SAFE_INTEGER;
+
+/** One envelope of an inner stage that belongs to an epoch (data, watermark, tick). */
 interface Unit {
   readonly position: string;
   readonly index: number;
   readonly producer: string;
-  readonly env: DataEnvelope;
+  readonly env: DataEnvelope | WatermarkEnvelope | TickEnvelope;
   value?: unknown;
   key?: string;
   poison?: unknown;
+}
+
+interface SourceClock {
+  maxTs: number;
+  emitted: number;
+  idle: boolean;
+  lastActive: number;
+  dataSinceTick: boolean;
+}
+
+/** Everything a snapshot holds besides the state rows. */
+interface SnapshotExtras {
+  readonly timers: ReturnType<TimerIndex['toJSON']>;
+  readonly channels: Array<[string, number, boolean]>;
+  readonly watermark: number | null;
+  readonly processingTime: number;
+  readonly source: SourceClock | null;
 }
 
 interface DecodedPacket {
@@ -89,13 +113,21 @@ export class StageInstance {
   private held: Unit[] = [];
   private readonly heldIds = new Set<string>();
   private futureBarriers: Array<{ n: number; position: string }> = [];
+  /** last watermark per upstream producer, and whether it said it is idle */
+  private readonly channels = new Map<string, { wm: number; idle: boolean }>();
+  private readonly timers = new TimerIndex();
+  private sourceClock: SourceClock = { maxTs: Number.NEGATIVE_INFINITY, emitted: Number.NEGATIVE_INFINITY, idle: false, lastActive: 0, dataSinceTick: false };
+  private readonly watermarkIntervalMs: number;
+  private readonly watermarkStrategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
+  private readonly expectedCount: () => number;
+  private lastTopology: readonly number[] = [];
   private spilledFrom: string | undefined;
   /** position of the record being processed (the frontier) */
   private current: string | undefined;
 
   processingTime = 0;
   watermark = Number.NEGATIVE_INFINITY;
-  readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0 };
+  readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0, timersFired: 0 };
 
   constructor(
     private readonly job: Job,
@@ -110,13 +142,17 @@ export class StageInstance {
     this.outbox = new Outbox(this.id);
     this.stageIndex = plan.stages.indexOf(stage);
     this.maxHeld = options.maxHeldRecords ?? 50_000;
+    this.watermarkIntervalMs = options.watermarkIntervalMs ?? 200;
+    this.expectedCount = () => this.expectedProducers(this.lastTopology);
     if (stage.input.kind === 'source') {
       const sourceId = stage.input.sourceId;
       this.source = plan.sources.find((s) => s.id === sourceId);
       const node = nodesById(job).get(sourceId);
       this.sourceNode = node?.kind === 'source' ? (node as never) : undefined;
+      this.watermarkStrategy = node?.kind === 'source' ? node.watermarks : undefined;
       this.expectedProducers = () => 1;
     } else {
+      this.watermarkStrategy = undefined;
       const from = stage.input.fromStages.map((id) => plan.stages.findIndex((s) => s.id === id));
       const fallback = from.reduce((a, i) => a + plan.stages[i]!.parallelism, 0);
       this.expectedProducers = (topology) => (topology.length ? from.reduce((a, i) => a + (topology[i] ?? 0), 0) : fallback);
@@ -132,23 +168,34 @@ export class StageInstance {
       const shards = await this.ports.shards.openShards(stream);
       this.outbox.addDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism));
     }
-    this.chain = compileChain(this.job, this.plan, this.stage, this.names, this.outbox, this.state, {
-      processingTime: () => this.processingTime,
-      watermark: () => this.watermark,
-    });
+    this.chain = compileChain(
+      this.job,
+      this.plan,
+      this.stage,
+      this.names,
+      this.outbox,
+      this.state,
+      { processingTime: () => this.processingTime, watermark: () => this.watermark },
+      this.timers,
+    );
+    this.state.now = () => this.processingTime;
   }
 
   /** Restores the snapshot a lease points to: redo its apply (idempotent), then start its epoch. */
   async restore(pointer: SnapshotPointer | undefined): Promise<void> {
     if (!pointer) return;
-    const rows = decodeDelta(await this.ports.control.readDelta(pointer.delta));
+    const { rows, extras } = decodeDelta(await this.ports.control.readDelta(pointer.delta));
     await this.ports.state.applyRows(pointer.checkpointId, this.fence, rows);
     this.epoch = pointer.checkpointId;
     this.outbox.startEpoch(pointer.checkpointId);
     this.skipThrough = pointer.replayPoint;
-    const meta = pointer.meta as { processingTime?: number; watermark?: number };
-    this.processingTime = meta.processingTime ?? 0;
-    this.watermark = meta.watermark ?? Number.NEGATIVE_INFINITY;
+    if (extras) {
+      for (const [domain, operatorId, key, keyGroup, time] of extras.timers) this.timers.add({ domain, operatorId, key, keyGroup, time });
+      for (const [p, wm, idle] of extras.channels) this.channels.set(p, { wm, idle });
+      this.watermark = extras.watermark ?? Number.NEGATIVE_INFINITY;
+      this.processingTime = extras.processingTime;
+      if (extras.source) this.sourceClock = { ...extras.source };
+    }
   }
 
   /** Processes records of the input shard, in shard order. */
@@ -176,9 +223,16 @@ export class StageInstance {
     const control = decodeSourceControl(r.data);
     if (control) {
       if (control.kind === 'barrier' && control.checkpointId > this.epoch) {
+        this.sourceTick(control.time);
+        this.emitSourceWatermark(true);
         await this.snapshot(control.checkpointId, control.topology, control.savepoint, { from: 'after', sequenceNumber: r.sequenceNumber });
       } else if (control.kind === 'tick') {
-        this.processingTime = Math.max(this.processingTime, control.time);
+        this.sourceTick(control.time);
+      } else if (control.kind === 'end') {
+        this.sourceClock.maxTs = MAX_WATERMARK;
+        this.watermark = MAX_WATERMARK;
+        this.emitWatermark(MAX_WATERMARK, false);
+        this.outbox.emitControl({ kind: 'end', epoch: this.epoch });
       }
       return;
     }
@@ -208,8 +262,53 @@ export class StageInstance {
         this.chain.push(value, meta);
       } catch (err) {
         await this.poison(r.sequenceNumber, i, bytes, `user function failed: ${errorMessage(err)}`);
+        continue;
+      }
+      const c = this.sourceClock;
+      c.dataSinceTick = true;
+      if (c.idle) {
+        // active again: rejoin the downstream minimum with the current watermark
+        c.idle = false;
+        this.emitSourceWatermark(true);
+      }
+      if (timestamp !== undefined && this.watermarkStrategy && timestamp > c.maxTs) {
+        c.maxTs = timestamp;
+        this.emitSourceWatermark(false);
       }
     }
+  }
+
+  /** Processing time reaches a source through the barriers' coordinator time; it also decides idleness. */
+  private sourceTick(time: number): void {
+    if (time <= this.processingTime) return;
+    this.processingTime = time;
+    this.outbox.emitControl({ kind: 'tick', epoch: this.epoch, time });
+    const c = this.sourceClock;
+    const idleAfter = this.watermarkStrategy?.idleTimeoutMs;
+    if (c.dataSinceTick || c.lastActive === 0) c.lastActive = time;
+    c.dataSinceTick = false;
+    if (idleAfter !== undefined && !c.idle && time - c.lastActive >= idleAfter) {
+      c.idle = true;
+      this.emitWatermark(this.watermark, true);
+    }
+  }
+
+  /** Emits the source's watermark if it moved by the interval (or at all, when `force`). */
+  private emitSourceWatermark(force: boolean): void {
+    const strategy = this.watermarkStrategy;
+    const c = this.sourceClock;
+    if (!strategy || c.maxTs === Number.NEGATIVE_INFINITY || c.idle) return;
+    const wm = c.maxTs === MAX_WATERMARK ? MAX_WATERMARK : c.maxTs - strategy.maxOutOfOrdernessMs - 1;
+    if (wm <= c.emitted) return;
+    if (!force && wm < c.emitted + this.watermarkIntervalMs) return;
+    c.emitted = wm;
+    this.watermark = wm;
+    this.emitWatermark(wm, false);
+  }
+
+  private emitWatermark(wm: number, idle: boolean): void {
+    if (!Number.isFinite(wm) && !idle) return;
+    this.outbox.emitControl({ kind: 'watermark', epoch: this.epoch, watermark: Number.isFinite(wm) ? wm : 0, idle });
   }
 
   // ---------------------------------------------------------------- inner stages
@@ -219,7 +318,9 @@ export class StageInstance {
       const p = decodePacket(r.data);
       const units: Unit[] = [];
       p.envelopes.forEach((env, index) => {
-        if (env.kind === 'data' && env.epoch >= this.epoch) units.push({ position: r.sequenceNumber, index, producer: p.producer, env });
+        if ((env.kind === 'data' || env.kind === 'watermark' || env.kind === 'tick') && env.epoch >= this.epoch) {
+          units.push({ position: r.sequenceNumber, index, producer: p.producer, env });
+        }
       });
       return { producer: p.producer, envelopes: p.envelopes, units };
     } catch (error) {
@@ -232,6 +333,7 @@ export class StageInstance {
     const selector = this.chain.keySelector;
     const ids: StateRowId[] = [];
     for (const u of units) {
+      if (u.env.kind !== 'data') continue;
       if (u.value !== undefined || u.poison !== undefined) {
         if (u.key !== undefined) for (const op of this.chain.keyedOperators) ids.push({ operatorId: op, keyGroup: u.env.keyGroup, key: u.key });
         continue;
@@ -268,26 +370,22 @@ export class StageInstance {
         await this.alignLoop();
         continue;
       }
-      if (env.kind === 'tick') {
-        this.processingTime = Math.max(this.processingTime, env.time);
-        continue;
-      }
-      if (env.kind !== 'data') continue;
-      if (env.epoch < this.epoch) continue; // already in the snapshot
+      if (env.kind === 'end') continue;
+      if (env.kind === 'data' && env.epoch < this.epoch) continue; // already in the snapshot
       // units were built for data envelopes of epoch ≥ the epoch at decode time, in order
       let unit = p.units[u];
       while (unit && unit.index < index) unit = p.units[++u];
       if (!unit || unit.index !== index) continue;
       u++;
       if (env.epoch > this.epoch) this.hold(unit);
-      else await this.apply(unit);
+      else await this.applyUnit(unit);
       // a count satisfied by this record can complete an alignment
       if (this.barriers.has(this.epoch + 1)) await this.alignLoop();
     }
   }
 
   private hold(unit: Unit): void {
-    const id = `${unit.producer}|${unit.env.epoch}|${unit.env.seq}`;
+    const id = unitId(unit);
     if (this.heldIds.has(id)) return;
     if (this.held.length >= this.maxHeld) {
       // the log is the overflow buffer: re-read from here after the next snapshot
@@ -300,7 +398,59 @@ export class StageInstance {
     this.stats.held++;
   }
 
-  private async apply(unit: Unit): Promise<void> {
+  private async applyUnit(unit: Unit): Promise<void> {
+    const env = unit.env;
+    if (env.kind === 'watermark') {
+      this.channels.set(unit.producer, { wm: env.watermark, idle: env.idle });
+      await this.advanceWatermark();
+    } else if (env.kind === 'tick') {
+      if (env.time > this.processingTime) {
+        this.processingTime = env.time;
+        await this.fireTimers('processing-time', env.time);
+        this.outbox.emitControl({ kind: 'tick', epoch: this.epoch, time: env.time });
+      }
+    } else await this.apply(unit as Unit & { env: DataEnvelope });
+  }
+
+  /** The operator's watermark is the minimum over its active input channels; it never goes back. */
+  private async advanceWatermark(): Promise<void> {
+    let min = Number.POSITIVE_INFINITY;
+    let active = 0;
+    for (const c of this.channels.values()) {
+      if (c.idle) continue;
+      active++;
+      if (c.wm < min) min = c.wm;
+    }
+    const idleAll = active === 0 && this.channels.size >= this.expectedCount();
+    if (!idleAll && this.channels.size < this.expectedCount()) return; // some producer has not spoken yet
+    if (idleAll) {
+      this.emitWatermark(this.watermark, true);
+      return;
+    }
+    if (min <= this.watermark) return;
+    this.watermark = min;
+    await this.fireTimers('event-time', min);
+    this.emitWatermark(min, false);
+  }
+
+  private async fireTimers(domain: TimeDomain, upTo: number): Promise<void> {
+    const due = this.timers.peekDue(domain, upTo);
+    if (!due.length) return;
+    const missing = this.state.missing(due.map((t) => ({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key })));
+    if (missing.length) this.state.load(missing, await this.ports.state.getRows(missing));
+    for (let t = this.timers.popDue(domain, upTo); t; t = this.timers.popDue(domain, upTo)) {
+      this.stats.timersFired++;
+      try {
+        this.chain.fireTimer(t);
+      } catch (err) {
+        if (this.plan.poisonPolicy === 'fail') throw err;
+        this.ports.telemetry.count('TimerFailures');
+        this.ports.telemetry.log('error', 'a timer callback failed; its outputs so far stand', { instance: this.id, timer: t, error: errorMessage(err) });
+      }
+    }
+  }
+
+  private async apply(unit: Unit & { env: DataEnvelope }): Promise<void> {
     const ch = `${unit.producer}|${unit.env.epoch}`;
     let seen = this.seen.get(ch);
     if (!seen) this.seen.set(ch, (seen = new Set()));
@@ -333,6 +483,7 @@ export class StageInstance {
     const bs = this.barriers.get(n);
     if (!bs) return false;
     const first = bs.values().next().value as BarrierInfo;
+    this.lastTopology = first.topology;
     if (bs.size < this.expectedProducers(first.topology)) return false;
     for (const [producer, b] of bs) if ((this.received.get(`${producer}|${n - 1}`) ?? 0) < b.count) return false;
     return true;
@@ -356,10 +507,10 @@ export class StageInstance {
       const release = this.held.filter((h) => h.env.epoch === n);
       if (release.length) {
         this.held = this.held.filter((h) => h.env.epoch !== n);
-        for (const h of release) this.heldIds.delete(`${h.producer}|${h.env.epoch}|${h.env.seq}`);
+        for (const h of release) this.heldIds.delete(unitId(h));
         release.sort((a, b) => compareSeq(a.position, b.position) || a.index - b.index);
         await this.prefetch(release);
-        for (const h of release) await this.apply(h);
+        for (const h of release) await this.applyUnit(h);
       }
       if (this.spilledFrom !== undefined) await this.rereadSpilled();
     }
@@ -390,13 +541,19 @@ export class StageInstance {
     // the barrier and everything before it must be accepted downstream before the snapshot is durable
     await this.drain();
     const rows = this.state.dirtyRows();
-    const delta = encodeDelta(rows);
+    const delta = encodeDelta(rows, {
+      timers: this.timers.toJSON(),
+      channels: [...this.channels].map(([p, c]) => [p, c.wm, c.idle]),
+      watermark: Number.isFinite(this.watermark) ? this.watermark : null,
+      processingTime: this.processingTime,
+      source: this.source ? { ...this.sourceClock } : null,
+    });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     await this.ports.control.publishSnapshot(this.id, this.fence, {
       checkpointId: n,
       replayPoint,
       delta: ref,
-      meta: { processingTime: this.processingTime, ...(Number.isFinite(this.watermark) ? { watermark: this.watermark } : {}) },
+      meta: { watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size },
     });
     await this.ports.state.applyRows(n, this.fence, rows);
     this.state.markClean();
@@ -451,18 +608,24 @@ export class StageInstance {
   }
 }
 
-/** A delta is the list of dirty rows of one checkpoint, MessagePack-encoded. */
-export function encodeDelta(rows: readonly StateRow[]): Uint8Array {
-  return encodePayload(rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]));
+const unitId = (u: Unit) => `${u.producer}|${u.env.kind}|${u.env.epoch}|${u.env.kind === 'data' ? u.env.seq : `${u.position}/${u.index}`}`;
+
+/**
+ * A delta: the dirty rows of one checkpoint, plus what the snapshot holds besides rows (timers,
+ * watermarks, clocks), MessagePack-encoded.
+ */
+export function encodeDelta(rows: readonly StateRow[], extras?: SnapshotExtras): Uint8Array {
+  return encodePayload({ v: 2, rows: rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]), extras: extras ?? null });
 }
 
-export function decodeDelta(bytes: Uint8Array): StateRow[] {
-  const raw = decodePayload<Array<[string, number, string, Record<string, Uint8Array>]>>(bytes);
-  if (!Array.isArray(raw)) throw new SluiceError('corrupt checkpoint delta', 'DELTA_CORRUPT');
-  return raw.map(([operatorId, keyGroup, key, values]) => ({
+export function decodeDelta(bytes: Uint8Array): { rows: StateRow[]; extras: SnapshotExtras | undefined } {
+  const raw = decodePayload<{ v: number; rows: Array<[string, number, string, Record<string, Uint8Array>]>; extras: SnapshotExtras | null }>(bytes);
+  if (!raw || raw.v !== 2 || !Array.isArray(raw.rows)) throw new SluiceError('corrupt checkpoint delta', 'DELTA_CORRUPT');
+  const rows = raw.rows.map(([operatorId, keyGroup, key, values]) => ({
     operatorId,
     keyGroup,
     key,
     values: Object.fromEntries(Object.entries(values).map(([k, v]) => [k, new Uint8Array(v)])),
   }));
+  return { rows, extras: raw.extras ?? undefined };
 }
