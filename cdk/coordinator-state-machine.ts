@@ -1,0 +1,292 @@
+/**
+ * The checkpoint coordinator workflow (DESIGN §4), defined once with the Step Functions L2
+ * constructs. `cdk deploy` deploys it, and the local runner executes the very same synthesized
+ * definition (see `coordinator-definition.ts`), so there is no second copy of the loop to drift.
+ *
+ * ```
+ * Init ─▶ Fresh | Resume ─▶ Allocate ─▶ Inject ─▶ AwaitAcks ─▶ Commit ─▶ Pause ─▶ Count ─▶ ContinueAsNew?
+ *                              ▲           │          │                   ▲                      │
+ *                              │           └──────────┴─▶ Abort ──────────┘                      │
+ *                              └──────────────── iteration < continueAsNewAfter ─────────────────┤
+ *                                                        otherwise: ContinueAsNew ─▶ Done ◀──────┘
+ * ```
+ *
+ * The payload of every task is a `CoordinatorTaskInput` (shared/coordinator/protocol.ts). The
+ * workflow keeps its own state small: `{ iteration, ckpt?: { checkpointId }, error? }`.
+ *
+ * JSONPath only: the local interpreter ignores JSONata and `Assign`.
+ */
+import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import { Construct } from 'constructs';
+import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
+import type { CheckpointSettings } from '../shared/plan/plan.js';
+
+/** Names of the workflow's states: the local runner overrides tasks and waits by these names. */
+export const COORDINATOR_STATES = {
+  init: 'Init',
+  fresh: 'Fresh',
+  resume: 'Resume',
+  allocate: 'Allocate',
+  inject: 'Inject',
+  awaitAcks: 'AwaitAcks',
+  commit: 'Commit',
+  abort: 'Abort',
+  pause: 'Pause',
+  count: 'Count',
+  continueAsNewChoice: 'ContinueAsNew?',
+  continueAsNew: 'ContinueAsNew',
+  done: 'Done',
+} as const;
+
+/** Errors a Lambda task raises when the Lambda service itself hiccups (retried everywhere). */
+export const LAMBDA_SERVICE_ERRORS = [
+  'Lambda.ClientExecutionTimeoutException',
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
+] as const;
+
+export interface CoordinatorStateMachineProps {
+  /** physical name; the workflow restarts itself under this name (continue-as-new) */
+  readonly stateMachineName: string;
+  /** the function that performs the tasks (`coordinatorHandler`) */
+  readonly coordinatorFunction: lambda.IFunction;
+  /** the plan's checkpoint settings: timeout, pause and continue-as-new period come from here */
+  readonly checkpoint: CheckpointSettings;
+  /**
+   * What the workflow logs to CloudWatch Logs.
+   * @default sfn.LogLevel.ALL: every transition with its data (checkpoint ids, abort reasons), so a
+   *   stuck or aborted checkpoint can be followed state by state; the payloads are a few hundred
+   *   bytes, so the cost is small next to the value when debugging.
+   */
+  readonly logLevel?: sfn.LogLevel;
+  /** @default logs.RetentionDays.ONE_MONTH */
+  readonly logRetention?: logs.RetentionDays;
+  /** removal policy of the workflow's log group; @default RemovalPolicy.DESTROY */
+  readonly logRemovalPolicy?: RemovalPolicy;
+}
+
+/** Whole seconds, rounded up, at least 1. */
+export function wholeSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
+}
+
+/** Seconds the workflow waits between the end of one checkpoint and the start of the next. */
+export function pauseSeconds(checkpoint: CheckpointSettings): number {
+  return wholeSeconds(Math.max(checkpoint.intervalMs, checkpoint.minPauseMs));
+}
+
+/**
+ * Retry plan of `Allocate` on CheckpointInFlightError: exponential backoff (1 s, doubling, capped at
+ * 30 s) with enough attempts to outwait twice the checkpoint timeout, so a checkpoint left open by
+ * a dead execution has been timed out by the coordinator function before this execution gives up.
+ */
+export function allocateRetryAttempts(checkpoint: CheckpointSettings): number {
+  const budget = (2 * checkpoint.timeoutMs) / 1000 + 60;
+  let waited = 0;
+  let attempts = 0;
+  for (let delay = 1; waited < budget; delay = Math.min(delay * 2, 30)) {
+    waited += delay;
+    attempts++;
+  }
+  return attempts;
+}
+
+/** The coordinator workflow: a Standard state machine with logging and X-Ray tracing. */
+export class CoordinatorStateMachine extends Construct {
+  /** ARN of a state machine named `name` in the stack's account and region, built without a reference. */
+  static arnForName(scope: Construct, name: string): string {
+    return Stack.of(scope).formatArn({
+      service: 'states',
+      resource: 'stateMachine',
+      resourceName: name,
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
+  }
+
+  readonly stateMachine: sfn.StateMachine;
+  readonly logGroup: logs.LogGroup;
+
+  constructor(scope: Construct, id: string, props: CoordinatorStateMachineProps) {
+    super(scope, id);
+    const { checkpoint, coordinatorFunction: fn } = props;
+    const S = COORDINATOR_STATES;
+    if (!Number.isInteger(checkpoint.continueAsNewAfter) || checkpoint.continueAsNewAfter < 1) {
+      throw new Error(`checkpoint.continueAsNewAfter must be a positive integer, got ${checkpoint.continueAsNewAfter}`);
+    }
+    const checkpointId = sfn.JsonPath.numberAt('$.ckpt.checkpointId');
+
+    // Init: the iteration counter comes from the input when it holds a number ({"iteration": n});
+    // any other input (the console's sample, {}) starts at 0. Only `iteration` is kept. A Choice
+    // rather than a merge with a JSON literal: intrinsic string escapes differ between Step
+    // Functions and the local interpreter, path tests do not.
+    const fresh = sfn.Pass.jsonPath(this, S.fresh, {
+      comment: 'no usable iteration in the input: start at 0',
+      parameters: { iteration: 0 },
+    });
+    const resume = sfn.Pass.jsonPath(this, S.resume, {
+      comment: 'keep the iteration of the input, drop the rest',
+      parameters: { iteration: sfn.JsonPath.numberAt('$.iteration') },
+    });
+    const init = sfn.Choice.jsonPath(this, S.init, { comment: 'iteration from the input, or 0' })
+      .when(sfn.Condition.not(sfn.Condition.isPresent('$.iteration')), fresh)
+      .when(sfn.Condition.isNumeric('$.iteration'), resume)
+      .otherwise(fresh);
+
+    const allocate = tasks.LambdaInvoke.jsonPath(this, S.allocate, {
+      comment: 'allocate checkpoint n (at most one in flight)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'allocate' }),
+      resultSelector: { checkpointId: sfn.JsonPath.numberAt('$.Payload.checkpointId') },
+      resultPath: '$.ckpt',
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(allocate);
+    allocate.addRetry({
+      errors: [CHECKPOINT_IN_FLIGHT],
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxDelay: Duration.seconds(30),
+      maxAttempts: allocateRetryAttempts(checkpoint),
+    });
+
+    const inject = tasks.LambdaInvoke.jsonPath(this, S.inject, {
+      comment: 'inject barrier n into every source shard (idempotent)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'inject', checkpointId }),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(inject);
+
+    const awaitAcks = tasks.LambdaInvoke.jsonPath(this, S.awaitAcks, {
+      comment: 'register the task token; the instance whose ack completes the set calls SendTaskSuccess',
+      lambdaFunction: fn,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ action: 'await', checkpointId, taskToken: sfn.JsonPath.taskToken }),
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(wholeSeconds(checkpoint.timeoutMs))),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(awaitAcks);
+
+    const commit = tasks.LambdaInvoke.jsonPath(this, S.commit, {
+      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId }),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    // Commit is idempotent and must not be skipped: retry anything, for about a day.
+    commit.addRetry({
+      errors: [sfn.Errors.ALL],
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxDelay: Duration.seconds(60),
+      maxAttempts: 1500,
+      jitterStrategy: sfn.JitterType.FULL,
+    });
+
+    const abort = tasks.LambdaInvoke.jsonPath(this, S.abort, {
+      comment: 'mark n ABORTED and still deliver barrier n to every source shard',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'abort', checkpointId, reason: sfn.JsonPath.objectAt('$.error') }),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    // Abort is idempotent too, and barrier n must reach every source shard: retry anything.
+    abort.addRetry({
+      errors: [sfn.Errors.ALL],
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxDelay: Duration.seconds(60),
+      maxAttempts: 1500,
+      jitterStrategy: sfn.JitterType.FULL,
+    });
+
+    inject.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+
+    const pause = sfn.Wait.jsonPath(this, S.pause, {
+      comment: 'max(intervalMs, minPauseMs), whole seconds',
+      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
+    });
+    const count = sfn.Pass.jsonPath(this, S.count, {
+      comment: 'iteration + 1; drops the finished checkpoint from the state',
+      parameters: { iteration: sfn.JsonPath.mathAdd(sfn.JsonPath.numberAt('$.iteration'), 1) },
+    });
+
+    const self = sfn.StateMachine.fromStateMachineName(this, 'Self', props.stateMachineName);
+    const continueAsNew = tasks.StepFunctionsStartExecution.jsonPath(this, S.continueAsNew, {
+      comment: 'a Standard execution keeps at most 25,000 history events: go on as a fresh execution',
+      stateMachine: self,
+      input: sfn.TaskInput.fromObject({ iteration: 0 }),
+      name: sfn.JsonPath.uuid(),
+      integrationPattern: sfn.IntegrationPattern.REQUEST_RESPONSE,
+      resultPath: sfn.JsonPath.DISCARD,
+    });
+    continueAsNew.addRetry({
+      errors: [sfn.Errors.ALL],
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxAttempts: 6,
+    });
+    const done = new sfn.Succeed(this, S.done);
+
+    const choice = sfn.Choice.jsonPath(this, S.continueAsNewChoice)
+      .when(
+        sfn.Condition.numberGreaterThanEquals('$.iteration', checkpoint.continueAsNewAfter),
+        continueAsNew.next(done),
+      )
+      .otherwise(allocate);
+
+    abort.next(pause);
+    fresh.next(allocate);
+    resume.next(allocate);
+    allocate
+      .next(inject)
+      .next(awaitAcks)
+      .next(commit)
+      .next(pause)
+      .next(count)
+      .next(choice);
+    const definition = init;
+
+    this.logGroup = new logs.LogGroup(this, 'Logs', {
+      // the vended-logs prefix keeps the CloudWatch Logs resource policy small
+      logGroupName: `/aws/vendedlogs/states/${props.stateMachineName}`,
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
+    });
+
+    this.stateMachine = new sfn.StateMachine(this, 'Resource', {
+      stateMachineName: props.stateMachineName,
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      comment: 'Sluice checkpoint coordinator (allocate → inject → await acks → commit → pause → loop)',
+      definitionBody: sfn.DefinitionBody.fromChainable(definition),
+      logs: {
+        destination: this.logGroup,
+        level: props.logLevel ?? sfn.LogLevel.ALL,
+        includeExecutionData: true,
+      },
+      tracingEnabled: true,
+    });
+  }
+}
+
+/** Lambda service errors: retried with backoff on every task. */
+function addServiceRetry(task: tasks.LambdaInvoke): void {
+  task.addRetry({
+    errors: [...LAMBDA_SERVICE_ERRORS],
+    interval: Duration.seconds(1),
+    backoffRate: 2,
+    maxDelay: Duration.seconds(30),
+    maxAttempts: 8,
+    jitterStrategy: sfn.JitterType.FULL,
+  });
+}

@@ -1,0 +1,643 @@
+/**
+ * SluiceJob's template, one test per prop and per rule (bundling skipped: fast, stable hashes).
+ * Two jobs: the clickstream example (source → keyBy → upsert sink) and a three-stage job with a
+ * rebalance, a key exchange and a sink table with its own key attribute.
+ */
+import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import type { Stack } from 'aws-cdk-lib';
+import { Match } from 'aws-cdk-lib/assertions';
+import type { Template } from 'aws-cdk-lib/assertions';
+import * as cw_actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import clickstream from '../examples/clickstream/job.js';
+import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
+import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
+import { buildApp } from './app.js';
+import { newApp } from './coordinator-definition.js';
+import type { SluiceJob } from './sluice-job.js';
+import { BUCKET_PREFIXES, STAGE_DEFAULTS, SluiceJobStack } from './sluice-job.js';
+import {
+  EXAMPLE_MODULE,
+  actionsOf,
+  attachedStatements,
+  inlineStatements,
+  logicalId,
+  resourcesOf,
+  synthJob,
+  threeStageJob,
+} from './test-support.js';
+import type { Statement } from './test-support.js';
+
+let click: { job: SluiceJob; template: Template };
+let three: { job: SluiceJob; template: Template };
+
+beforeAll(() => {
+  click = synthJob(clickstream);
+  three = synthJob(threeStageJob());
+});
+
+const getAtt = (c: Parameters<typeof logicalId>[0], attr = 'Arn') => ({ 'Fn::GetAtt': [logicalId(c), attr] });
+
+describe('streams', () => {
+  it('creates one provisioned, encrypted stream per stage input with shards = parallelism', () => {
+    const { template } = three;
+    template.resourceCountIs('AWS::Kinesis::Stream', 3);
+    for (const [name, shards] of [
+      ['sluice-orders-src-orders', 3],
+      ['sluice-orders-s1', 2],
+      ['sluice-orders-s2', 4],
+    ] as const) {
+      template.hasResourceProperties('AWS::Kinesis::Stream', {
+        Name: name,
+        ShardCount: shards,
+        StreamModeDetails: { StreamMode: 'PROVISIONED' },
+        StreamEncryption: { EncryptionType: 'KMS', KeyId: 'alias/aws/kinesis' },
+        RetentionPeriodHours: 24,
+      });
+    }
+  });
+
+  it('keeps the data streams on stack deletion by default, and follows removalPolicy', () => {
+    three.template.hasResource('AWS::Kinesis::Stream', { DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' });
+    const { template } = synthJob(clickstream, { removalPolicy: RemovalPolicy.DESTROY });
+    template.allResources('AWS::Kinesis::Stream', { DeletionPolicy: 'Delete' });
+    template.allResources('AWS::DynamoDB::Table', { DeletionPolicy: 'Delete' });
+    template.hasResource('AWS::S3::Bucket', { DeletionPolicy: 'Delete' });
+  });
+
+  it('honours streamRetention', () => {
+    const { template } = synthJob(clickstream, { streamRetention: Duration.hours(72) });
+    template.allResourcesProperties('AWS::Kinesis::Stream', { RetentionPeriodHours: 72 });
+  });
+
+  it('imports a source stream given by name instead of creating it', () => {
+    const j = defineJob('existing');
+    j.source({ name: 'in', streamName: 'team-clicks' })
+      .keyBy((x) => String(x))
+      .reduce((a) => a)
+      .sinkTo(dynamoUpsertSink({ name: 'out', key: String }));
+    const { template, job } = synthJob(j);
+    template.resourceCountIs('AWS::Kinesis::Stream', 1); // only s1
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::Join': ['', Match.arrayWith([':stream/team-clicks'])] },
+    });
+    expect(job.sourceStreams.get('in')!.streamName).toBe('team-clicks');
+  });
+});
+
+describe('tables', () => {
+  it('creates the state and control tables: pk/sk strings, on demand, PITR, encrypted', () => {
+    for (const name of ['sluice-clickstream-state', 'sluice-clickstream-control']) {
+      click.template.hasResourceProperties('AWS::DynamoDB::Table', {
+        TableName: name,
+        KeySchema: [
+          { AttributeName: 'pk', KeyType: 'HASH' },
+          { AttributeName: 'sk', KeyType: 'RANGE' },
+        ],
+        AttributeDefinitions: [
+          { AttributeName: 'pk', AttributeType: 'S' },
+          { AttributeName: 'sk', AttributeType: 'S' },
+        ],
+        BillingMode: 'PAY_PER_REQUEST',
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        SSESpecification: { SSEEnabled: true },
+      });
+    }
+    click.template.hasResource('AWS::DynamoDB::Table', { DeletionPolicy: 'Retain' });
+  });
+
+  it('creates a table per upsert sink keyed by the sink key attribute', () => {
+    three.template.hasResourceProperties('AWS::DynamoDB::Table', {
+      TableName: 'sluice-orders-sink-totals',
+      KeySchema: [{ AttributeName: 'orderId', KeyType: 'HASH' }],
+      AttributeDefinitions: [{ AttributeName: 'orderId', AttributeType: 'S' }],
+      BillingMode: 'PAY_PER_REQUEST',
+      PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+    });
+    expect([...three.job.sinkTables.keys()]).toEqual(['totals']);
+  });
+
+  it('imports a sink table given by name', () => {
+    const j = defineJob('imported');
+    j.source({ name: 'in' })
+      .keyBy((x) => String(x))
+      .reduce((a) => a)
+      .sinkTo(dynamoUpsertSink({ name: 'out', key: String, tableName: 'shared-results' }));
+    const { template, job } = synthJob(j);
+    template.resourceCountIs('AWS::DynamoDB::Table', 2);
+    expect(job.sinkTables.get('out')!.tableName).toBe('shared-results');
+    const s1 = inlineStatements(template, job.stageFunctions.get('s1')!.role!);
+    const sink = s1.find((s) => s.Sid === 'SinkTables')!;
+    expect(JSON.stringify(sink.Resource)).toContain(':table/shared-results');
+  });
+});
+
+describe('bucket', () => {
+  it('blocks public access, requires TLS, encrypts, expires tmp/ after a day', () => {
+    const { template } = click;
+    template.hasResourceProperties('AWS::S3::Bucket', {
+      PublicAccessBlockConfiguration: {
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      },
+      BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }] },
+      LifecycleConfiguration: {
+        Rules: Match.arrayWith([Match.objectLike({ Prefix: 'tmp/', ExpirationInDays: 1, Status: 'Enabled' })]),
+      },
+      BucketName: Match.absent(),
+    });
+    template.hasResourceProperties('AWS::S3::BucketPolicy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
+    });
+    const rules = JSON.stringify(template.findResources('AWS::S3::Bucket'));
+    expect(rules).not.toContain('dead-letters/'); // never expired
+  });
+});
+
+describe('functions', () => {
+  it('runs one Node.js 22 arm64 function per stage with the documented environment and defaults', () => {
+    const { template, job } = three;
+    for (const stage of ['s0', 's1', 's2']) {
+      template.hasResourceProperties('AWS::Lambda::Function', {
+        FunctionName: `sluice-orders-${stage}`,
+        Runtime: 'nodejs22.x',
+        Architectures: ['arm64'],
+        Handler: 'index.handler',
+        MemorySize: STAGE_DEFAULTS.memorySize,
+        Timeout: STAGE_DEFAULTS.timeout.toSeconds(),
+        Environment: {
+          Variables: {
+            SLUICE_PREFIX: 'sluice-orders',
+            SLUICE_STAGE: stage,
+            SLUICE_BUCKET: { Ref: logicalId(job.bucket) },
+            POWERTOOLS_SERVICE_NAME: 'sluice-orders',
+            POWERTOOLS_METRICS_NAMESPACE: 'Sluice',
+            NODE_OPTIONS: '--enable-source-maps',
+          },
+        },
+      });
+    }
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'sluice-orders-coordinator',
+      Runtime: 'nodejs22.x',
+      Architectures: ['arm64'],
+      Environment: { Variables: Match.objectLike({ SLUICE_PREFIX: 'sluice-orders', SLUICE_STAGE: Match.absent() }) },
+    });
+    template.resourceCountIs('AWS::Lambda::Function', 4);
+  });
+
+  it('writes each function to its own log group with the retention given', () => {
+    click.template.hasResourceProperties('AWS::Logs::LogGroup', { LogGroupName: '/aws/lambda/sluice-clickstream-s0', RetentionInDays: 30 });
+    const { template } = synthJob(clickstream, { logRetention: 7 });
+    template.hasResourceProperties('AWS::Logs::LogGroup', { LogGroupName: '/aws/lambda/sluice-clickstream-s1', RetentionInDays: 7 });
+  });
+
+  it('applies stageSettings per stage', () => {
+    const { template } = synthJob(clickstream, {
+      stageSettings: {
+        s1: { memorySize: 2048, timeout: Duration.seconds(120), batchSize: 100, maxBatchingWindow: Duration.seconds(2), reservedConcurrency: 4 },
+      },
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'sluice-clickstream-s1',
+      MemorySize: 2048,
+      Timeout: 120,
+      ReservedConcurrentExecutions: 4,
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'sluice-clickstream-s0', MemorySize: 1024, Timeout: 60 });
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 100, MaximumBatchingWindowInSeconds: 2 });
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 500, MaximumBatchingWindowInSeconds: Match.absent() });
+  });
+
+  it('uses the prefix for every physical name', () => {
+    const { template } = synthJob(clickstream, { prefix: 'clicks-dev' });
+    template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'clicks-dev-s0' });
+    template.hasResourceProperties('AWS::Kinesis::Stream', { Name: 'clicks-dev-src-clicks' });
+    template.hasResourceProperties('AWS::DynamoDB::Table', { TableName: 'clicks-dev-state' });
+    template.hasResourceProperties('AWS::StepFunctions::StateMachine', { StateMachineName: 'clicks-dev-coordinator' });
+    template.hasResourceProperties('AWS::CloudWatch::Dashboard', { DashboardName: 'clicks-dev' });
+  });
+});
+
+describe('event source mappings', () => {
+  it('reads each stage input from TRIM_HORIZON, retries forever, bisects, reports partial failures', () => {
+    const { template, job } = three;
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 3);
+    for (const stage of ['s0', 's1', 's2']) {
+      template.hasResource('AWS::Lambda::EventSourceMapping', {
+        Properties: {
+          FunctionName: { Ref: logicalId(job.stageFunctions.get(stage)!) },
+          EventSourceArn: getAtt(job.streams.get(stage)!),
+          StartingPosition: 'TRIM_HORIZON',
+          BatchSize: 500,
+          ParallelizationFactor: 1,
+          BisectBatchOnFunctionError: true,
+          FunctionResponseTypes: ['ReportBatchItemFailures'],
+          MaximumRetryAttempts: -1,
+          MaximumRecordAgeInSeconds: -1,
+        },
+        // the mapping is created only once the role (with its inline policy) exists
+        DependsOn: Match.arrayWith([logicalId(job.stageFunctions.get(stage)!.role!)]),
+      });
+    }
+  });
+});
+
+describe('IAM, least privilege', () => {
+  const byId = (statements: Statement[]) => Object.fromEntries(statements.map((s) => [s.Sid, s]));
+
+  it('a source stage reads its own stream and writes only the next stage stream; no sink access', () => {
+    const { template, job } = three;
+    const st = byId(inlineStatements(template, job.stageFunctions.get('s0')!.role!));
+    expect(Object.keys(st).sort()).toEqual(
+      ['BucketList', 'BucketObjects', 'CheckpointTaskResponse', 'OwnLogGroup', 'ReadInputStream', 'StateAndControlTables', 'WriteDownstreamStreams'].sort(),
+    );
+    expect(actionsOf(st.ReadInputStream!)).toEqual([
+      'kinesis:DescribeStream',
+      'kinesis:DescribeStreamSummary',
+      'kinesis:GetRecords',
+      'kinesis:GetShardIterator',
+      'kinesis:ListShards',
+    ]);
+    expect(st.ReadInputStream!.Resource).toEqual(getAtt(job.streams.get('s0')!));
+    expect(actionsOf(st.WriteDownstreamStreams!)).toEqual(['kinesis:PutRecords', 'kinesis:ListShards']);
+    expect(st.WriteDownstreamStreams!.Resource).toEqual(getAtt(job.streams.get('s1')!));
+    expect(actionsOf(st.StateAndControlTables!)).toEqual([
+      'dynamodb:GetItem',
+      'dynamodb:BatchGetItem',
+      'dynamodb:Query',
+      'dynamodb:PutItem',
+      'dynamodb:UpdateItem',
+      'dynamodb:BatchWriteItem',
+      'dynamodb:DeleteItem',
+    ]);
+    expect(resourcesOf(st.StateAndControlTables!)).toEqual([getAtt(job.stateTable), getAtt(job.controlTable)]);
+    expect(actionsOf(st.BucketObjects!)).toEqual(['s3:GetObject', 's3:PutObject']);
+    expect(JSON.stringify(st.BucketObjects!.Resource)).toBe(
+      JSON.stringify(BUCKET_PREFIXES.map((p) => ({ 'Fn::Join': ['', [getAtt(job.bucket), `/${p}*`]] }))),
+    );
+    expect(actionsOf(st.CheckpointTaskResponse!)).toEqual(['states:SendTaskSuccess', 'states:SendTaskFailure']);
+    expect(JSON.stringify(st.CheckpointTaskResponse!.Resource)).toContain(':stateMachine:sluice-orders-coordinator');
+    expect(st.OwnLogGroup!.Resource).toEqual(getAtt(job.node.findChild('Logs-s0')));
+  });
+
+  it('a sink stage writes its sink table only (Put/Update/BatchWrite) and no stream', () => {
+    const { template, job } = three;
+    const st = byId(inlineStatements(template, job.stageFunctions.get('s2')!.role!));
+    expect(st.WriteDownstreamStreams).toBeUndefined();
+    expect(actionsOf(st.SinkTables!)).toEqual(['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchWriteItem']);
+    expect(resourcesOf(st.SinkTables!)).toEqual([getAtt(job.sinkTables.get('totals')!)]);
+    expect(st.ReadInputStream!.Resource).toEqual(getAtt(job.streams.get('s2')!));
+    // the middle stage writes s2 and nothing else
+    const mid = byId(inlineStatements(template, job.stageFunctions.get('s1')!.role!));
+    expect(mid.WriteDownstreamStreams!.Resource).toEqual(getAtt(job.streams.get('s2')!));
+    expect(mid.SinkTables).toBeUndefined();
+  });
+
+  it('the coordinator: control table rw, state table read, inject into source streams, bucket, task responses', () => {
+    const { template, job } = three;
+    const st = byId(inlineStatements(template, job.coordinatorFunction.role!));
+    expect(resourcesOf(st.ControlTable!)).toEqual([getAtt(job.controlTable)]);
+    expect(actionsOf(st.StateTableRead!)).toEqual(['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query']);
+    expect(resourcesOf(st.StateTableRead!)).toEqual([getAtt(job.stateTable)]);
+    expect(actionsOf(st.InjectIntoSourceStreams!)).toEqual(['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:ListShards']);
+    expect(resourcesOf(st.InjectIntoSourceStreams!)).toEqual([getAtt(job.streams.get('s0')!)]);
+    expect(actionsOf(st.BucketObjects!)).toEqual(['s3:GetObject', 's3:PutObject', 's3:DeleteObject']);
+    expect(st.CheckpointTaskResponse).toBeDefined();
+  });
+
+  it('the state machine may invoke the coordinator function only and start only itself', () => {
+    const { template, job } = three;
+    const statements = attachedStatements(template, job.stateMachine.role);
+    const invoke = statements.filter((s) => actionsOf(s).includes('lambda:InvokeFunction'));
+    expect(invoke).toHaveLength(1);
+    expect(JSON.stringify(invoke[0]!.Resource)).toBe(
+      JSON.stringify([getAtt(job.coordinatorFunction), { 'Fn::Join': ['', [getAtt(job.coordinatorFunction), ':*']] }]),
+    );
+    const start = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
+    expect(start).toHaveLength(1);
+    expect(JSON.stringify(start[0]!.Resource)).toContain(':stateMachine:sluice-orders-coordinator"');
+  });
+
+  it('has no wildcard resource except the logs-delivery and X-Ray statements of the state machine role', () => {
+    const { template } = three;
+    const offenders: string[] = [];
+    const resources = template.toJSON().Resources as Record<string, { Type: string; Properties: Record<string, unknown> }>;
+    for (const [id, res] of Object.entries(resources)) {
+      const docs =
+        res.Type === 'AWS::IAM::Role'
+          ? ((res.Properties.Policies as Array<{ PolicyDocument: { Statement: Statement[] } }> | undefined) ?? []).map((p) => p.PolicyDocument)
+          : res.Type === 'AWS::IAM::Policy'
+            ? [res.Properties.PolicyDocument as { Statement: Statement[] }]
+            : [];
+      for (const st of docs.flatMap((d) => d.Statement)) {
+        if (resourcesOf(st).includes('*')) offenders.push(`${id}: ${actionsOf(st).join(',')}`);
+        for (const a of actionsOf(st)) if (a.includes('*')) offenders.push(`${id}: action ${a}`);
+      }
+    }
+    expect(offenders).toHaveLength(2);
+    expect(offenders.every((o) => /CoordinatorRoleDefaultPolicy/.test(o))).toBe(true);
+    expect(offenders.join('\n')).toMatch(/logs:CreateLogDelivery/);
+    expect(offenders.join('\n')).toMatch(/xray:PutTraceSegments/);
+  });
+
+});
+
+describe('encryptionKey', () => {
+  it('uses the given key for streams, tables and bucket, and lets the functions use it', () => {
+    let key!: kms.Key;
+    const { template, job } = synthJob(clickstream, (s) => ({
+      encryptionKey: (key = new kms.Key(s, 'Key', { enableKeyRotation: true })),
+    }));
+    const keyArn = getAtt(key);
+    template.allResourcesProperties('AWS::Kinesis::Stream', { StreamEncryption: { EncryptionType: 'KMS', KeyId: keyArn } });
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      TableName: 'sluice-clickstream-state',
+      SSESpecification: { SSEEnabled: true, SSEType: 'KMS', KMSMasterKeyId: keyArn },
+    });
+    template.hasResourceProperties('AWS::S3::Bucket', {
+      BucketEncryption: {
+        ServerSideEncryptionConfiguration: [
+          { ServerSideEncryptionByDefault: { SSEAlgorithm: 'aws:kms', KMSMasterKeyID: keyArn }, BucketKeyEnabled: true },
+        ],
+      },
+    });
+    for (const fn of [...job.stageFunctions.values(), job.coordinatorFunction]) {
+      const st = inlineStatements(template, fn.role!).find((s) => s.Sid === 'JobKey')!;
+      expect(actionsOf(st)).toEqual(['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:DescribeKey']);
+      expect(st.Resource).toEqual(keyArn);
+    }
+  });
+
+  it('adds kms:GenerateDataKey to producers and kms:Decrypt to readers', () => {
+    let key!: kms.Key;
+    const { template } = synthJob(
+      clickstream,
+      (s) => ({ encryptionKey: (key = new kms.Key(s, 'Key', { enableKeyRotation: true })) }),
+      (s, sj) => {
+        sj.grantWriteSource(new iam.Role(s, 'Producer', { assumedBy: new iam.AccountRootPrincipal() }));
+        sj.grantReadResults(new iam.Role(s, 'Reader', { assumedBy: new iam.AccountRootPrincipal() }));
+      },
+    );
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      Roles: [{ Ref: Match.stringLikeRegexp('^Producer') }],
+      PolicyDocument: { Statement: Match.arrayWith([{ Effect: 'Allow', Action: 'kms:GenerateDataKey', Resource: getAtt(key) }]) },
+    });
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      Roles: [{ Ref: Match.stringLikeRegexp('^Reader') }],
+      PolicyDocument: { Statement: Match.arrayWith([{ Effect: 'Allow', Action: ['kms:Decrypt', 'kms:DescribeKey'], Resource: getAtt(key) }]) },
+    });
+  });
+});
+
+describe('grants', () => {
+  it('grantWriteSource gives producers PutRecord(s), DescribeStream, ListShards on the source stream', () => {
+    const { template, job } = synthJob(clickstream, {}, (s, sj) => {
+      const producer = new iam.Role(s, 'Producer', { assumedBy: new iam.AccountRootPrincipal() });
+      sj.grantWriteSource(producer, 'clicks');
+    });
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      Roles: [{ Ref: Match.stringLikeRegexp('^Producer') }],
+      PolicyDocument: {
+        Statement: [
+          {
+            Effect: 'Allow',
+            Action: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:DescribeStream', 'kinesis:DescribeStreamSummary', 'kinesis:ListShards'],
+            Resource: getAtt(job.streams.get('s0')!),
+          },
+        ],
+      },
+    });
+    expect(() => job.grantWriteSource(new iam.Role(job, 'X', { assumedBy: new iam.AccountRootPrincipal() }), 'nope')).toThrow(
+      /no source named "nope" \(sources: clicks\)/,
+    );
+  });
+
+  it('grantReadResults gives readers the sink tables and the state table, read only', () => {
+    const { template, job } = synthJob(clickstream, {}, (s, sj) => {
+      sj.grantReadResults(new iam.Role(s, 'Reader', { assumedBy: new iam.AccountRootPrincipal() }));
+    });
+    template.hasResourceProperties('AWS::IAM::Policy', {
+      Roles: [{ Ref: Match.stringLikeRegexp('^Reader') }],
+      PolicyDocument: {
+        Statement: [
+          { Action: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'], Resource: getAtt(job.stateTable) },
+          {
+            Action: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query', 'dynamodb:Scan', 'dynamodb:DescribeTable'],
+            Resource: getAtt(job.sinkTables.get('clicks-per-user-page')!),
+          },
+        ],
+      },
+    });
+  });
+});
+
+describe('coordinator', () => {
+  it('is a Standard workflow with tracing and logging, started again by a rule when an execution fails', () => {
+    const { template, job } = click;
+    template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
+      StateMachineName: 'sluice-clickstream-coordinator',
+      StateMachineType: 'STANDARD',
+      TracingConfiguration: { Enabled: true },
+      LoggingConfiguration: { Level: 'ALL', IncludeExecutionData: true },
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        source: ['aws.states'],
+        'detail-type': ['Step Functions Execution Status Change'],
+        detail: { status: ['FAILED', 'TIMED_OUT'], stateMachineArn: [{ Ref: logicalId(job.stateMachine) }] },
+      },
+      Targets: [Match.objectLike({ Arn: { Ref: logicalId(job.stateMachine) }, Input: '{"iteration":0}' })],
+    });
+    expect(JSON.stringify(template.toJSON())).toContain(CHECKPOINT_IN_FLIGHT);
+  });
+
+  it('restartCoordinatorOnFailure: false leaves the rule out', () => {
+    const { template } = synthJob(clickstream, { restartCoordinatorOnFailure: false });
+    template.resourceCountIs('AWS::Events::Rule', 0);
+  });
+});
+
+describe('observability', () => {
+  it('creates a dashboard with per-stage and per-job metrics', () => {
+    const { template } = click;
+    const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard'));
+    for (const needle of [
+      "SELECT SUM(RecordsIn) FROM Sluice WHERE job = 'clickstream' AND stage = 's0'",
+      "SELECT SUM(RecordsOut) FROM Sluice WHERE job = 'clickstream' AND stage = 's1'",
+      'GetRecords.IteratorAgeMilliseconds',
+      "SELECT AVG(CheckpointDurationMs) FROM Sluice WHERE job = 'clickstream'",
+      "SELECT SUM(CheckpointBytes) FROM Sluice WHERE job = 'clickstream'",
+      "SELECT SUM(CheckpointFailed) FROM Sluice WHERE job = 'clickstream'",
+      "SELECT SUM(DeadLetters) FROM Sluice WHERE job = 'clickstream'",
+      "SELECT SUM(CacheHit) FROM Sluice WHERE job = 'clickstream'",
+      "SELECT SUM(CacheMiss) FROM Sluice WHERE job = 'clickstream'",
+    ]) {
+      expect(body.replaceAll('\\"', '"')).toContain(needle);
+    }
+    template.hasResourceProperties('AWS::CloudWatch::Dashboard', { DashboardName: 'sluice-clickstream' });
+  });
+
+  it('alarms on iterator age per stage stream, failed coordinator executions, failed checkpoints, dead letters, stalls', () => {
+    const { template, job } = click;
+    for (const stage of ['s0', 's1']) {
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        AlarmName: `sluice-clickstream-${stage}-iterator-age`,
+        Namespace: 'AWS/Kinesis',
+        MetricName: 'GetRecords.IteratorAgeMilliseconds',
+        Dimensions: [{ Name: 'StreamName', Value: { Ref: logicalId(job.streams.get(stage)!) } }],
+        Statistic: 'Maximum',
+        Threshold: 300_000,
+        ComparisonOperator: 'GreaterThanThreshold',
+      });
+    }
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'sluice-clickstream-coordinator-failed',
+      Namespace: 'AWS/States',
+      MetricName: 'ExecutionsFailed',
+      Threshold: 1,
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'sluice-clickstream-checkpoint-failed',
+      Metrics: [Match.objectLike({ Expression: "SELECT SUM(CheckpointFailed) FROM Sluice WHERE job = 'clickstream'", Period: 300 })],
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      Threshold: 1,
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'sluice-clickstream-dead-letters',
+      Metrics: [Match.objectLike({ Expression: "SELECT SUM(DeadLetters) FROM Sluice WHERE job = 'clickstream'" })],
+      ComparisonOperator: 'GreaterThanThreshold',
+      Threshold: 0,
+    });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'sluice-clickstream-checkpoints-stalled',
+      TreatMissingData: 'breaching',
+      ComparisonOperator: 'LessThanThreshold',
+    });
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 6);
+    expect(job.alarms.all).toHaveLength(6);
+  });
+
+  it('sends every alarm to the alarmActions, and uses iteratorAgeAlarmThreshold', () => {
+    let topic!: sns.Topic;
+    const { template } = synthJob(clickstream, (s) => {
+      topic = new sns.Topic(s, 'Pager', { enforceSSL: true });
+      return { alarmActions: [new cw_actions.SnsAction(topic)], iteratorAgeAlarmThreshold: Duration.minutes(1) };
+    });
+    template.allResourcesProperties('AWS::CloudWatch::Alarm', { AlarmActions: [{ Ref: logicalId(topic) }] });
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', { AlarmName: 'sluice-clickstream-s0-iterator-age', Threshold: 60_000 });
+  });
+});
+
+describe('validation', () => {
+  it('rejects a prefix that is not a sanitized name', () => {
+    expect(() => synthJob(clickstream, { prefix: 'My_Prefix' })).toThrow(/prefix must be lower-case .* got "My_Prefix"/);
+  });
+
+  it('rejects names longer than AWS allows', () => {
+    expect(() => synthJob(clickstream, { prefix: 'p'.repeat(60) })).toThrow(/function name "p+-coordinator" has 72 characters, more than the 64/);
+  });
+
+  it('rejects stageSettings for a stage the job does not have', () => {
+    expect(() => synthJob(clickstream, { stageSettings: { s7: { memorySize: 512 } } })).toThrow(
+      /stageSettings names stage "s7", but the job's stages are s0, s1/,
+    );
+  });
+
+  it('rejects stage settings out of range, naming the value received', () => {
+    expect(() => synthJob(clickstream, { stageSettings: { s0: { memorySize: 64 } } })).toThrow(/stageSettings.s0.memorySize .* got 64/);
+    expect(() => synthJob(clickstream, { stageSettings: { s0: { timeout: Duration.minutes(20) } } })).toThrow(
+      /stageSettings.s0.timeout .* got 20 minutes/,
+    );
+    expect(() => synthJob(clickstream, { stageSettings: { s0: { batchSize: 20_000 } } })).toThrow(/batchSize .* got 20000/);
+    expect(() => synthJob(clickstream, { stageSettings: { s1: { reservedConcurrency: 1 } } })).toThrow(
+      /stageSettings.s1.reservedConcurrency must be .* parallelism \(2: one invocation per shard\), got 1/,
+    );
+  });
+
+  it('rejects a job module that does not exist when it has to bundle', () => {
+    expect(() => {
+      const app = newApp({ bundle: true });
+      new SluiceJobStack(app, 'Bundled', { job: clickstream, jobModule: 'examples/nope/job.ts' });
+    }).toThrow(/jobModule must name the job's module file, got "examples\/nope\/job.ts"/);
+  });
+
+  it('rejects a job the planner rejects, with the planner\'s message', () => {
+    expect(() => synthJob(defineJob('empty'))).toThrow(/has no source/);
+  });
+});
+
+describe('cdk-nag (AWS Solutions)', () => {
+  const violations = (stack: Stack) =>
+    new AwsSolutionsChecks().validateScope(stack).violations.map((v) => `${v.severity} ${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
+
+  it('reports nothing unacknowledged for the example, a three-stage job and a customer-key job', () => {
+    expect(violations(synthJob(clickstream).stack)).toEqual([]);
+    expect(violations(synthJob(threeStageJob('nag')).stack)).toEqual([]);
+    expect(
+      violations(synthJob(clickstream, (s) => ({ encryptionKey: new kms.Key(s, 'Key', { enableKeyRotation: true }) })).stack),
+    ).toEqual([]);
+  });
+
+  it('every acknowledgement carries a reason', () => {
+    const acks: Array<[string, string]> = [];
+    for (const c of click.job.node.findAll()) {
+      for (const m of c.node.metadata) {
+        if (m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY) acks.push(...Object.entries(m.data as Record<string, string>));
+      }
+    }
+    expect(acks.length).toBeGreaterThan(0);
+    for (const [id, reason] of acks) expect(reason.length, id).toBeGreaterThan(30);
+  });
+
+  it('stops a synth of the app on an unacknowledged finding', () => {
+    const app = newApp({ bundle: false });
+    const stack = new SluiceJobStack(app, 'Nagged', { job: clickstream, jobModule: EXAMPLE_MODULE });
+    new s3.Bucket(stack, 'Unsafe');
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    expect(() => app.synth()).toThrow(/AwsSolutions-S1/);
+  });
+});
+
+describe('template guard', () => {
+  it('matches the checked-in snapshot (asset hashes and the plan hash normalized)', () => {
+    const { template } = synthJob(threeStageJob('guard'));
+    const text = JSON.stringify(template.toJSON(), null, 1)
+      .replace(/[0-9a-f]{64}\.zip/g, '<asset>.zip')
+      .replace(/plan `[0-9a-f]{16}`/g, 'plan `<hash>`');
+    expect(JSON.parse(text)).toMatchSnapshot();
+  });
+});
+
+describe('the CDK app (cdk/app.ts)', () => {
+  it('builds the example named by sluice:example, with the prefix and removal policy from context, and passes cdk-nag', async () => {
+    const app = newApp({ bundle: false, context: { 'sluice:prefix': 'clicks-ci', 'sluice:removalPolicy': 'destroy' } });
+    const stack = await buildApp(app);
+    expect(stack.stackName).toBe('Sluice-clickstream');
+    expect(stack.job.names.prefix).toBe('clicks-ci');
+    const assembly = app.synth(); // runs the cdk-nag plugin registered by buildApp: throws on a finding
+    const template = assembly.getStackArtifact(stack.artifactId).template as { Resources: Record<string, { Type: string; DeletionPolicy?: string }> };
+    const tables = Object.values(template.Resources).filter((r) => r.Type === 'AWS::DynamoDB::Table');
+    expect(tables.map((t) => t.DeletionPolicy)).toEqual(['Delete', 'Delete', 'Delete']);
+  });
+
+  it('names the known examples when sluice:example is wrong', async () => {
+    await expect(buildApp(newApp({ bundle: false, context: { 'sluice:example': 'nope' } }))).rejects.toThrow(
+      /sluice:example must name a folder of examples\/ with a job.ts, got "nope" \(known: .*clickstream/,
+    );
+    await expect(buildApp(newApp({ bundle: false, context: { 'sluice:removalPolicy': 'keep' } }))).rejects.toThrow(
+      /sluice:removalPolicy must be "retain" or "destroy", got "keep"/,
+    );
+  });
+});

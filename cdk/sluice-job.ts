@@ -1,0 +1,908 @@
+/**
+ * `SluiceJob`: the L3 construct that deploys one planned job (DESIGN §1, §3.8, §4).
+ *
+ * It reads nothing but the plan: `planJob(job)` gives the stages, their parallelism and their
+ * exchanges; `resourceNames(plan, prefix)` gives every physical name, the same names the functions
+ * and the local runner derive from `SLUICE_PREFIX`. Per stage it creates the input stream, the
+ * function and its event source mapping; per job the state and control tables, the sink tables,
+ * the data bucket, the coordinator function and workflow, a dashboard and alarms.
+ *
+ * IAM is written out statement by statement (each role has one inline policy, so a function never
+ * starts before its permissions exist): no managed policies, and every wildcard says why.
+ */
+import { existsSync } from 'node:fs';
+import { isAbsolute, join, resolve } from 'node:path';
+import { Annotations, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import type { StackProps } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import type * as kms from 'aws-cdk-lib/aws-kms';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { BundlingOptions } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import type { IConstruct } from 'constructs';
+import type { Job } from '../shared/api/job.js';
+import type { Plan, PlanSink, PlanSource, PlanStage } from '../shared/plan/plan.js';
+import { planJob } from '../shared/plan/planner.js';
+import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/resources.js';
+import type { ResourceNames } from '../shared/plan/resources.js';
+import { CoordinatorStateMachine } from './coordinator-state-machine.js';
+import { REPO_ROOT, defaultEntriesDir, writeFunctionEntries } from './function-entry.js';
+
+/** CloudWatch namespace of the metrics the functions publish (EMF). */
+export const METRICS_NAMESPACE = 'Sluice';
+
+export interface SluiceMetricOptions {
+  /** restrict to one stage (`s0`, ..., or `coordinator`); @default every stage and the coordinator */
+  readonly stage?: string;
+  /** Metrics Insights aggregate; @default 'SUM' */
+  readonly aggregate?: 'SUM' | 'AVG' | 'MAX' | 'MIN' | 'COUNT';
+  /** @default Duration.minutes(1) */
+  readonly period?: Duration;
+  /** @default the metric name */
+  readonly label?: string;
+}
+
+/** Settings of one stage's function and event source mapping. */
+export interface StageSettings {
+  /** @default 1024 (MB) */
+  readonly memorySize?: number;
+  /** @default Duration.seconds(60) */
+  readonly timeout?: Duration;
+  /** records per invocation; @default 500 */
+  readonly batchSize?: number;
+  /** how long the event source mapping gathers records before invoking; @default no batching window */
+  readonly maxBatchingWindow?: Duration;
+  /**
+   * Reserved concurrency of the stage function; at least the stage's parallelism (one invocation
+   * per shard at a time), or shards would wait for each other.
+   * @default no reservation (the account's unreserved pool)
+   */
+  readonly reservedConcurrency?: number;
+}
+
+export const STAGE_DEFAULTS = {
+  memorySize: 1024,
+  timeout: Duration.seconds(60),
+  batchSize: 500,
+} as const;
+
+/** Bucket prefixes the functions use (DESIGN §1). */
+export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/'] as const;
+
+export interface SluiceJobProps {
+  /** the user's job (`export default` of the job module); planned once by the construct */
+  readonly job: Job;
+  /** path of the job's module file, bundled into every function; relative paths start at the repo root */
+  readonly jobModule: string;
+  /**
+   * Starts every physical name (`<prefix>-state`, `<prefix>-s1`, ...); lower-case letters, digits
+   * and dashes. Two deployments of one job need two prefixes.
+   * @default defaultPrefix(plan): `sluice-<job name>`
+   */
+  readonly prefix?: string;
+  /**
+   * Customer-managed key for the streams, tables and bucket. The functions and the producers
+   * granted by `grantWriteSource` get the KMS permissions they need. Log groups and the workflow's
+   * history stay under AWS-owned keys.
+   * @default AWS-managed encryption everywhere: `alias/aws/kinesis` for streams, `alias/aws/dynamodb`
+   *   for tables, SSE-S3 for the bucket
+   */
+  readonly encryptionKey?: kms.IKey;
+  /**
+   * What happens to the job's data (streams, tables, bucket) when it leaves the stack. With RETAIN,
+   * delete the retained resources (or pick another prefix) before deploying the job again: their
+   * names are fixed. Log groups are always destroyed.
+   * @default RemovalPolicy.RETAIN
+   */
+  readonly removalPolicy?: RemovalPolicy;
+  /** actions of every alarm (an SNS topic, say); @default no actions (the alarms still show on the dashboard) */
+  readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
+  /** per stage id (`s0`, `s1`, ...): function and event source mapping settings; @default STAGE_DEFAULTS for every stage */
+  readonly stageSettings?: Readonly<Record<string, StageSettings>>;
+  /** retention of the functions' and the workflow's logs; @default logs.RetentionDays.ONE_MONTH */
+  readonly logRetention?: logs.RetentionDays;
+  /**
+   * Retention of every stream the job creates. A stage stalled for longer than this cannot replay
+   * and fails loudly (DESIGN §6), so longer is safer and costs more.
+   * @default Duration.hours(24)
+   */
+  readonly streamRetention?: Duration;
+  /** iterator age of a stage's input stream that raises its alarm; @default Duration.minutes(5) */
+  readonly iteratorAgeAlarmThreshold?: Duration;
+  /** no completed checkpoint for this long raises the stalled-checkpoints alarm; @default max(15 minutes, 10 checkpoint intervals) */
+  readonly checkpointStallAlarmAfter?: Duration;
+  /** what the coordinator workflow logs; @default sfn.LogLevel.ALL (see CoordinatorStateMachineProps.logLevel) */
+  readonly coordinatorLogLevel?: sfn.LogLevel;
+  /**
+   * Start a new coordinator execution when one FAILS or TIMES OUT (an EventBridge rule on the
+   * workflow's status changes). A stopped (ABORTED) execution is not restarted: stopping is how an
+   * operator pauses checkpointing. The first execution is started by hand: StartExecution, input
+   * `{"iteration": 0}` (docs/deploy.md).
+   * @default true
+   */
+  readonly restartCoordinatorOnFailure?: boolean;
+  /** folder of the generated Lambda entry files; @default `<repo>/cdk.out/.sluice-entries/<job>` */
+  readonly entriesDir?: string;
+  /**
+   * Folder holding `functions/operator.ts` and `functions/coordinator.ts` (the handler factories).
+   * @default the repository root
+   */
+  readonly functionsRoot?: string;
+}
+
+/** The job's alarms. */
+export interface SluiceJobAlarms {
+  /** per stage id: the age of the oldest record read from the stage's input stream */
+  readonly iteratorAge: ReadonlyMap<string, cloudwatch.Alarm>;
+  /** the coordinator workflow failed (Step Functions `ExecutionsFailed`) */
+  readonly coordinatorFailed: cloudwatch.Alarm;
+  /** a checkpoint failed or was aborted (`CheckpointFailed`) */
+  readonly checkpointFailed: cloudwatch.Alarm;
+  /** records went to the dead letters (`DeadLetters` > 0) */
+  readonly deadLetters: cloudwatch.Alarm;
+  /** no checkpoint completed for a while (no `CheckpointCompleted` from the coordinator): it is not running, or it is stuck */
+  readonly checkpointsStalled: cloudwatch.Alarm;
+  /** every alarm above */
+  readonly all: readonly cloudwatch.Alarm[];
+}
+
+/** Lambda runtime of every function: Node.js 22 (the project pins Node 22 as the Lambda line). */
+export const LAMBDA_RUNTIME = lambda.Runtime.NODEJS_22_X;
+
+const DDB_READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'];
+const DDB_READ_WRITE = [...DDB_READ, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'];
+const DDB_SINK_WRITE = ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchWriteItem'];
+const KINESIS_READ = [
+  'kinesis:DescribeStream',
+  'kinesis:DescribeStreamSummary',
+  'kinesis:GetRecords',
+  'kinesis:GetShardIterator',
+  'kinesis:ListShards',
+];
+
+const MAX_NAME = { function: 64, stream: 128, table: 255, stateMachine: 80 } as const;
+
+/** esbuild, run locally (never Docker): ESM for Node 22, source maps, the AWS SDK bundled at the pinned versions. */
+function bundlingOptions(): BundlingOptions {
+  return {
+    forceDockerBundling: false,
+    format: OutputFormat.ESM,
+    target: 'node22',
+    mainFields: ['module', 'main'],
+    minify: true,
+    sourceMap: true,
+    sourcesContent: false,
+    // The runtime's SDK may be older than the one in package-lock.json: bundle ours.
+    externalModules: [],
+    // CommonJS dependencies inside an ESM bundle still call require().
+    banner: "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
+    tsconfig: join(REPO_ROOT, 'tsconfig.json'),
+  };
+}
+
+/**
+ * One deployed Sluice job.
+ *
+ * ```ts
+ * const job = new SluiceJob(stack, 'Clicks', { job: clickstream, jobModule: 'examples/clickstream/job.ts' });
+ * job.grantWriteSource(producerRole);
+ * ```
+ */
+export class SluiceJob extends Construct {
+  /** the plan every resource was derived from */
+  readonly plan: Plan;
+  /** the physical names (`resourceNames(plan, prefix)`) */
+  readonly names: ResourceNames;
+  /** input stream of each stage, by stage id (a source stage reads its source stream) */
+  readonly streams: ReadonlyMap<string, kinesis.IStream>;
+  /** stream of each source, by the source's logical name */
+  readonly sourceStreams: ReadonlyMap<string, kinesis.IStream>;
+  readonly stateTable: dynamodb.Table;
+  readonly controlTable: dynamodb.Table;
+  /** table of each `dynamodb-upsert` sink, by the sink's logical name (imported when the sink names an existing table) */
+  readonly sinkTables: ReadonlyMap<string, dynamodb.ITable>;
+  /** the data bucket (named by CloudFormation; functions get its name in `SLUICE_BUCKET`) */
+  readonly bucket: s3.Bucket;
+  /** the function of each stage, by stage id */
+  readonly stageFunctions: ReadonlyMap<string, NodejsFunction>;
+  /** the event source mapping of each stage function, by stage id */
+  readonly eventSourceMappings: ReadonlyMap<string, lambda.EventSourceMapping>;
+  readonly coordinatorFunction: NodejsFunction;
+  /** the coordinator workflow construct (state machine + its log group) */
+  readonly coordinator: CoordinatorStateMachine;
+  readonly stateMachine: sfn.StateMachine;
+  /** restarts a failed coordinator execution; undefined when `restartCoordinatorOnFailure` is false */
+  readonly restartRule?: events.Rule;
+  readonly dashboard: cloudwatch.Dashboard;
+  readonly alarms: SluiceJobAlarms;
+
+  private readonly key?: kms.IKey;
+  private readonly iteratorAgeThresholdMs: number;
+
+  constructor(scope: Construct, id: string, props: SluiceJobProps) {
+    super(scope, id);
+    const plan = planJob(props.job);
+    this.plan = plan;
+    const prefix = props.prefix ?? defaultPrefix(plan);
+    validatePrefix(prefix);
+    const names = resourceNames(plan, prefix);
+    this.names = names;
+    validateNames(plan, names);
+    const settings = resolveStageSettings(plan, props.stageSettings ?? {});
+    const stack = Stack.of(this);
+    const key = props.encryptionKey;
+    this.key = key;
+    const dataRemoval = props.removalPolicy ?? RemovalPolicy.RETAIN;
+    const logRetention = props.logRetention ?? logs.RetentionDays.ONE_MONTH;
+    const iteratorAgeThreshold = props.iteratorAgeAlarmThreshold ?? Duration.minutes(5);
+    if (iteratorAgeThreshold.toMilliseconds() < 1000) {
+      throw new Error(`iteratorAgeAlarmThreshold must be at least 1 second, got ${iteratorAgeThreshold.toHumanString()}`);
+    }
+    this.iteratorAgeThresholdMs = iteratorAgeThreshold.toMilliseconds();
+
+    const jobModule = isAbsolute(props.jobModule) ? props.jobModule : resolve(REPO_ROOT, props.jobModule);
+    if (stack.bundlingRequired && !existsSync(jobModule)) {
+      throw new Error(`jobModule must name the job's module file, got "${props.jobModule}" (no file at ${jobModule})`);
+    }
+    const entries = writeFunctionEntries({
+      jobName: plan.job,
+      jobModule,
+      outDir: props.entriesDir ?? defaultEntriesDir(plan.job),
+      ...(props.functionsRoot !== undefined ? { repoRoot: props.functionsRoot } : {}),
+    });
+    for (const sink of plan.sinks) {
+      if (sink.kind === 'collect') {
+        Annotations.of(this).addWarningV2(
+          'sluice:collect-sink',
+          `sink "${sink.name}" is a collect sink: it keeps values in one process's memory (tests, local runner) and publishes nothing on AWS`,
+        );
+      }
+    }
+
+    // ── Streams ────────────────────────────────────────────────────────────────────────────────
+    const byName = new Map<string, kinesis.IStream>();
+    const streams = new Map<string, kinesis.IStream>();
+    const sourceStreams = new Map<string, kinesis.IStream>();
+    for (const stage of plan.stages) {
+      const streamName = names.streamOf(stage);
+      let stream = byName.get(streamName);
+      const source = sourceOf(plan, stage);
+      if (!stream) {
+        if (source?.streamName !== undefined) {
+          stream = kinesis.Stream.fromStreamAttributes(this, `Source-${source.id}`, {
+            streamArn: stack.formatArn({ service: 'kinesis', resource: 'stream', resourceName: streamName }),
+          });
+        } else {
+          stream = new kinesis.Stream(this, `Stream-${stage.id}`, {
+            streamName,
+            streamMode: kinesis.StreamMode.PROVISIONED,
+            shardCount: stage.parallelism,
+            encryption: key ? kinesis.StreamEncryption.KMS : kinesis.StreamEncryption.MANAGED,
+            ...(key ? { encryptionKey: key } : {}),
+            retentionPeriod: props.streamRetention ?? Duration.hours(24),
+            removalPolicy: dataRemoval,
+          });
+          if (key) {
+            Validations.of(stream).acknowledge({
+              id: 'AwsSolutions-KDS3',
+              reason: 'A customer-managed key was asked for (encryptionKey): its owner controls the key policy and rotation instead of alias/aws/kinesis.',
+            });
+          }
+        }
+        byName.set(streamName, stream);
+      }
+      streams.set(stage.id, stream);
+      if (source) sourceStreams.set(source.name, stream);
+    }
+    this.streams = streams;
+    this.sourceStreams = sourceStreams;
+
+    // ── Tables ─────────────────────────────────────────────────────────────────────────────────
+    const tableEncryption = key
+      ? { encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED, encryptionKey: key }
+      : { encryption: dynamodb.TableEncryption.AWS_MANAGED };
+    const table = (cid: string, tableName: string, partitionKey: string, sortKey?: string): dynamodb.Table =>
+      new dynamodb.Table(this, cid, {
+        tableName,
+        partitionKey: { name: partitionKey, type: dynamodb.AttributeType.STRING },
+        ...(sortKey ? { sortKey: { name: sortKey, type: dynamodb.AttributeType.STRING } } : {}),
+        billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        ...tableEncryption,
+        removalPolicy: dataRemoval,
+      });
+    this.stateTable = table('StateTable', names.stateTable, 'pk', 'sk');
+    this.controlTable = table('ControlTable', names.controlTable, 'pk', 'sk');
+    const sinkTables = new Map<string, dynamodb.ITable>();
+    for (const sink of plan.sinks) {
+      if (sink.kind !== 'dynamodb-upsert') continue;
+      const cid = `Sink-${sanitizeName(sink.name)}`;
+      sinkTables.set(
+        sink.name,
+        sink.tableName !== undefined
+          ? dynamodb.Table.fromTableName(this, cid, sink.tableName)
+          : table(cid, names.sinkTable(sink), sink.keyAttribute ?? 'pk'),
+      );
+    }
+    this.sinkTables = sinkTables;
+
+    // ── Bucket ─────────────────────────────────────────────────────────────────────────────────
+    this.bucket = new s3.Bucket(this, 'Bucket', {
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      enforceSSL: true,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      encryption: key ? s3.BucketEncryption.KMS : s3.BucketEncryption.S3_MANAGED,
+      ...(key ? { encryptionKey: key, bucketKeyEnabled: true } : {}),
+      versioned: false,
+      removalPolicy: dataRemoval,
+      lifecycleRules: [
+        // deltas/ and savepoints/ are expired by the coordinator (it knows which checkpoints are
+        // retained); dead-letters/ and sinks/ are the user's data: never expired here.
+        { id: 'expire-tmp', prefix: 'tmp/', expiration: Duration.days(1) },
+        { id: 'abort-incomplete-uploads', abortIncompleteMultipartUploadAfter: Duration.days(2) },
+      ],
+    });
+    Validations.of(this.bucket).acknowledge({
+      id: 'AwsSolutions-S1',
+      reason:
+        "Internal data bucket read and written only by this job's functions; server access logs would need a second bucket per job. CloudTrail data events are the audit path.",
+    });
+
+    // ── Functions ──────────────────────────────────────────────────────────────────────────────
+    const stateMachineArn = CoordinatorStateMachine.arnForName(this, names.stateMachine);
+    const baseEnv = {
+      [ENV.prefix]: names.prefix,
+      [ENV.bucket]: this.bucket.bucketName,
+      // the same service name the functions give Powertools (functions/telemetry.ts)
+      POWERTOOLS_SERVICE_NAME: `sluice-${plan.job}`,
+      POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
+      NODE_OPTIONS: '--enable-source-maps',
+    };
+    const bucketStatements = (sid: string, actions: string[]): iam.PolicyStatement[] => [
+      new iam.PolicyStatement({
+        sid: `${sid}Objects`,
+        actions,
+        resources: BUCKET_PREFIXES.map((p) => this.bucket.arnForObjects(`${p}*`)),
+      }),
+      // Without ListBucket, S3 answers 403 instead of 404 for a missing key: the engine needs to
+      // tell "no delta yet" from "access denied". Only key names of this job's bucket are visible.
+      new iam.PolicyStatement({ sid: `${sid}List`, actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }),
+    ];
+    const kmsStatements = (): iam.PolicyStatement[] =>
+      key
+        ? [
+            new iam.PolicyStatement({
+              sid: 'JobKey',
+              actions: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:DescribeKey'],
+              resources: [key.keyArn],
+            }),
+          ]
+        : [];
+    const taskResponse = (): iam.PolicyStatement =>
+      new iam.PolicyStatement({
+        sid: 'CheckpointTaskResponse',
+        actions: ['states:SendTaskSuccess', 'states:SendTaskFailure'],
+        resources: [stateMachineArn],
+      });
+
+    const stageFunctions = new Map<string, NodejsFunction>();
+    const eventSourceMappings = new Map<string, lambda.EventSourceMapping>();
+    for (const stage of plan.stages) {
+      const s = settings.get(stage.id)!;
+      const functionName = names.functionOf(stage);
+      const logGroup = this.logGroup(`Logs-${stage.id}`, functionName, logRetention);
+      const input = streams.get(stage.id)!;
+      const downstream = [...new Set(stage.operators.flatMap((o) => (o.exchange ? [o.exchange.toStage] : [])))].map(
+        (toStage) => streams.get(toStage)!,
+      );
+      const sinkArns = stage.operators
+        .flatMap((o) => (o.sink?.kind === 'dynamodb-upsert' ? [sinkTables.get(o.sink.name)!.tableArn] : []));
+      const statements = [
+        logStatement(logGroup),
+        new iam.PolicyStatement({ sid: 'ReadInputStream', actions: KINESIS_READ, resources: [input.streamArn] }),
+        ...(downstream.length
+          ? [
+              new iam.PolicyStatement({
+                sid: 'WriteDownstreamStreams',
+                actions: ['kinesis:PutRecords', 'kinesis:ListShards'],
+                resources: downstream.map((d) => d.streamArn),
+              }),
+            ]
+          : []),
+        new iam.PolicyStatement({
+          sid: 'StateAndControlTables',
+          actions: DDB_READ_WRITE,
+          resources: [this.stateTable.tableArn, this.controlTable.tableArn],
+        }),
+        ...(sinkArns.length
+          ? [new iam.PolicyStatement({ sid: 'SinkTables', actions: DDB_SINK_WRITE, resources: sinkArns })]
+          : []),
+        ...bucketStatements('Bucket', ['s3:GetObject', 's3:PutObject']),
+        taskResponse(),
+        ...kmsStatements(),
+      ];
+      const role = this.role(`Role-${stage.id}`, `Sluice ${plan.job} stage ${stage.id}`, statements);
+      const fn = new NodejsFunction(this, `Function-${stage.id}`, {
+        functionName,
+        description: truncate(`Sluice ${plan.job} stage ${stage.id}: ${stage.name}`, 256),
+        entry: entries.operator,
+        handler: 'handler',
+        runtime: LAMBDA_RUNTIME,
+        architecture: lambda.Architecture.ARM_64,
+        memorySize: s.memorySize,
+        timeout: s.timeout,
+        role,
+        logGroup,
+        ...(s.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: s.reservedConcurrency } : {}),
+        environment: { ...baseEnv, [ENV.stage]: stage.id },
+        depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
+        projectRoot: REPO_ROOT,
+        bundling: bundlingOptions(),
+      });
+      this.acknowledgeRuntime(fn);
+      const esm = new lambda.EventSourceMapping(this, `Input-${stage.id}`, {
+        target: fn,
+        eventSourceArn: input.streamArn,
+        startingPosition: lambda.StartingPosition.TRIM_HORIZON,
+        batchSize: s.batchSize,
+        ...(s.maxBatchingWindow ? { maxBatchingWindow: s.maxBatchingWindow } : {}),
+        parallelizationFactor: 1,
+        bisectBatchOnError: true,
+        reportBatchItemFailures: true,
+        // -1: retry until the batch succeeds. An ESM that gives up skips the batch and loses data;
+        // poison records are the engine's business (DESIGN §3.8).
+        retryAttempts: -1,
+      });
+      // The L2 takes maxRecordAge as a Duration between 60 s and 7 days and cannot express -1
+      // ("never discard"); leaving it out relies on a service default, so set it on the L1.
+      (esm.node.defaultChild as lambda.CfnEventSourceMapping).maximumRecordAgeInSeconds = -1;
+      esm.node.addDependency(role);
+      stageFunctions.set(stage.id, fn);
+      eventSourceMappings.set(stage.id, esm);
+    }
+    this.stageFunctions = stageFunctions;
+    this.eventSourceMappings = eventSourceMappings;
+
+    // ── Coordinator ────────────────────────────────────────────────────────────────────────────
+    const coordinatorLogs = this.logGroup('Logs-coordinator', names.coordinatorFunction, logRetention);
+    const sourceStreamArns = [...new Set([...sourceStreams.values()].map((st) => st.streamArn))];
+    const coordinatorRole = this.role('Role-coordinator', `Sluice ${plan.job} coordinator`, [
+      logStatement(coordinatorLogs),
+      new iam.PolicyStatement({ sid: 'ControlTable', actions: DDB_READ_WRITE, resources: [this.controlTable.tableArn] }),
+      new iam.PolicyStatement({ sid: 'StateTableRead', actions: DDB_READ, resources: [this.stateTable.tableArn] }),
+      new iam.PolicyStatement({
+        sid: 'InjectIntoSourceStreams',
+        actions: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:ListShards'],
+        resources: sourceStreamArns,
+      }),
+      ...bucketStatements('Bucket', ['s3:GetObject', 's3:PutObject', 's3:DeleteObject']),
+      // The acks can complete before `await` registers the token; the coordinator then completes
+      // the task itself.
+      taskResponse(),
+      ...kmsStatements(),
+    ]);
+    this.coordinatorFunction = new NodejsFunction(this, 'Function-coordinator', {
+      functionName: names.coordinatorFunction,
+      description: truncate(`Sluice ${plan.job} checkpoint coordinator tasks`, 256),
+      entry: entries.coordinator,
+      handler: 'handler',
+      runtime: LAMBDA_RUNTIME,
+      architecture: lambda.Architecture.ARM_64,
+      memorySize: 512,
+      timeout: Duration.seconds(60),
+      role: coordinatorRole,
+      logGroup: coordinatorLogs,
+      environment: { ...baseEnv },
+      depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
+      projectRoot: REPO_ROOT,
+      bundling: bundlingOptions(),
+    });
+    this.acknowledgeRuntime(this.coordinatorFunction);
+
+    this.coordinator = new CoordinatorStateMachine(this, 'Coordinator', {
+      stateMachineName: names.stateMachine,
+      coordinatorFunction: this.coordinatorFunction,
+      checkpoint: plan.checkpoint,
+      logRetention,
+      ...(props.coordinatorLogLevel ? { logLevel: props.coordinatorLogLevel } : {}),
+    });
+    this.stateMachine = this.coordinator.stateMachine;
+    const fnLogicalId = stack.resolve(stack.getLogicalId(this.coordinatorFunction.node.defaultChild as lambda.CfnFunction)) as string;
+    const smPolicy = this.stateMachine.role.node.tryFindChild('DefaultPolicy') as IConstruct;
+    Validations.of(smPolicy).acknowledge(
+      {
+        id: `AwsSolutions-IAM5[Resource::<${fnLogicalId}.Arn>:*]`,
+        reason: 'Added by the LambdaInvoke task: versions and aliases of the coordinator function, and no other function.',
+      },
+      {
+        id: 'AwsSolutions-IAM5[Resource::*]',
+        reason:
+          'X-Ray tracing (PutTraceSegments, PutTelemetryRecords, GetSampling*) and CloudWatch Logs delivery (CreateLogDelivery, ...) have no resource-level permissions; CDK adds them for tracing and logging.',
+      },
+    );
+
+    if (props.restartCoordinatorOnFailure ?? true) {
+      this.restartRule = new events.Rule(this, 'CoordinatorRestart', {
+        description: `Restarts the ${names.stateMachine} workflow when an execution fails or times out`,
+        eventPattern: {
+          source: ['aws.states'],
+          detailType: ['Step Functions Execution Status Change'],
+          detail: { status: ['FAILED', 'TIMED_OUT'], stateMachineArn: [this.stateMachine.stateMachineArn] },
+        },
+        targets: [
+          new targets.SfnStateMachine(this.stateMachine, { input: events.RuleTargetInput.fromObject({ iteration: 0 }) }),
+        ],
+      });
+    }
+
+    // ── Observability ──────────────────────────────────────────────────────────────────────────
+    this.alarms = this.createAlarms(props);
+    this.dashboard = this.createDashboard();
+  }
+
+  /**
+   * Lets producers write a source stream: PutRecord, PutRecords, DescribeStream, ListShards, and
+   * kms:GenerateDataKey on the job's key when there is one.
+   * @param sourceName logical name of the source (`job.source({ name })`); @default every source
+   */
+  grantWriteSource(grantee: iam.IGrantable, sourceName?: string): iam.Grant {
+    let streams: kinesis.IStream[];
+    if (sourceName === undefined) {
+      streams = [...new Set(this.sourceStreams.values())];
+    } else {
+      const stream = this.sourceStreams.get(sourceName);
+      if (!stream) {
+        throw new Error(
+          `job "${this.plan.job}" has no source named "${sourceName}" (sources: ${[...this.sourceStreams.keys()].join(', ')})`,
+        );
+      }
+      streams = [stream];
+    }
+    const grant = iam.Grant.addToPrincipal({
+      grantee,
+      actions: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:DescribeStream', 'kinesis:DescribeStreamSummary', 'kinesis:ListShards'],
+      resourceArns: streams.map((s) => s.streamArn),
+    });
+    return this.key
+      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:GenerateDataKey'], resourceArns: [this.key.keyArn] }))
+      : grant;
+  }
+
+  /**
+   * Lets readers see the results: read the sink tables (GetItem, BatchGetItem, Query, Scan,
+   * DescribeTable) and the state table (queryable state: GetItem, BatchGetItem, Query), and decrypt
+   * with the job's key when there is one.
+   */
+  grantReadResults(grantee: iam.IGrantable): iam.Grant {
+    let grant = iam.Grant.addToPrincipal({
+      grantee,
+      actions: DDB_READ,
+      resourceArns: [this.stateTable.tableArn],
+    });
+    const sinkArns = [...this.sinkTables.values()].map((t) => t.tableArn);
+    if (sinkArns.length) {
+      grant = grant.combine(
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: [...DDB_READ, 'dynamodb:Scan', 'dynamodb:DescribeTable'],
+          resourceArns: sinkArns,
+        }),
+      );
+    }
+    return this.key
+      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:Decrypt', 'kms:DescribeKey'], resourceArns: [this.key.keyArn] }))
+      : grant;
+  }
+
+  /**
+   * A metric the functions publish in the `Sluice` namespace, for this job (and one stage when
+   * `stage` is given), as a CloudWatch Metrics Insights query.
+   *
+   * Why a query and not a plain metric: a CloudWatch metric is identified by its *whole* dimension
+   * set, and Powertools Metrics always adds a `service` dimension to whatever the functions declare
+   * (today `{service, job, stage}`). A plain metric with `{job}` or `{stage}` alone would match
+   * nothing, silently. `SELECT ... FROM Sluice WHERE job = ...` aggregates over every dimension set
+   * that carries the `job` key, so the dashboard and alarms keep working when the functions add a
+   * dimension, and job-level alarms sum over stages and the coordinator without a 10-metric limit.
+   */
+  metric(metricName: string, options: SluiceMetricOptions = {}): cloudwatch.IMetric {
+    const aggregate = options.aggregate ?? 'SUM';
+    const where = [`job = '${this.plan.job}'`, ...(options.stage ? [`stage = '${options.stage}'`] : [])].join(' AND ');
+    return new cloudwatch.MathExpression({
+      expression: `SELECT ${aggregate}(${metricName}) FROM ${METRICS_NAMESPACE} WHERE ${where}`,
+      usingMetrics: {},
+      period: options.period ?? Duration.minutes(1),
+      label: options.label ?? metricName,
+    });
+  }
+
+  private logGroup(cid: string, functionName: string, retention: logs.RetentionDays): logs.LogGroup {
+    return new logs.LogGroup(this, cid, {
+      logGroupName: `/aws/lambda/${functionName}`,
+      retention,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+  }
+
+  private role(cid: string, description: string, statements: iam.PolicyStatement[]): iam.Role {
+    const role = new iam.Role(this, cid, {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description,
+      inlinePolicies: { access: new iam.PolicyDocument({ statements }) },
+    });
+    const stack = Stack.of(this);
+    const bucketId = stack.resolve(stack.getLogicalId(this.bucket.node.defaultChild as s3.CfnBucket)) as string;
+    Validations.of(role).acknowledge(
+      ...BUCKET_PREFIXES.map((p) => ({
+        id: `AwsSolutions-IAM5[Resource::<${bucketId}.Arn>/${p}*]`,
+        reason: `Objects under the ${p} prefix of the job's own bucket: their keys are made at run time (checkpoint ids, epochs, shard ids).`,
+      })),
+    );
+    return role;
+  }
+
+  private acknowledgeRuntime(fn: lambda.Function): void {
+    Validations.of(fn).acknowledge({
+      id: 'AwsSolutions-L1',
+      reason: 'Node.js 22 is the runtime the project builds and tests for (LAMBDA_RUNTIME); moving to a newer line is a deliberate change.',
+    });
+  }
+
+  private createAlarms(props: SluiceJobProps): SluiceJobAlarms {
+    const p = this.names.prefix;
+    const iteratorAge = new Map<string, cloudwatch.Alarm>();
+    const threshold = Duration.millis(this.iteratorAgeThresholdMs);
+    for (const stage of this.plan.stages) {
+      const stream = this.streams.get(stage.id)!;
+      iteratorAge.set(
+        stage.id,
+        new cloudwatch.Alarm(this, `Alarm-iterator-age-${stage.id}`, {
+          alarmName: `${p}-${stage.id}-iterator-age`,
+          alarmDescription: `Stage ${stage.id} (${truncate(stage.name, 200)}) is more than ${threshold.toHumanString()} behind its input stream`,
+          metric: stream.metricGetRecordsIteratorAgeMilliseconds({ statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) }),
+          threshold: this.iteratorAgeThresholdMs,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+          evaluationPeriods: 3,
+          datapointsToAlarm: 3,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
+    }
+    const coordinatorFailed = new cloudwatch.Alarm(this, 'Alarm-coordinator-failed', {
+      alarmName: `${p}-coordinator-failed`,
+      alarmDescription: `An execution of the ${this.names.stateMachine} workflow failed`,
+      metric: this.stateMachine.metricFailed({ statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const checkpointFailed = new cloudwatch.Alarm(this, 'Alarm-checkpoint-failed', {
+      alarmName: `${p}-checkpoint-failed`,
+      alarmDescription: 'A checkpoint failed or was aborted (timeout, a task error); the next checkpoint covers its data',
+      metric: this.metric('CheckpointFailed', { period: Duration.minutes(5) }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const deadLetters = new cloudwatch.Alarm(this, 'Alarm-dead-letters', {
+      alarmName: `${p}-dead-letters`,
+      alarmDescription: `Records went to s3://<bucket>/dead-letters/ (poison policy: ${this.plan.poisonPolicy})`,
+      metric: this.metric('DeadLetters', { period: Duration.minutes(5) }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
+    const stallAfter =
+      props.checkpointStallAlarmAfter ??
+      Duration.seconds(Math.max(15 * 60, Math.ceil((10 * Math.max(this.plan.checkpoint.intervalMs, this.plan.checkpoint.minPauseMs)) / 1000)));
+    const periods = Math.min(288, Math.max(1, Math.ceil(stallAfter.toSeconds() / 300)));
+    const checkpointsStalled = new cloudwatch.Alarm(this, 'Alarm-checkpoints-stalled', {
+      alarmName: `${p}-checkpoints-stalled`,
+      alarmDescription: `No checkpoint completed for ${periods * 5} minutes: is a coordinator execution running (StartExecution)?`,
+      metric: this.metric('CheckpointCompleted', { period: Duration.minutes(5) }),
+      threshold: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      evaluationPeriods: periods,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    });
+    const all = [...iteratorAge.values(), coordinatorFailed, checkpointFailed, deadLetters, checkpointsStalled];
+    for (const alarm of all) alarm.addAlarmAction(...(props.alarmActions ?? []));
+    return { iteratorAge, coordinatorFailed, checkpointFailed, deadLetters, checkpointsStalled, all };
+  }
+
+  private createDashboard(): cloudwatch.Dashboard {
+    const plan = this.plan;
+    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
+      dashboardName: this.names.prefix,
+      defaultInterval: Duration.hours(3),
+    });
+    dashboard.addWidgets(
+      new cloudwatch.TextWidget({
+        markdown: [
+          `# Sluice job \`${plan.job}\``,
+          `plan \`${plan.hash}\` · ${plan.mode} · checkpoint every ${plan.checkpoint.intervalMs} ms · poison policy \`${plan.poisonPolicy}\``,
+          '',
+          ...plan.stages.map((s) => `- **${s.id}** × ${s.parallelism}: ${s.name}`),
+        ].join('\n'),
+        width: 24,
+        height: 2 + Math.ceil(plan.stages.length / 2),
+      }),
+    );
+    dashboard.addWidgets(new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: [...this.alarms.all], width: 24, height: 3 }));
+    for (const stage of plan.stages) {
+      const fn = this.stageFunctions.get(stage.id)!;
+      const stream = this.streams.get(stage.id)!;
+      dashboard.addWidgets(
+        new cloudwatch.GraphWidget({
+          title: `${stage.id} records in / out`,
+          left: [
+            this.metric('RecordsIn', { stage: stage.id, label: 'in' }),
+            this.metric('RecordsOut', { stage: stage.id, label: 'out' }),
+          ],
+          width: 8,
+        }),
+        new cloudwatch.GraphWidget({
+          title: `${stage.id} input iterator age (ms)`,
+          left: [stream.metricGetRecordsIteratorAgeMilliseconds({ statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) })],
+          leftAnnotations: [{ value: this.iteratorAgeThresholdMs, label: 'alarm' }],
+          width: 8,
+        }),
+        new cloudwatch.GraphWidget({
+          title: `${stage.id} function`,
+          left: [fn.metricInvocations({ period: Duration.minutes(1) }), fn.metricErrors({ period: Duration.minutes(1) }), fn.metricThrottles({ period: Duration.minutes(1) })],
+          right: [fn.metricDuration({ statistic: cloudwatch.Stats.p(99), period: Duration.minutes(1) })],
+          width: 8,
+        }),
+      );
+    }
+    dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Checkpoints',
+        left: [
+          this.metric('CheckpointDurationMs', { aggregate: 'AVG', label: 'snapshot duration avg (ms)' }),
+          this.metric('CheckpointDurationMs', { aggregate: 'MAX', label: 'snapshot duration max (ms)' }),
+        ],
+        right: [
+          this.metric('CheckpointBytes', { label: 'delta bytes' }),
+          this.metric('CheckpointCompleted', { label: 'completed' }),
+        ],
+        width: 8,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Failures',
+        left: [
+          this.metric('CheckpointFailed', { label: 'checkpoints failed/aborted' }),
+          this.stateMachine.metricFailed({ period: Duration.minutes(1), label: 'coordinator executions failed' }),
+          this.metric('DeadLetters', { label: 'dead letters' }),
+        ],
+        width: 8,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'State cache (invariant 5)',
+        left: [this.metric('CacheHit', { label: 'batches on a valid cache' }), this.metric('CacheMiss', { label: 'batches that restored' })],
+        width: 8,
+      }),
+    );
+    return dashboard;
+  }
+}
+
+function logStatement(logGroup: logs.LogGroup): iam.PolicyStatement {
+  // logGroupArn ends in ":*" (the log streams of this one group, which Lambda names per environment)
+  return new iam.PolicyStatement({
+    sid: 'OwnLogGroup',
+    actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
+    resources: [logGroup.logGroupArn],
+  });
+}
+
+function sourceOf(plan: Plan, stage: PlanStage): PlanSource | undefined {
+  if (stage.input.kind !== 'source') return undefined;
+  const id = stage.input.sourceId;
+  return plan.sources.find((s) => s.id === id);
+}
+
+function truncate(s: string, max: number): string {
+  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
+}
+
+function validatePrefix(prefix: string): void {
+  if (!prefix || sanitizeName(prefix) !== prefix) {
+    throw new Error(
+      `prefix must be lower-case letters, digits and single dashes, not starting or ending with a dash (it starts every physical name), got "${prefix}"`,
+    );
+  }
+}
+
+function validateNames(plan: Plan, names: ResourceNames): void {
+  const check = (kind: keyof typeof MAX_NAME, name: string) => {
+    if (name.length > MAX_NAME[kind]) {
+      throw new Error(`${kind} name "${name}" has ${name.length} characters, more than the ${MAX_NAME[kind]} AWS allows: use a shorter prefix`);
+    }
+  };
+  check('function', names.coordinatorFunction);
+  check('stateMachine', names.stateMachine);
+  check('table', names.stateTable);
+  check('table', names.controlTable);
+  for (const stage of plan.stages) {
+    check('function', names.functionOf(stage));
+    check('stream', names.streamOf(stage));
+  }
+  for (const sink of plan.sinks as readonly PlanSink[]) if (sink.kind === 'dynamodb-upsert') check('table', names.sinkTable(sink));
+}
+
+interface ResolvedStageSettings {
+  readonly memorySize: number;
+  readonly timeout: Duration;
+  readonly batchSize: number;
+  readonly maxBatchingWindow?: Duration;
+  readonly reservedConcurrency?: number;
+}
+
+function resolveStageSettings(plan: Plan, given: Readonly<Record<string, StageSettings>>): Map<string, ResolvedStageSettings> {
+  const ids = plan.stages.map((s) => s.id);
+  for (const id of Object.keys(given)) {
+    if (!ids.includes(id)) throw new Error(`stageSettings names stage "${id}", but the job's stages are ${ids.join(', ')}`);
+  }
+  const out = new Map<string, ResolvedStageSettings>();
+  for (const stage of plan.stages) {
+    const g = given[stage.id] ?? {};
+    const where = `stageSettings.${stage.id}`;
+    const memorySize = g.memorySize ?? STAGE_DEFAULTS.memorySize;
+    if (!Number.isInteger(memorySize) || memorySize < 128 || memorySize > 10_240) {
+      throw new Error(`${where}.memorySize must be an integer between 128 and 10240 MB, got ${memorySize}`);
+    }
+    const timeout = g.timeout ?? STAGE_DEFAULTS.timeout;
+    if (timeout.toSeconds() < 1 || timeout.toSeconds() > 900) {
+      throw new Error(`${where}.timeout must be between 1 second and 15 minutes, got ${timeout.toHumanString()}`);
+    }
+    const batchSize = g.batchSize ?? STAGE_DEFAULTS.batchSize;
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
+      throw new Error(`${where}.batchSize must be an integer between 1 and 10000, got ${batchSize}`);
+    }
+    if (g.maxBatchingWindow && g.maxBatchingWindow.toSeconds() > 300) {
+      throw new Error(`${where}.maxBatchingWindow must be at most 5 minutes, got ${g.maxBatchingWindow.toHumanString()}`);
+    }
+    if (g.reservedConcurrency !== undefined && (!Number.isInteger(g.reservedConcurrency) || g.reservedConcurrency < stage.parallelism)) {
+      throw new Error(
+        `${where}.reservedConcurrency must be an integer of at least the stage's parallelism (${stage.parallelism}: one invocation per shard), got ${g.reservedConcurrency}`,
+      );
+    }
+    out.set(stage.id, {
+      memorySize,
+      timeout,
+      batchSize,
+      ...(g.maxBatchingWindow ? { maxBatchingWindow: g.maxBatchingWindow } : {}),
+      ...(g.reservedConcurrency !== undefined ? { reservedConcurrency: g.reservedConcurrency } : {}),
+    });
+  }
+  return out;
+}
+
+export interface SluiceJobStackProps extends StackProps, SluiceJobProps {}
+
+/** A stack holding one `SluiceJob` (construct id `Job`): what `cdk/app.ts` deploys per example. */
+export class SluiceJobStack extends Stack {
+  readonly job: SluiceJob;
+  constructor(scope: Construct, id: string, props: SluiceJobStackProps) {
+    super(scope, id, props);
+    this.job = new SluiceJob(this, 'Job', props);
+  }
+}
+
+/** The stack id `cdk/app.ts` and `coordinatorDefinition` use for a job. */
+export function stackIdFor(jobName: string): string {
+  return `Sluice-${sanitizeName(jobName)}`;
+}
