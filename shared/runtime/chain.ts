@@ -282,11 +282,8 @@ export function compileChain(
       let changed = false;
       for (const w0 of assignWindows(a, ts)) {
         let w = w0;
-        if (w.end - 1 + lateness <= wm) {
-          if (lateOut) lateOut(v, m);
-          else lateDropped++;
-          continue;
-        }
+        if (w.end - 1 + lateness <= wm) continue; // this window is gone
+        changed = true;
         let acc = add(undefined, v);
         if (a.kind === 'session') {
           // merge with every session the new one overlaps
@@ -304,12 +301,18 @@ export function compileChain(
           if (i >= 0) list[i] = [w.start, w.end, add(list[i]![2], v)];
           else list.push([w.start, w.end, acc]);
         }
-        changed = true;
         schedule(m.key!, m.keyGroup, w);
         // a late-but-allowed record updates a window that already fired: fire it again
         if (w.end - 1 <= wm) fireNow.push(w);
       }
-      if (!changed) return;
+      if (!changed) {
+        // no window took the record: it is late (as Flink decides it: only when every window skipped it)
+        if (ts + lateness <= wm) {
+          if (lateOut) lateOut(v, m);
+          else lateDropped++;
+        }
+        return;
+      }
       list.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
       s.update(list);
       for (const w of fireNow) {

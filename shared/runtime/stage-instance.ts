@@ -41,7 +41,7 @@ export interface InstanceOptions {
 }
 
 /** The final watermark, sent at the end of a bounded input: it fires every window. */
-export const MAX_WATERMARK = Number.MAX_SAFE_INTEGER;
+export const MAX_WATERMARK = 2 ** 51; // far beyond any event time, and still a safe zig-zag varint
 
 /** One envelope of an inner stage that belongs to an epoch (data, watermark, tick). */
 interface Unit {
