@@ -2,11 +2,11 @@
  * Turns a source stream's records into user records: KPL-aggregated records are de-aggregated
  * (aws-kinesis-agg), then each user record is decoded by the source's format.
  */
-import { createRequire } from 'node:module';
+import aggModule from 'aws-kinesis-agg';
 import type { RecordFormat } from '../plan/plan.js';
 
-const require = createRequire(import.meta.url);
-const agg = require('aws-kinesis-agg') as {
+// a static import, so bundlers (esbuild in CDK) see the dependency and ship it
+const agg = aggModule as unknown as {
   deaggregateSync(
     record: { data: string; sequenceNumber: string; partitionKey: string },
     computeChecksums: boolean,
