@@ -22,7 +22,9 @@ export function operatorHandler(job: Job): OperatorHandler {
   const names = resourceNames(plan, requireEnv(ENV.prefix));
   const telemetry = new PowertoolsTelemetry(plan.job, stage.id);
   const bucket = optionalEnv(ENV.bucket);
-  const ports = createAwsPorts(plan, names, createAwsClients(), telemetry, bucket ? { bucket } : {});
+  const clients = createAwsClients();
+  for (const c of [clients.kinesis, clients.dynamodb, clients.s3, clients.sfn]) telemetry.tracer.captureAWSv3Client(c);
+  const ports = createAwsPorts(plan, names, clients, telemetry, bucket ? { bucket } : {});
   const runner = new StageRunner(job, plan, stage, names, ports);
   return async (event, context) => {
     if (context) telemetry.logger.addContext(context);

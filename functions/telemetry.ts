@@ -4,15 +4,19 @@
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { Tracer } from '@aws-lambda-powertools/tracer';
 import type { Telemetry } from '../shared/runtime/ports.js';
 
 export class PowertoolsTelemetry implements Telemetry {
   readonly logger: Logger;
   readonly metrics: Metrics;
+  /** X-Ray tracing of the SDK clients (a no-op outside Lambda or when tracing is off) */
+  readonly tracer: Tracer;
 
   constructor(job: string, stage: string) {
     this.logger = new Logger({ serviceName: `sluice-${job}`, persistentKeys: { job, stage } });
     this.metrics = new Metrics({ namespace: 'Sluice', serviceName: `sluice-${job}`, defaultDimensions: { job, stage } });
+    this.tracer = new Tracer({ serviceName: `sluice-${job}` });
   }
 
   count(name: string, value = 1): void {

@@ -127,6 +127,7 @@ export class StageInstance {
 
   processingTime = 0;
   watermark = Number.NEGATIVE_INFINITY;
+  private reportedOut = 0;
   readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0, timersFired: 0 };
 
   constructor(
@@ -571,6 +572,8 @@ export class StageInstance {
     if (!this.outbox.pending) return;
     const { records, upserts, collected } = this.outbox.take();
     for (const r of records) this.stats.recordsOut += r.records.length;
+    this.ports.telemetry.count('RecordsOut', this.outbox.dataOut - this.reportedOut);
+    this.reportedOut = this.outbox.dataOut;
     await Promise.all([
       ...records.map((r) => this.ports.writer.putAll(r.stream, r.records)),
       ...upserts.map((u) => this.ports.upsertSink.write(u.table, u.keyAttribute, u.writes)),
