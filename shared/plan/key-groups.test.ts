@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { hashKeyOfEvenShard, hashKeyOfKeyGroup, keyGroupOf, keyGroupsOfHashRange, keyString, murmur3 } from './key-groups.js';
+import { hashKeyOfEvenShard, hashKeyOfKeyGroup, keyFromString, keyGroupOf, keyGroupsOfHashRange, keyString, murmur3 } from './key-groups.js';
 
 const HASH_SPACE = 1n << 128n;
 const utf8 = (s: string) => new TextEncoder().encode(s);
@@ -48,10 +48,18 @@ describe('murmur3 (x86, 32-bit)', () => {
 });
 
 describe('keys and key groups', () => {
-  it('turns numbers into a distinct string form', () => {
+  it('maps keys to strings one to one, and back', () => {
     expect(keyString('abc')).toBe('abc');
-    expect(keyString(42)).toBe('n:42');
     expect(keyString(42)).not.toBe(keyString('42'));
+    fc.assert(
+      fc.property(fc.oneof(fc.string(), fc.string().map((s) => `\u0000${s}`), fc.double(), fc.integer()), fc.oneof(fc.string(), fc.double()), (a, b) => {
+        const back = keyFromString(keyString(a));
+        expect(typeof a === 'number' && Object.is(a, -0) ? back === 0 : Object.is(back, a)).toBe(true);
+        // different keys never share a string form (a number never collides with a string)
+        const same = typeof a === typeof b && (a === b || (Number.isNaN(a as number) && Number.isNaN(b as number)));
+        if (!same) expect(keyString(a) === keyString(b)).toBe(typeof a === 'number' && typeof b === 'number' && a === b);
+      }),
+    );
   });
 
   it('puts every key in a stable group inside [0, maxParallelism)', () => {

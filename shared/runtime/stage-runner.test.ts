@@ -1,0 +1,1151 @@
+/**
+ * Protocol tests of the real StageRunner / StageInstance on the in-memory twins.
+ *
+ * A small driver plays the two things around the engine: the event source mapping (it reads each
+ * shard in batches of random size, hands each batch to one of several StageRunner objects — the
+ * "execution environments" — and retries a batch that threw) and the coordinator (it injects
+ * barriers into every source shard, waits for the ack set, commits by publishing the collect sink,
+ * aborts on timeout). Faults are injected per environment (crash before/after any port call, a
+ * lost environment, a zombie that resumes after another environment took the lease over) and in
+ * the services (PutRecords partial failures, throttling).
+ *
+ * The oracle is computed from the produced input only: per-key counts and sums of the records that
+ * precede barrier n in their source shard are what snapshot n must hold and what the commit of n
+ * must have published; all records are what the final upsert rows must show.
+ */
+import fc from 'fast-check';
+import type { KinesisStreamEvent } from 'aws-lambda';
+import { describe, expect, it } from 'vitest';
+import { collectSink, dynamoUpsertSink, job, valueState } from '../api/index.js';
+import type { Job } from '../api/job.js';
+import {
+  createJobStreams,
+  createMemoryPorts,
+  MemoryCoordinator,
+  memoryDeadLetterKey,
+  prng,
+  throttled,
+  withHooks,
+  type MemoryPorts,
+  type PortOp,
+} from '../adapters/memory/memory-ports.js';
+import { decodePacket } from '../codec/envelope.js';
+import { hashKeyOfEvenShard } from '../plan/key-groups.js';
+import type { Plan, PlanStage } from '../plan/plan.js';
+import { planJob } from '../plan/planner.js';
+import { resourceNames, type ResourceNames } from '../plan/resources.js';
+import { FencedError } from '../util/errors.js';
+import type { RuntimePorts, StoredRecord } from './ports.js';
+import { compareSeq } from './positions.js';
+import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
+
+// ------------------------------------------------------------------------------------------ the job
+
+interface Ev {
+  readonly user: string;
+  readonly v: number;
+  readonly ts: number;
+  readonly skip?: boolean;
+  /** bulk, to make large packets */
+  readonly pad?: string;
+}
+
+interface Total {
+  readonly user: string;
+  readonly count: number;
+  readonly sum: number;
+  /** ctx.random(): must replay identically */
+  readonly r: number;
+}
+
+const totals = valueState<{ count: number; sum: number }>('totals');
+
+function buildJob(sourceShards: number, parallelism: number, maxParallelism: number): Job {
+  const j = job('proto', { maxParallelism, poisonPolicy: 'dead-letter' });
+  const events = j.source<Ev>({
+    name: 'events',
+    shards: sourceShards,
+    parse: (raw) => {
+      const e = raw as Partial<Ev> | null;
+      if (!e || typeof e.user !== 'string' || typeof e.v !== 'number' || typeof e.ts !== 'number') throw new Error('not an event');
+      return e as Ev;
+    },
+    timestamp: (e) => e.ts,
+  });
+  events.filter((e) => e.skip === true, { name: 'skipped' }).sinkTo(collectSink<Ev>('skipped'));
+  const out = events
+    .filter((e) => e.skip !== true, { name: 'kept' })
+    .keyBy((e) => e.user, { parallelism })
+    .process<Total>(
+      {
+        state: [totals],
+        processElement(e, ctx, collector) {
+          const s = ctx.getState(totals);
+          const prev = s.value() ?? { count: 0, sum: 0 };
+          const next = { count: prev.count + 1, sum: prev.sum + e.v };
+          s.update(next);
+          collector.collect({ user: e.user, count: next.count, sum: next.sum, r: ctx.random() });
+        },
+      },
+      { name: 'totals' },
+    );
+  out.sinkTo(dynamoUpsertSink<Total>({ name: 'totals', key: (t) => t.user }));
+  out.sinkTo(collectSink<Total>('updates'));
+  return j;
+}
+
+// ------------------------------------------------------------------------------------------ the driver
+
+class InjectedCrash extends Error {
+  override readonly name = 'InjectedCrash';
+}
+
+interface Env {
+  readonly id: string;
+  readonly stage: PlanStage;
+  runner: StageRunner;
+  readonly ports: RuntimePorts;
+  /** port calls in the current run */
+  ops: number;
+  /** probability of a crash before / after each port call */
+  crashP: number;
+  /** block the run at this port call (0 = the first) until released */
+  gateAt: number | undefined;
+  gate: Promise<void> | undefined;
+  onGate: (() => void) | undefined;
+  /** port calls of the current run, for diagnostics */
+  trace: PortOp[];
+}
+
+interface Produced {
+  readonly shardId: string;
+  readonly seq: string;
+  readonly kind: 'ok' | 'skip' | 'poison';
+  readonly ev?: Ev;
+}
+
+export interface SimOptions {
+  readonly seed: number;
+  readonly sourceShards: number;
+  readonly parallelism: number;
+  readonly maxParallelism: number;
+  readonly envsPerStage: number;
+  readonly users: number;
+  readonly maxBatch: number;
+  readonly pageSize: number;
+  /** per entry, PutRecords to the inner stream rejects it (first 3 attempts) */
+  readonly putRejectP: number;
+  /** per port call, an environment crashes before or after it */
+  readonly crashP: number;
+  /** per service call, the service throttles (retried inside) */
+  readonly throttleP: number;
+  /** a crash point the run hits often: `before:op` or `after:op`, crashed with probability 0.3 */
+  readonly focus?: string;
+  readonly runner?: StageRunnerOptions;
+}
+
+export const defaultSim: SimOptions = {
+  seed: 1,
+  sourceShards: 2,
+  parallelism: 2,
+  maxParallelism: 16,
+  envsPerStage: 2,
+  users: 5,
+  maxBatch: 6,
+  pageSize: 1000,
+  putRejectP: 0,
+  crashP: 0,
+  throttleP: 0,
+  runner: {},
+};
+
+type Totals = Map<string, { count: number; sum: number; values: number[] }>;
+
+class Sim {
+  readonly job: Job;
+  readonly plan: Plan;
+  readonly names: ResourceNames;
+  readonly m: MemoryPorts;
+  readonly coord: MemoryCoordinator;
+  readonly rand: () => number;
+  readonly envs = new Map<string, Env[]>();
+  readonly produced: Produced[] = [];
+  /** checkpoint → source shard → sequence number of the first barrier n injected there */
+  readonly barrierAt = new Map<number, Map<string, string>>();
+  /** ESM position per `${stageId}/${shardId}`: records delivered successfully */
+  readonly cursor = new Map<string, number>();
+  readonly completed: number[] = [];
+  readonly aborted: number[] = [];
+  readonly errors: string[] = [];
+  readonly stats = { batches: 0, failures: 0, crashes: 0, fenced: 0, redeliveries: 0, envLosses: 0, zombies: 0, zombieFenced: 0 };
+  readonly sourceStream: string;
+  readonly innerStream: string;
+  private ts = 1_700_000_000_000;
+  private nextUser = 0;
+  private disabledFaults = false;
+
+  constructor(readonly o: SimOptions) {
+    this.rand = prng(o.seed);
+    this.job = buildJob(o.sourceShards, o.parallelism, o.maxParallelism);
+    this.plan = planJob(this.job);
+    this.names = resourceNames(this.plan, 'test');
+    this.sourceStream = this.names.streamOf(this.plan.stages[0]!);
+    this.innerStream = this.names.streamOf(this.plan.stages[1]!);
+    this.m = createMemoryPorts({
+      seed: o.seed,
+      pageSize: o.pageSize,
+      faults: {
+        rejectPutEntry: (e) => !this.disabledFaults && e.stream === this.innerStream && e.attempt < 3 && this.rand() < o.putRejectP,
+        before: (op) => {
+          if (!this.disabledFaults && o.throttleP > 0 && op !== 'state.applyRow' && this.rand() < o.throttleP) throw throttled();
+        },
+      },
+    });
+    createJobStreams(this.m.kinesis, this.plan, this.names);
+    this.coord = new MemoryCoordinator(this.plan, this.names, this.m.kinesis, this.m.control, this.m.notifier, [this.m.collect], () => this.ts);
+    for (const stage of this.plan.stages) {
+      this.envs.set(
+        stage.id,
+        Array.from({ length: o.envsPerStage }, (_, i) => this.makeEnv(stage, `${stage.id}/env${i}`)),
+      );
+      for (const s of this.m.kinesis.listShards(this.names.streamOf(stage))) this.cursor.set(`${stage.id}/${s.shardId}`, 0);
+    }
+  }
+
+  private makeEnv(stage: PlanStage, id: string): Env {
+    const env: Env = {
+      id,
+      stage,
+      runner: undefined as unknown as StageRunner,
+      ports: undefined as unknown as RuntimePorts,
+      ops: 0,
+      crashP: this.o.crashP,
+      gateAt: undefined,
+      gate: undefined,
+      onGate: undefined,
+      trace: [],
+    };
+    const hooks = {
+      before: async (op: PortOp) => {
+        const i = env.ops++;
+        env.trace.push(op);
+        if (env.gateAt === i && env.gate) {
+          env.onGate?.();
+          await env.gate;
+        }
+        if (this.crashes(env, `before:${op}`)) throw new InjectedCrash(`crash before ${op}`);
+      },
+      after: (op: PortOp) => {
+        if (this.crashes(env, `after:${op}`)) throw new InjectedCrash(`crash after ${op}`);
+      },
+    };
+    (env as { ports: RuntimePorts }).ports = withHooks(this.m.ports, hooks);
+    env.runner = new StageRunner(this.job, this.plan, stage, this.names, env.ports, this.o.runner ?? {});
+    return env;
+  }
+
+  private crashes(env: Env, point: string): boolean {
+    if (this.disabledFaults || env.crashP === 0) return false;
+    if (point === this.o.focus) return this.rand() < 0.3;
+    return this.rand() < env.crashP / 2;
+  }
+
+  /** The environment loses its cache (recycled by Lambda). */
+  loseEnv(env: Env): void {
+    env.runner = new StageRunner(this.job, this.plan, env.stage, this.names, env.ports, this.o.runner ?? {});
+    this.stats.envLosses++;
+  }
+
+  stage(i: number): PlanStage {
+    return this.plan.stages[i]!;
+  }
+
+  shardsOf(stage: PlanStage): string[] {
+    return this.m.kinesis.listShards(this.names.streamOf(stage)).map((s) => s.shardId);
+  }
+
+  records(stage: PlanStage, shardId: string): readonly StoredRecord[] {
+    return this.m.kinesis.records(this.names.streamOf(stage), shardId);
+  }
+
+  pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.rand() * xs.length)]!;
+  }
+
+  // ---- input
+
+  /** Produces one record into a source shard (random unless given). */
+  produce(spec: { kind?: Produced['kind']; user?: string; v?: number; shard?: number; raw?: string; pad?: number } = {}): Produced {
+    const r = this.rand();
+    const kind = spec.kind ?? (r < 0.06 ? 'poison' : r < 0.16 ? 'skip' : 'ok');
+    const shard = spec.shard ?? Math.floor(this.rand() * this.o.sourceShards);
+    this.ts += Math.floor(this.rand() * 50);
+    let ev: Ev | undefined;
+    let data: string;
+    if (kind === 'poison') {
+      data = spec.raw ?? (this.rand() < 0.5 ? 'not json {' : JSON.stringify({ v: 1 }));
+    } else {
+      const user = spec.user ?? `u${this.rand() < 0.3 ? this.nextUser++ % this.o.users : Math.floor(this.rand() * this.o.users)}`;
+      ev = {
+        user,
+        v: spec.v ?? 1 + Math.floor(this.rand() * 100),
+        ts: this.ts,
+        ...(kind === 'skip' ? { skip: true } : {}),
+        ...(spec.pad ? { pad: 'x'.repeat(spec.pad) } : {}),
+      };
+      data = spec.raw ?? JSON.stringify(ev);
+    }
+    const put = this.m.kinesis.putRecord(this.sourceStream, {
+      data: new TextEncoder().encode(data),
+      partitionKey: `pk${Math.floor(this.rand() * 1e9)}`,
+      explicitHashKey: hashKeyOfEvenShard(shard, this.o.sourceShards),
+    });
+    const p: Produced = { shardId: put.shardId, seq: put.sequenceNumber, kind, ...(ev ? { ev } : {}) };
+    this.produced.push(p);
+    return p;
+  }
+
+  // ---- the coordinator
+
+  inFlight: { n: number; since: number; token: string } | undefined;
+  lastStarted = 0;
+
+  async startCheckpoint(step = 0): Promise<number> {
+    const { checkpointId: n } = this.coord.allocate();
+    const { positions } = await this.coord.inject(n);
+    const at = new Map<string, string>();
+    for (const [k, seq] of positions) at.set(k.slice(k.lastIndexOf('/') + 1), seq);
+    this.barrierAt.set(n, at);
+    const token = `token-${n}`;
+    this.inFlight = { n, since: step, token };
+    this.lastStarted = n;
+    await this.coord.await(n, token);
+    return n;
+  }
+
+  /** Commits the checkpoint in flight if its ack set is complete; true when it did. */
+  async tryCommit(): Promise<boolean> {
+    const f = this.inFlight;
+    if (!f || !this.m.notifier.wasAnswered(f.token)) return false;
+    await this.coord.commit(f.n);
+    this.completed.push(f.n);
+    this.inFlight = undefined;
+    this.checkCommitted(f.n);
+    return true;
+  }
+
+  async abortInFlight(reason = 'timeout'): Promise<void> {
+    const f = this.inFlight!;
+    await this.coord.abort(f.n, reason);
+    this.aborted.push(f.n);
+    this.inFlight = undefined;
+  }
+
+  // ---- the ESM
+
+  pendingShards(): Array<{ stage: PlanStage; shardId: string }> {
+    const out: Array<{ stage: PlanStage; shardId: string }> = [];
+    for (const stage of this.plan.stages) {
+      for (const shardId of this.shardsOf(stage)) {
+        if (this.cursor.get(`${stage.id}/${shardId}`)! < this.records(stage, shardId).length) out.push({ stage, shardId });
+      }
+    }
+    return out;
+  }
+
+  nextBatch(stage: PlanStage, shardId: string, size?: number): StoredRecord[] {
+    const c = this.cursor.get(`${stage.id}/${shardId}`)!;
+    const recs = this.records(stage, shardId);
+    const n = size ?? 1 + Math.floor(this.rand() * this.o.maxBatch);
+    return recs.slice(c, c + n);
+  }
+
+  /** True when the shard's next records (up to `within`) hold a barrier. */
+  barrierAhead(stage: PlanStage, shardId: string, within: number): boolean {
+    return this.nextBatch(stage, shardId, within).some((r) =>
+      stage.input.kind === 'source' ? r.data[0] === 0 : decodePacket(r.data).envelopes.some((e) => e.kind === 'barrier'),
+    );
+  }
+
+  /** Runs one batch on an environment; classifies the outcome. */
+  async invoke(env: Env, shardId: string, batch: readonly StoredRecord[], allowFenced = false): Promise<BatchOutcome | Error> {
+    env.ops = 0;
+    env.trace = [];
+    this.stats.batches++;
+    try {
+      return await env.runner.run(shardId, batch);
+    } catch (err) {
+      this.stats.failures++;
+      if (err instanceof InjectedCrash) this.stats.crashes++;
+      else if (err instanceof FencedError && allowFenced) this.stats.fenced++;
+      else this.errors.push(`${env.id} ${shardId}: ${(err as Error).stack ?? String(err)}\n  ops: ${env.trace.join(', ')}`);
+      return err as Error;
+    }
+  }
+
+  /** One ESM step on a shard: the next batch to a random environment; the cursor moves on success. */
+  async esmStep(stage: PlanStage, shardId: string, opts: { env?: Env; size?: number; redeliverP?: number } = {}): Promise<boolean> {
+    const batch = this.nextBatch(stage, shardId, opts.size);
+    if (!batch.length) return false;
+    const env = opts.env ?? this.pick(this.envs.get(stage.id)!);
+    const r = await this.invoke(env, shardId, batch);
+    if (r instanceof Error) return false;
+    const key = `${stage.id}/${shardId}`;
+    this.cursor.set(key, this.cursor.get(key)! + batch.length);
+    if (opts.redeliverP && this.rand() < opts.redeliverP) {
+      // the ESM did not see the answer (a timeout) and retries a batch that was processed
+      this.stats.redeliveries++;
+      await this.invoke(this.pick(this.envs.get(stage.id)!), shardId, batch);
+    }
+    return true;
+  }
+
+  /** Runs ESM steps until every shard of every stage is read to its end. */
+  async drainAll(maxSteps = 20_000, redeliverP = 0): Promise<void> {
+    for (let i = 0; i < maxSteps; i++) {
+      const pending = this.pendingShards();
+      if (!pending.length) return;
+      const { stage, shardId } = this.pick(pending);
+      await this.esmStep(stage, shardId, { redeliverP });
+      await this.tryCommit();
+      if (this.errors.length) return;
+    }
+    throw new Error(`shards still have unprocessed records after ${maxSteps} steps:\n${this.diagnostics()}`);
+  }
+
+  /**
+   * A zombie: environment A runs a batch and blocks at its `gateAt`-th port call (the invocation
+   * "timed out"); the ESM retries the batch on environment B, which may block too; then both are
+   * released in a random order. Returns what each run did.
+   */
+  async zombie(stage: PlanStage, shardId: string, gateA: number, gateB: number | undefined, releaseAFirst: boolean) {
+    const [a, b] = this.twoEnvs(stage);
+    const batch = this.nextBatch(stage, shardId);
+    if (!batch.length) return undefined;
+    this.stats.zombies++;
+    const gated = (env: Env, at: number | undefined) => {
+      let release!: () => void;
+      let reached!: () => void;
+      const reachedP = new Promise<void>((r) => (reached = r));
+      env.gateAt = at;
+      env.gate = at === undefined ? undefined : new Promise<void>((r) => (release = r));
+      env.onGate = () => reached();
+      return { reachedP, release: () => (at === undefined ? undefined : release()) };
+    };
+    const ga = gated(a, gateA);
+    const pA = this.invoke(a, shardId, batch, true);
+    const aState = await Promise.race([ga.reachedP.then(() => 'gated' as const), pA.then(() => 'done' as const)]);
+    const gb = gated(b, gateB);
+    // the ESM retry: the same batch (or more)
+    const retry = this.nextBatch(stage, shardId, batch.length + Math.floor(this.rand() * 3));
+    const pB = this.invoke(b, shardId, retry, true);
+    const bState = await Promise.race([gb.reachedP.then(() => 'gated' as const), pB.then(() => 'done' as const)]);
+    let ra: BatchOutcome | Error;
+    let rb: BatchOutcome | Error;
+    if (releaseAFirst || bState === 'done') {
+      const afterB = bState === 'done' ? this.fingerprint() : undefined;
+      const envelopesAfterB = bState === 'done' ? this.innerEnvelopes() : undefined;
+      const acksAfterB = bState === 'done' ? this.ackSets() : undefined;
+      ga.release();
+      ra = await pA;
+      // a zombie resumed after the retry took the lease over must be fenced and change nothing
+      if (bState === 'done' && aState === 'gated' && gateA >= 1) {
+        rb = await pB;
+        if (!(rb instanceof Error) && !rb.cacheHit) {
+          // it may also finish without error when its batch held nothing past the snapshot it
+          // restored: it then made no fenced write, and must have changed nothing either
+          const idle = !(ra instanceof Error) && ra.processed === 0;
+          if (!(ra instanceof FencedError) && !(ra instanceof InjectedCrash) && !idle) {
+            this.errors.push(`zombie ${a.id} on ${shardId} was not fenced after ${b.id} took over: ${ra instanceof Error ? ra.stack : JSON.stringify(ra)}\n  ops: ${a.trace.join(', ')}`);
+          } else {
+            if (ra instanceof FencedError) this.stats.zombieFenced++;
+            const after = this.fingerprint();
+            if (after !== afterB) this.errors.push(`zombie ${a.id} on ${shardId} changed durable state:\n${diffLines(afterB!, after)}`);
+            // the only thing it may add: the ack of a snapshot it made durable before it lost the lease
+            for (const [n, ids] of this.ackSets()) {
+              for (const id of ids) {
+                if (acksAfterB!.get(n)?.has(id)) continue;
+                const own = this.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n && p.fence < (this.m.control.lease(id).fence ?? 0));
+                if (!own) this.errors.push(`zombie ${a.id} acked checkpoint ${n} for ${id} without a snapshot published under its fence`);
+              }
+            }
+            const problems = this.onlyDuplicates(envelopesAfterB!);
+            if (problems.length) this.errors.push(`zombie ${a.id} (gated at ${gateA}) wrote new envelopes: ${problems.slice(0, 3).join('; ')}\n  A ops: ${a.trace.join(', ')}\n  B ops: ${b.trace.join(', ')}\n  A batch ${batch.length}, B batch ${retry.length}, B outcome ${JSON.stringify(rb)}`);
+          }
+        }
+      }
+      gb.release();
+      rb = await pB;
+    } else {
+      gb.release();
+      rb = await pB;
+      ga.release();
+      ra = await pA;
+    }
+    a.gateAt = b.gateAt = undefined;
+    a.gate = b.gate = undefined;
+    if (!(rb instanceof Error)) {
+      const key = `${stage.id}/${shardId}`;
+      this.cursor.set(key, this.cursor.get(key)! + retry.length);
+    }
+    return { ra, rb };
+  }
+
+  twoEnvs(stage: PlanStage): [Env, Env] {
+    const list = this.envs.get(stage.id)!;
+    if (list.length < 2) list.push(this.makeEnv(stage, `${stage.id}/env${list.length}`));
+    const i = Math.floor(this.rand() * list.length);
+    const j = (i + 1 + Math.floor(this.rand() * (list.length - 1))) % list.length;
+    return [list[i]!, list[j]!];
+  }
+
+  // ---- invariants
+
+  /** Everything durable an instance may change (not Kinesis: see innerEnvelopes). */
+  fingerprint(): string {
+    const m = this.m;
+    const leases = m.control.leaseIds().map((id) => [id, m.control.lease(id)]);
+    const rows = m.state
+      .rows()
+      .map((r) => [r.checkpointId, r.row.operatorId, r.row.keyGroup, r.row.key, Object.entries(r.row.values).map(([k, v]) => [k, Buffer.from(v).toString('hex')])])
+      .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+    const deltas = [...m.control.deltas()].map(([k, v]) => [k, Buffer.from(v).toString('hex')]).sort();
+    const upserts = [...m.upsertSink.table(this.upsertTable())].sort(([x], [y]) => x.localeCompare(y));
+    const acks = m.control.allCheckpoints().map((c) => [c.checkpointId, c.status]);
+    return [
+      `leases ${JSON.stringify(leases)}`,
+      `rows ${JSON.stringify(rows)}`,
+      `deltas ${JSON.stringify(deltas)}`,
+      `upserts ${JSON.stringify(upserts)}`,
+      `acks ${JSON.stringify(acks)}`,
+      `deadLetters ${JSON.stringify([...m.deadLetters.letters.keys()].sort())}`,
+      `published ${m.control.published.length}`,
+      `collect conflicts ${m.collect.conflicts}`,
+    ].join('\n');
+  }
+
+  ackSets(): Map<number, Set<string>> {
+    return new Map(this.m.control.allCheckpoints().map((c) => [c.checkpointId, new Set(c.acks)]));
+  }
+
+  /** Every envelope on the inner stream, by id, with its content. */
+  innerEnvelopes(): { count: number; ids: Map<string, string> } {
+    const ids = new Map<string, string>();
+    let count = 0;
+    for (const shardId of this.shardsOf(this.stage(1))) {
+      for (const r of this.records(this.stage(1), shardId)) {
+        count++;
+        for (const [id, content] of envelopeIds(r.data)) ids.set(`${shardId}|${id}`, content);
+      }
+    }
+    return { count, ids };
+  }
+
+  /** Envelopes written since `before` must all be duplicates (same id, same content). */
+  onlyDuplicates(before: { ids: Map<string, string> }): string[] {
+    const problems: string[] = [];
+    const now = this.innerEnvelopes();
+    for (const [id, content] of now.ids) {
+      const prev = before.ids.get(id);
+      if (prev === undefined) problems.push(`new ${id}`);
+      else if (prev !== content) problems.push(`changed ${id}`);
+    }
+    return problems;
+  }
+
+  upsertTable(): string {
+    return this.names.sinkTable(this.plan.sinks.find((s) => s.kind === 'dynamodb-upsert')!);
+  }
+
+  /** Per-user count and sum of the records before barrier n in their shard (all records if n is undefined). */
+  oracle(n?: number): Totals {
+    const at = n === undefined ? undefined : this.barrierAt.get(n)!;
+    const out: Totals = new Map();
+    for (const p of this.produced) {
+      if (p.kind !== 'ok') continue;
+      if (at && compareSeq(p.seq, at.get(p.shardId)!) >= 0) continue;
+      const t = out.get(p.ev!.user) ?? { count: 0, sum: 0, values: [] };
+      t.count++;
+      t.sum += p.ev!.v;
+      t.values.push(p.ev!.v);
+      out.set(p.ev!.user, t);
+    }
+    return out;
+  }
+
+  skippedBefore(n?: number): string[] {
+    const at = n === undefined ? undefined : this.barrierAt.get(n)!;
+    return this.produced
+      .filter((p) => p.kind === 'skip' && (!at || compareSeq(p.seq, at.get(p.shardId)!) < 0))
+      .map((p) => JSON.stringify(p.ev))
+      .sort();
+  }
+
+  /** Checks what the commit of n published, and the snapshot n. */
+  checkCommitted(n: number): void {
+    const expected = this.oracle(n);
+    this.checkPublished(expected, `commit ${n}`, this.skippedBefore(n));
+    this.checkSnapshot(n, expected);
+  }
+
+  checkPublished(expected: Totals, what: string, skipped: string[]): void {
+    const updates = this.m.collect.published<Total>('updates');
+    const perUser = new Map<string, Total[]>();
+    for (const u of updates) perUser.set(u.user, [...(perUser.get(u.user) ?? []), u]);
+    const users = new Set([...expected.keys(), ...perUser.keys()]);
+    for (const user of users) {
+      const e = expected.get(user) ?? { count: 0, sum: 0, values: [] };
+      const got = perUser.get(user) ?? [];
+      const counts = got.map((g) => g.count);
+      if (JSON.stringify(counts) !== JSON.stringify(Array.from({ length: e.count }, (_, i) => i + 1))) {
+        this.errors.push(`${what}: published counts of ${user} are ${JSON.stringify(counts)}, expected 1..${e.count}`);
+        continue;
+      }
+      const deltas = got.map((g, i) => g.sum - (i ? got[i - 1]!.sum : 0)).sort((a, b) => a - b);
+      if (JSON.stringify(deltas) !== JSON.stringify([...e.values].sort((a, b) => a - b))) {
+        this.errors.push(`${what}: published sums of ${user} do not add up to its values`);
+      }
+    }
+    const gotSkipped = this.m.collect.published<Ev>('skipped').map((e) => JSON.stringify(e)).sort();
+    if (JSON.stringify(gotSkipped) !== JSON.stringify(skipped)) {
+      this.errors.push(`${what}: published ${gotSkipped.length} skipped events, expected ${skipped.length}`);
+    }
+  }
+
+  checkSnapshot(n: number, expected: Totals): void {
+    const op = this.plan.stages[1]!.operators.find((o) => o.kind === 'process')!.id;
+    const got = new Map<string, { count: number; sum: number }>();
+    for (const row of this.m.state.asOf(n)) {
+      if (row.operatorId !== op || !row.values.totals) continue;
+      got.set(row.key, JSON.parse(new TextDecoder().decode(row.values.totals)) as { count: number; sum: number });
+    }
+    const want = new Map([...expected].map(([u, t]) => [u, { count: t.count, sum: t.sum }]));
+    const a = JSON.stringify([...got].sort(([x], [y]) => x.localeCompare(y)));
+    const b = JSON.stringify([...want].sort(([x], [y]) => x.localeCompare(y)));
+    if (a !== b) this.errors.push(`snapshot ${n}: state rows ${a}, expected ${b}`);
+    const instances = this.plan.stages.flatMap((s) => this.shardsOf(s).map((sh) => `${s.id}:${sh}`));
+    for (const id of instances) {
+      if (!this.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n)) {
+        this.errors.push(`snapshot ${n}: ${id} acked without publishing it`);
+      }
+    }
+  }
+
+  /** The end state: every record's effect exactly once. */
+  checkFinal(): void {
+    const expected = this.oracle();
+    const table = this.m.upsertSink.table(this.upsertTable());
+    const got = [...table].map(([k, v]) => [k, { user: v.user, count: v.count, sum: v.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
+    const want = [...expected].map(([u, t]) => [u, { user: u, count: t.count, sum: t.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
+    if (JSON.stringify(got) !== JSON.stringify(want)) this.errors.push(`final upsert rows ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+    // rows never moved back in time
+    const last = new Map<string, number>();
+    for (const a of this.m.upsertSink.accepted) {
+      const c = (a.write.item as unknown as Total).count;
+      if ((last.get(a.key) ?? 0) > c) this.errors.push(`upsert row ${a.key} regressed from ${last.get(a.key)} to ${c}`);
+      last.set(a.key, c);
+    }
+    const poison = this.produced
+      .filter((p) => p.kind === 'poison')
+      .map((p) => memoryDeadLetterKey({ job: this.plan.job, stage: 's0', shardId: p.shardId, sequenceNumber: p.seq, subSequence: 0 }))
+      .sort();
+    const letters = [...this.m.deadLetters.letters.keys()].sort();
+    if (JSON.stringify(letters) !== JSON.stringify(poison)) this.errors.push(`dead letters ${JSON.stringify(letters)}, expected ${JSON.stringify(poison)}`);
+    if (this.m.collect.conflicts) this.errors.push(`${this.m.collect.conflicts} collect outputs re-staged with other content (non-determinism)`);
+    if (this.m.state.conflicts) this.errors.push(`${this.m.state.conflicts} state rows rewritten with other values for the same checkpoint`);
+    if (this.m.control.deltaConflicts) this.errors.push(`${this.m.control.deltaConflicts} deltas rewritten with other bytes`);
+  }
+
+  /** Stops faults, processes everything, completes one last checkpoint that covers every record, and checks. */
+  async finish(maxRounds = 6): Promise<void> {
+    this.disabledFaults = true;
+    for (const list of this.envs.values()) for (const e of list) e.crashP = 0;
+    for (let round = 0; round < maxRounds && !this.errors.length; round++) {
+      await this.drainAll();
+      if (this.inFlight && !(await this.tryCommit())) {
+        // everything is processed and the ack set is still short: the coordinator times out
+        await this.abortInFlight('final timeout');
+        continue;
+      }
+      const n = await this.startCheckpoint();
+      await this.drainAll();
+      await this.tryCommit();
+      if (this.completed.includes(n)) {
+        this.checkPublished(this.oracle(), 'final commit', this.skippedBefore());
+        this.checkFinal();
+        return;
+      }
+      this.errors.push(`checkpoint ${n} did not complete with every record processed and no faults:\n${this.diagnostics()}`);
+      return;
+    }
+    if (!this.errors.length) this.errors.push(`no final checkpoint completed:\n${this.diagnostics()}`);
+  }
+
+  diagnostics(): string {
+    const lines: string[] = [];
+    for (const [stage, list] of this.envs) {
+      for (const e of list) for (const i of e.runner.cached()) lines.push(`${stage} ${e.id}: ${JSON.stringify(i.describe())}`);
+    }
+    for (const c of this.m.control.allCheckpoints()) lines.push(`checkpoint ${c.checkpointId} ${c.status} acks ${[...c.acks].sort().join(',')}`);
+    lines.push(`stats ${JSON.stringify(this.stats)}`);
+    return lines.join('\n');
+  }
+}
+
+function envelopeIds(data: Uint8Array): Array<[string, string]> {
+  const p = decodePacket(data);
+  return p.envelopes.map((e) => {
+    if (e.kind === 'data') {
+      return [`${p.producer}|d|${e.epoch}|${e.seq}`, JSON.stringify([e.keyGroup, e.timestamp, Buffer.from(e.payload).toString('hex')])];
+    }
+    if (e.kind === 'barrier') return [`${p.producer}|b|${e.checkpointId}`, JSON.stringify(e)];
+    return [`${p.producer}|${JSON.stringify(e)}`, ''];
+  });
+}
+
+function diffLines(a: string, b: string): string {
+  const x = a.split('\n');
+  const y = b.split('\n');
+  return x
+    .map((l, i) => (l === y[i] ? '' : `- ${l.slice(0, 600)}\n+ ${(y[i] ?? '').slice(0, 600)}`))
+    .filter(Boolean)
+    .join('\n');
+}
+
+const sim = (o: Partial<SimOptions> = {}) => new Sim({ ...defaultSim, ...o });
+
+function expectNoErrors(s: Sim): void {
+  if (s.errors.length) throw new Error(`${s.errors.length} invariant violation(s):\n${s.errors.slice(0, 5).join('\n\n')}\n\n${s.diagnostics()}`);
+}
+
+// ------------------------------------------------------------------------------------------ tests
+
+describe('StageRunner on the in-memory twins: scenarios', () => {
+  it('runs a two-stage keyed job end to end, exactly once', async () => {
+    const s = sim({ envsPerStage: 1 });
+    for (let i = 0; i < 30; i++) s.produce();
+    await s.startCheckpoint();
+    for (let i = 0; i < 30; i++) s.produce();
+    await s.drainAll();
+    await s.tryCommit();
+    expect(s.completed).toContain(s.lastStarted);
+    await s.startCheckpoint();
+    for (let i = 0; i < 10; i++) s.produce();
+    await s.drainAll();
+    await s.tryCommit();
+    expect(s.completed).toContain(s.lastStarted);
+    await s.finish();
+    expectNoErrors(s);
+    expect(s.completed).toEqual([1, 2, 3]);
+    expect(s.m.upsertSink.table(s.upsertTable()).size).toBeGreaterThan(0);
+    // one environment per stage: after the first batch of each shard, every batch hits the cache
+    const runners = [...s.envs.values()].flat().map((e) => e.runner.totals);
+    expect(runners.reduce((a, t) => a + t.cacheMisses, 0)).toBe(s.plan.stages.reduce((a, st) => a + st.parallelism, 0));
+  });
+
+  it('handles a Lambda KinesisStreamEvent (base64 data, seconds timestamps)', async () => {
+    const s = sim({ envsPerStage: 1, sourceShards: 1 });
+    for (let i = 0; i < 5; i++) s.produce({ kind: 'ok', user: 'a', v: 2 });
+    const stage = s.stage(0);
+    const shardId = s.shardsOf(stage)[0]!;
+    const event: KinesisStreamEvent = {
+      Records: s.records(stage, shardId).map((r) => ({
+        eventID: `${shardId}:${r.sequenceNumber}`,
+        eventName: 'aws:kinesis:record',
+        eventSource: 'aws:kinesis',
+        eventSourceARN: `arn:aws:kinesis:eu-west-1:123456789012:stream/${s.sourceStream}`,
+        eventVersion: '1.0',
+        awsRegion: 'eu-west-1',
+        invokeIdentityArn: 'arn:aws:iam::123456789012:role/x',
+        kinesis: {
+          kinesisSchemaVersion: '1.0',
+          partitionKey: r.partitionKey,
+          sequenceNumber: r.sequenceNumber,
+          data: Buffer.from(r.data).toString('base64'),
+          approximateArrivalTimestamp: r.approximateArrivalTimestamp! / 1000,
+        },
+      })),
+    };
+    const env = s.envs.get('s0')![0]!;
+    expect(await env.runner.handle(event)).toEqual({ batchItemFailures: [] });
+    expect(await env.runner.handle({ Records: [] })).toEqual({ batchItemFailures: [] });
+    s.cursor.set(`s0/${shardId}`, 5);
+    await s.finish();
+    expectNoErrors(s);
+    expect(s.m.upsertSink.table(s.upsertTable()).get('a')).toMatchObject({ count: 5, sum: 10 });
+  });
+
+  it('retries PutRecords partial failures: data landing after its barrier is still counted in', async () => {
+    const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 1, maxBatch: 100 });
+    // three records of ~200 KB fill a packet (512 KiB); the barrier goes into the next packet of
+    // the same channel, in the same PutRecords call. The data packet is rejected once, so it lands
+    // after the barrier.
+    let rejected = 0;
+    s.m.faults.rejectPutEntry = (e) => e.stream === s.innerStream && e.attempt === 0 && e.index === 0 && rejected++ === 0;
+    for (let i = 0; i < 3; i++) s.produce({ kind: 'ok', user: 'a', v: 1, pad: 200_000 });
+    await s.startCheckpoint();
+    await s.esmStep(s.stage(0), s.shardsOf(s.stage(0))[0]!, { size: 100 });
+    const inner = s.records(s.stage(1), s.shardsOf(s.stage(1))[0]!);
+    const kinds = inner.map((r) =>
+      decodePacket(r.data)
+        .envelopes.filter((e) => e.kind === 'data' || e.kind === 'barrier')
+        .map((e) => e.kind)
+        .join('+'),
+    );
+    expect(rejected).toBe(1);
+    expect(kinds).toEqual(['barrier', 'data+data+data']);
+    await s.drainAll();
+    expect(s.completed).toEqual([1]);
+    expect(s.m.state.asOf(1).map((r) => JSON.parse(new TextDecoder().decode(r.values.totals!)))).toEqual([{ count: 3, sum: 3 }]);
+    await s.finish();
+    expectNoErrors(s);
+  });
+
+  it('holds records of the next epoch until alignment, and spills past the bound (the log is the buffer)', async () => {
+    for (const maxHeldRecords of [50_000, 1]) {
+      const s = sim({ sourceShards: 2, parallelism: 1, envsPerStage: 1, runner: { maxHeldRecords } });
+      const [a, b] = s.shardsOf(s.stage(0)) as [string, string];
+      for (let i = 0; i < 4; i++) s.produce({ kind: 'ok', shard: 0, user: `u${i}` });
+      for (let i = 0; i < 4; i++) s.produce({ kind: 'ok', shard: 1, user: `u${i}` });
+      await s.startCheckpoint();
+      for (let i = 0; i < 6; i++) s.produce({ kind: 'ok', shard: 0, user: `u${i}` });
+      for (let i = 0; i < 3; i++) s.produce({ kind: 'ok', shard: 1, user: `u${i}` });
+      // shard a runs through its barrier and beyond; shard b lags: stage 1 sees epoch-1 data of a early
+      await s.esmStep(s.stage(0), a, { size: 100 });
+      await s.drainAll(20_000);
+      await s.tryCommit();
+    expect(s.completed).toContain(s.lastStarted);
+      void b;
+      await s.finish();
+      expectNoErrors(s);
+    }
+  });
+
+  it('recovers from a crash between making the snapshot durable and applying its rows', async () => {
+    const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 1 });
+    for (let i = 0; i < 6; i++) s.produce({ kind: 'ok', user: `u${i % 2}` });
+    await s.startCheckpoint();
+    const env = s.envs.get('s1')![0]!;
+    let crashed = false;
+    const ports = env.ports;
+    // crash stage 1 right after its pointer was published
+    (env as { ports: RuntimePorts }).ports = withHooks(ports, {
+      after(op) {
+        if (op === 'control.publishSnapshot' && !crashed) {
+          crashed = true;
+          throw new InjectedCrash('after publish');
+        }
+      },
+    });
+    s.loseEnv(env);
+    await s.drainAll();
+    expect(crashed).toBe(true);
+    (env as { ports: RuntimePorts }).ports = ports;
+    s.loseEnv(env);
+    // the retried batch restores: the redo applies the rows of checkpoint 1
+    await s.finish();
+    expectNoErrors(s);
+    expect(s.m.state.asOf(1).length).toBe(2);
+  });
+
+  it('fences a zombie that resumes after another environment took the lease over: it changes nothing', async () => {
+    for (const stageIndex of [0, 1]) {
+      for (let gate = 1; gate <= 14; gate++) {
+        const s = sim({ seed: gate, sourceShards: 1, parallelism: 1, envsPerStage: 2 });
+        for (let i = 0; i < 8; i++) s.produce({ kind: 'ok' });
+        await s.startCheckpoint();
+        for (let i = 0; i < 8; i++) s.produce({ kind: 'ok' });
+        // bring the other stage up to date first so the zombie's batch has work in it
+        if (stageIndex === 1) {
+          const src = s.shardsOf(s.stage(0))[0]!;
+          while (await s.esmStep(s.stage(0), src, { size: 100 }));
+          await s.esmStep(s.stage(1), s.shardsOf(s.stage(1))[0]!, { size: 1 });
+        } else {
+          await s.esmStep(s.stage(0), s.shardsOf(s.stage(0))[0]!, { size: 2 });
+        }
+        const stage = s.stage(stageIndex);
+        await s.zombie(stage, s.shardsOf(stage)[0]!, gate, undefined, true);
+        await s.finish();
+        expectNoErrors(s);
+      }
+    }
+  });
+
+  // ENGINE BUG (stage-runner.ts, StageRunner.run, cache-miss path): the lease is read once, then
+  // taken over with `takeOver(id, lease.fence)`, and the instance is restored from the snapshot
+  // pointer of that *first* read. Publishing a snapshot does not change the fence, so when the
+  // current owner publishes snapshot n (and applies its rows) between this runner's readLease and
+  // its takeOver, the takeover still succeeds and the runner restores the older snapshot n-1 on top
+  // of state rows already at n: the replay of epoch n-1 is applied twice (double counts), and the
+  // runner re-emits different content under the same ids. Fix: restore from a lease read *after*
+  // the takeover (the fence then keeps anyone else from publishing), e.g. make takeOver return the
+  // lease it bumped, or condition the takeover on the pointer and position read as well.
+  it.fails('restores the snapshot current at takeover, not the one read before it', async () => {
+    const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 2 });
+    for (let i = 0; i < 6; i++) s.produce({ kind: 'ok', user: 'a', v: 1 });
+    await s.startCheckpoint();
+    for (let i = 0; i < 6; i++) s.produce({ kind: 'ok', user: 'a', v: 1 });
+    const src = s.shardsOf(s.stage(0))[0]!;
+    // two source batches: the inner shard gets [6 data of epoch 0] then [barrier 1, 6 data of epoch 1]
+    await s.esmStep(s.stage(0), src, { size: 6 });
+    await s.esmStep(s.stage(0), src, { size: 100 });
+    const shard = s.shardsOf(s.stage(1))[0]!;
+    const [a, b] = s.envs.get('s1')! as [Env, Env];
+    // A owns the shard and processes the first packets (before barrier 1)
+    const inner = s.records(s.stage(1), shard);
+    const barrierAt = inner.findIndex((r) => decodePacket(r.data).envelopes.some((e) => e.kind === 'barrier'));
+    expect(barrierAt).toBeGreaterThan(0);
+    await s.esmStep(s.stage(1), shard, { env: a, size: barrierAt });
+    // the ESM gives up on A's next batch (which holds barrier 1) and retries it on B; B has read
+    // the lease and is about to take it over when A, still running, snapshots checkpoint 1
+    const batch = s.nextBatch(s.stage(1), shard, 100);
+    let bAtTakeover!: () => void;
+    const bReached = new Promise<void>((r) => (bAtTakeover = r));
+    let releaseB!: () => void;
+    b.gateAt = 1; // B's second port call is its takeOver
+    b.gate = new Promise<void>((r) => (releaseB = r));
+    b.onGate = () => bAtTakeover();
+    const pB = s.invoke(b, shard, batch, true);
+    await bReached;
+    expect(b.trace).toEqual(['control.readLease', 'control.takeOver']);
+    const ra = await s.invoke(a, shard, batch, true);
+    expect(ra).not.toBeInstanceOf(Error);
+    releaseB();
+    await pB;
+    b.gateAt = undefined;
+    s.cursor.set(`s1/${shard}`, s.records(s.stage(1), shard).length);
+    await s.tryCommit();
+    expect(s.completed).toContain(s.lastStarted);
+    await s.finish();
+    expectNoErrors(s);
+  });
+
+  // ENGINE BUG (stage-instance.ts restore / stage-runner.ts): an instance acks checkpoint n once,
+  // right after applying its rows. If it crashes after publishing the pointer and before the ack,
+  // the restored instance starts in epoch n, never sees barrier n again, and never acks: checkpoint
+  // n can only time out and abort, although its snapshot is durable everywhere. DESIGN §4 expects
+  // "a restored instance may ack twice"; fix: after restoring a pointer, ack its checkpoint again
+  // (the ack set makes it idempotent, and a finished checkpoint ignores it).
+  it.fails('a restored instance acks the checkpoint of its snapshot again', async () => {
+    const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 1 });
+    for (let i = 0; i < 4; i++) s.produce({ kind: 'ok' });
+    await s.startCheckpoint();
+    const env = s.envs.get('s1')![0]!;
+    const ports = env.ports;
+    let crashed = false;
+    (env as { ports: RuntimePorts }).ports = withHooks(ports, {
+      before(op) {
+        if (op === 'control.ack' && !crashed) {
+          crashed = true;
+          throw new InjectedCrash('before ack');
+        }
+      },
+    });
+    s.loseEnv(env);
+    await s.drainAll();
+    (env as { ports: RuntimePorts }).ports = ports;
+    s.loseEnv(env);
+    s.produce({ kind: 'ok' }); // the next batch restores the instance
+    await s.drainAll();
+    expect(crashed).toBe(true);
+    await s.tryCommit();
+    expect(s.completed).toContain(s.lastStarted);
+  });
+
+  // ENGINE BUG (codec/envelope.ts PacketBuilder.add + runtime): an event timestamp that is not an
+  // integer (here 1700000000000.25 ms) makes add() throw after it counted the envelope and wrote
+  // its header; the source instance turns the throw into a dead letter, but the half-written
+  // envelope stays in the channel's packet. Downstream the whole packet is a "malformed packet":
+  // its good records are dead-lettered too and the channel's barrier count is never met, so
+  // checkpoints stall. Fix: make add() atomic, and reject or round such timestamps at the source.
+  it.fails('a record with a fractional event time costs only that record', async () => {
+    const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 1, maxBatch: 100 });
+    s.produce({ kind: 'ok', user: 'a', v: 1 });
+    s.produce({ kind: 'poison', raw: JSON.stringify({ user: 'a', v: 1, ts: 1_700_000_000_000.25 }) });
+    s.produce({ kind: 'ok', user: 'a', v: 1 });
+    await s.finish();
+    expectNoErrors(s);
+  });
+});
+
+// ------------------------------------------------------------------------------------------ property
+
+interface Scenario {
+  seed: number;
+  sourceShards: number;
+  parallelism: number;
+  maxParallelism: number;
+  envsPerStage: number;
+  records: number;
+  maxBatch: number;
+  pageSize: number;
+  putRejectP: number;
+  crashP: number;
+  throttleP: number;
+  envLossP: number;
+  redeliverP: number;
+  zombieP: number;
+  checkpointEvery: number;
+  abortAfter: number;
+  maxHeldRecords: number;
+  maxCachedKeys: number;
+  focus: string;
+}
+
+/** Crash points biased toward the hazards (DESIGN §6): uniform faults find them in too few seeds. */
+const FOCUS = [
+  '',
+  'after:writer.putAll',
+  'before:control.writeDelta',
+  'after:control.writeDelta',
+  'after:control.publishSnapshot',
+  'before:state.applyRows',
+  'after:state.applyRows',
+  'before:control.ack',
+  'after:control.commitPosition',
+  'after:upsertSink.write',
+  'after:collectSink.stage',
+  'before:reader.read',
+];
+
+const scenario: fc.Arbitrary<Scenario> = fc.record({
+  seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
+  sourceShards: fc.integer({ min: 1, max: 3 }),
+  parallelism: fc.integer({ min: 1, max: 4 }),
+  maxParallelism: fc.constantFrom(4, 16, 128),
+  envsPerStage: fc.integer({ min: 1, max: 3 }),
+  records: fc.integer({ min: 0, max: 250 }),
+  maxBatch: fc.integer({ min: 1, max: 12 }),
+  pageSize: fc.constantFrom(1, 3, 1000),
+  putRejectP: fc.constantFrom(0, 0.1, 0.4),
+  crashP: fc.constantFrom(0, 0.01, 0.04),
+  throttleP: fc.constantFrom(0, 0.05),
+  envLossP: fc.constantFrom(0, 0.05, 0.2),
+  redeliverP: fc.constantFrom(0, 0.05, 0.2),
+  zombieP: fc.constantFrom(0, 0.03, 0.1),
+  checkpointEvery: fc.integer({ min: 3, max: 40 }),
+  abortAfter: fc.integer({ min: 20, max: 200 }),
+  maxHeldRecords: fc.constantFrom(1, 4, 50_000),
+  maxCachedKeys: fc.constantFrom(1, 3, 100_000),
+  focus: fc.constantFrom(...FOCUS),
+});
+
+async function runScenario(sc: Scenario, zombieKind: (s: Sim) => ZombieSchedule = safeZombie): Promise<Sim> {
+  const s = sim({
+    seed: sc.seed,
+    sourceShards: sc.sourceShards,
+    parallelism: sc.parallelism,
+    maxParallelism: sc.maxParallelism,
+    envsPerStage: sc.envsPerStage,
+    maxBatch: sc.maxBatch,
+    pageSize: sc.pageSize,
+    putRejectP: sc.putRejectP,
+    crashP: sc.crashP,
+    throttleP: sc.throttleP,
+    runner: { maxHeldRecords: sc.maxHeldRecords, maxCachedKeys: sc.maxCachedKeys },
+    ...(sc.focus && sc.crashP > 0 ? { focus: sc.focus } : {}),
+  });
+  let lastCheckpoint = 0;
+  for (let step = 0; step < 3_000 && !s.errors.length; step++) {
+    const r = s.rand();
+    if (s.produced.length < sc.records && r < 0.3) {
+      const k = 1 + Math.floor(s.rand() * 4);
+      for (let i = 0; i < k && s.produced.length < sc.records; i++) s.produce();
+      continue;
+    }
+    // the coordinator
+    if (s.inFlight) {
+      if (await s.tryCommit()) lastCheckpoint = step;
+      else if (step - s.inFlight.since > sc.abortAfter) {
+        await s.abortInFlight();
+        lastCheckpoint = step;
+      }
+    } else if (step - lastCheckpoint >= sc.checkpointEvery) {
+      await s.startCheckpoint(step);
+      continue;
+    }
+    if (s.rand() < sc.envLossP / 10) {
+      s.loseEnv(s.pick([...s.envs.values()].flat()));
+      continue;
+    }
+    const pending = s.pendingShards();
+    if (!pending.length) {
+      if (s.produced.length >= sc.records && !s.inFlight) break;
+      continue;
+    }
+    let { stage, shardId } = s.pick(pending);
+    if (s.rand() < sc.zombieP) {
+      // zombies around barriers: where a takeover meets a snapshot
+      const near = pending.filter((p) => s.barrierAhead(p.stage, p.shardId, sc.maxBatch));
+      if (near.length && s.rand() < 0.7) ({ stage, shardId } = s.pick(near));
+      const z = zombieKind(s);
+      await s.zombie(stage, shardId, z.gateA, z.gateB, z.releaseAFirst);
+    } else {
+      await s.esmStep(stage, shardId, { redeliverP: sc.redeliverP });
+    }
+  }
+  while (s.produced.length < sc.records) s.produce();
+  if (!s.errors.length) await s.finish();
+  return s;
+}
+
+interface ZombieSchedule {
+  gateA: number;
+  gateB: number | undefined;
+  releaseAFirst: boolean;
+}
+
+/**
+ * Zombie schedules except the one that hits the stale-takeover bug (B blocked right before its
+ * takeOver while A publishes a snapshot): gate B before its first call, or past its takeover.
+ */
+function safeZombie(s: Sim): ZombieSchedule {
+  const gateA = 1 + Math.floor(s.rand() * 14);
+  const r = s.rand();
+  const gateB = r < 0.5 ? undefined : r < 0.6 ? 0 : 2 + Math.floor(s.rand() * 10);
+  return { gateA, gateB, releaseAFirst: s.rand() < 0.5 };
+}
+
+/** The retry B read the lease and blocks before takeOver; A, still running, goes on first. */
+function staleTakeoverZombie(s: Sim): ZombieSchedule {
+  return { gateA: 2 + Math.floor(s.rand() * 14), gateB: 1, releaseAFirst: true };
+}
+
+describe('StageRunner on the in-memory twins: property', () => {
+  it('keeps every invariant over random inputs, batches, routing and faults', async () => {
+    const started = Date.now();
+    let runs = 0;
+    const totals = { batches: 0, crashes: 0, zombies: 0, zombieFenced: 0, redeliveries: 0, envLosses: 0, completed: 0, aborted: 0, retried: 0 };
+    await fc.assert(
+      fc.asyncProperty(scenario, async (sc) => {
+        const s = await runScenario(sc);
+        runs++;
+        for (const k of ['batches', 'crashes', 'zombies', 'zombieFenced', 'redeliveries', 'envLosses'] as const) totals[k] += s.stats[k];
+        totals.completed += s.completed.length;
+        totals.aborted += s.aborted.length;
+        totals.retried += (s.m.telemetry as { get?: (n: string) => number }).get?.('PutRecordsRetried') ?? 0;
+        if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)}:\n${s.errors.slice(0, 4).join('\n\n')}\n\n${s.diagnostics()}`);
+      }),
+      { seed: 20_261_129, numRuns: 30, endOnFailure: true },
+    );
+    // the faults must actually have happened
+    expect(totals.crashes).toBeGreaterThan(0);
+    expect(totals.zombies).toBeGreaterThan(0);
+    expect(totals.retried).toBeGreaterThan(0);
+    expect(totals.completed).toBeGreaterThan(runs);
+    console.log(`property: ${runs} runs in ${Date.now() - started} ms`, totals);
+  });
+
+  // ENGINE BUG (see 'restores the snapshot current at takeover'): the same property, with zombies
+  // scheduled so the ESM's retry reads the lease, then the timed-out invocation publishes a
+  // snapshot, then the retry takes over with the fence it read and restores the older snapshot.
+  it.fails('keeps every invariant when a retry reads the lease before the old invocation snapshots', async () => {
+    await fc.assert(
+      fc.asyncProperty(scenario, async (sc) => {
+        const s = await runScenario({ ...sc, zombieP: 0.3, parallelism: Math.max(1, sc.parallelism) }, staleTakeoverZombie);
+        if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)}:\n${s.errors.slice(0, 4).join('\n\n')}`);
+      }),
+      { seed: 42, numRuns: 30, endOnFailure: true },
+    );
+  });
+});
