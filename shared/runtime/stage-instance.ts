@@ -19,7 +19,7 @@
  *   Source records are deduplicated by shard position.
  */
 import type { Job } from '../api/job.js';
-import { decodePacket, decodeSourceControl, type DataEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
+import { decodePacket, decodeSourceControl, type DataEnvelope, type EndEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
 import { decodePayload, encodePayload } from '../codec/payload.js';
 import { keyGroupOf, keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
@@ -48,7 +48,7 @@ interface Unit {
   readonly position: string;
   readonly index: number;
   readonly producer: string;
-  readonly env: DataEnvelope | WatermarkEnvelope | TickEnvelope;
+  readonly env: DataEnvelope | WatermarkEnvelope | TickEnvelope | EndEnvelope;
   value?: unknown;
   key?: string;
   poison?: unknown;
@@ -69,6 +69,9 @@ interface SnapshotExtras {
   readonly watermark: number | null;
   readonly processingTime: number;
   readonly source: SourceClock | null;
+  /** producers whose bounded input ended, and whether this instance finished */
+  readonly ended?: string[];
+  readonly finished?: boolean;
 }
 
 interface DecodedPacket {
@@ -128,6 +131,9 @@ export class StageInstance {
   processingTime = 0;
   watermark = Number.NEGATIVE_INFINITY;
   private reportedOut = 0;
+  private readonly ended = new Set<string>();
+  /** every input of this instance reached the end of a bounded input */
+  finished = false;
   readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0, timersFired: 0 };
 
   constructor(
@@ -196,6 +202,8 @@ export class StageInstance {
       this.watermark = extras.watermark ?? Number.NEGATIVE_INFINITY;
       this.processingTime = extras.processingTime;
       if (extras.source) this.sourceClock = { ...extras.source };
+      for (const p of extras.ended ?? []) this.ended.add(p);
+      this.finished = extras.finished ?? false;
     }
   }
 
@@ -234,6 +242,7 @@ export class StageInstance {
         this.watermark = MAX_WATERMARK;
         this.emitWatermark(MAX_WATERMARK, false);
         this.outbox.emitControl({ kind: 'end', epoch: this.epoch });
+        this.finished = true;
       }
       return;
     }
@@ -319,7 +328,7 @@ export class StageInstance {
       const p = decodePacket(r.data);
       const units: Unit[] = [];
       p.envelopes.forEach((env, index) => {
-        if ((env.kind === 'data' || env.kind === 'watermark' || env.kind === 'tick') && env.epoch >= this.epoch) {
+        if (env.kind !== 'barrier' && env.epoch >= this.epoch) {
           units.push({ position: r.sequenceNumber, index, producer: p.producer, env });
         }
       });
@@ -371,7 +380,6 @@ export class StageInstance {
         await this.alignLoop();
         continue;
       }
-      if (env.kind === 'end') continue;
       if (env.kind === 'data' && env.epoch < this.epoch) continue; // already in the snapshot
       // units were built for data envelopes of epoch ≥ the epoch at decode time, in order
       let unit = p.units[u];
@@ -404,6 +412,13 @@ export class StageInstance {
     if (env.kind === 'watermark') {
       this.channels.set(unit.producer, { wm: env.watermark, idle: env.idle });
       await this.advanceWatermark();
+    } else if (env.kind === 'end') {
+      // a bounded input ended upstream; once every producer ended, so does this instance
+      this.ended.add(unit.producer);
+      if (!this.finished && this.ended.size >= this.expectedCount()) {
+        this.finished = true;
+        this.outbox.emitControl({ kind: 'end', epoch: this.epoch });
+      }
     } else if (env.kind === 'tick') {
       if (env.time > this.processingTime) {
         this.processingTime = env.time;
@@ -548,6 +563,8 @@ export class StageInstance {
       watermark: Number.isFinite(this.watermark) ? this.watermark : null,
       processingTime: this.processingTime,
       source: this.source ? { ...this.sourceClock } : null,
+      ended: [...this.ended],
+      finished: this.finished,
     });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     await this.ports.control.publishSnapshot(this.id, this.fence, {
