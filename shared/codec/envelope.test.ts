@@ -183,7 +183,7 @@ describe('packets', () => {
   // the packet is lost downstream (the whole packet becomes a "malformed packet" dead letter) and
   // the channel's barrier count can never be met. Fix: validate (or encode into a scratch writer)
   // before touching count and buffer, and have the source reject or normalise bad timestamps.
-  it.fails('an envelope that cannot be encoded leaves the packet intact', () => {
+  it('an envelope that cannot be encoded leaves the packet intact', () => {
     const ok = (seq: number): DataEnvelope => ({ kind: 'data', epoch: 1, seq, keyGroup: 3, timestamp: 1_700_000_000_000, payload: new Uint8Array([1]) });
     const b = new PacketBuilder('p');
     b.add(ok(0));

@@ -236,11 +236,12 @@ describe('MemoryControlStore', () => {
     expect(await control.readLease('s1:a')).toEqual({ fence: 0, lastPosition: undefined, snapshot: undefined });
     // fence 0 cannot write before a takeover (the row has no fence yet), as in DynamoDB
     await expect(control.commitPosition('s1:a', 0, '1')).rejects.toBeInstanceOf(FencedError);
-    expect(await control.takeOver('s1:a', 0)).toBe(1);
+    expect(await control.takeOver('s1:a', 0)).toEqual({ fence: 1, lastPosition: undefined, snapshot: undefined });
     await expect(control.takeOver('s1:a', 0)).rejects.toBeInstanceOf(FencedError);
     await control.commitPosition('s1:a', 1, '42');
     await control.publishSnapshot('s1:a', 1, pointer(1));
-    expect(await control.takeOver('s1:a', 1)).toBe(2);
+    // the takeover answers with the lease after the bump, pointer parsed
+    expect(await control.takeOver('s1:a', 1)).toEqual({ fence: 2, lastPosition: '42', snapshot: pointer(1) });
     await expect(control.commitPosition('s1:a', 1, '43')).rejects.toBeInstanceOf(FencedError);
     await expect(control.publishSnapshot('s1:a', 1, pointer(2))).rejects.toBeInstanceOf(FencedError);
     const lease = await control.readLease('s1:a');
@@ -271,7 +272,7 @@ describe('MemoryControlStore', () => {
     expect(control.deltaConflicts).toBe(1);
   });
 
-  it('acks into a set: duplicates do not count, only the completing ack reports completion', async () => {
+  it('acks into a set: duplicates do not count; every ack that finds the set complete reports it', async () => {
     const { control } = createMemoryPorts();
     expect(await control.ack(1, 'a')).toEqual({ completedBy: false }); // no checkpoint record
     const n = control.allocateCheckpoint([1, 2]);
@@ -281,8 +282,10 @@ describe('MemoryControlStore', () => {
     expect(await control.ack(n, 'a')).toEqual({ completedBy: false, taskToken: 'tok' });
     expect(await control.ack(n, 'b')).toEqual({ completedBy: false, taskToken: 'tok' });
     expect(await control.ack(n, 'c')).toEqual({ completedBy: true, taskToken: 'tok' });
-    expect(await control.ack(n, 'c')).toEqual({ completedBy: false, taskToken: 'tok' });
+    // a retried ack (the completing instance crashed before SendTaskSuccess) still wakes the coordinator
+    expect(await control.ack(n, 'c')).toEqual({ completedBy: true, taskToken: 'tok' });
     control.finishCheckpoint(n, 'COMPLETED');
+    expect(await control.ack(n, 'a')).toEqual({ completedBy: false });
     expect(control.checkpoint(n)!.status).toBe('COMPLETED');
     expect(control.allocateCheckpoint([1])).toBe(2);
   });
@@ -410,6 +413,8 @@ describe('fault hooks', () => {
     };
     await expect(m.ports.control.takeOver('a', 0)).rejects.toThrow('socket hang up');
     expect((await m.ports.control.readLease('a')).fence).toBe(1);
+    // its retry is refused: the fence already moved
+    await expect(m.ports.control.takeOver('a', 0)).rejects.toBeInstanceOf(FencedError);
   });
 
   it('withHooks gives one environment its own crash points and gates', async () => {

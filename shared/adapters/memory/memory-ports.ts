@@ -9,8 +9,10 @@
  *   (ProvisionedThroughputExceededException) while the others land.
  * - The writer retries only the rejected entries, which then land after later ones (as the AWS
  *   writer's do); the reader pages, backs off on throttling, fails loudly on trimmed data.
- * - The control store keeps leases with a fencing counter (takeover, fenced pointer and position
- *   writes), deltas inline up to 300 KB and "in S3" above, and checkpoint records with an ack *set*.
+ * - The control store keeps leases with a fencing counter (a takeover returns the lease as it is
+ *   after the bump; pointer and position writes are fenced), deltas inline up to 300 KB and "in S3"
+ *   above, and checkpoint records with an ack *set*; any ack that finds the set complete while the
+ *   checkpoint is in flight reports completion.
  * - The state store writes a row only when no later checkpoint wrote it (`ckpt <= n`); like the
  *   DynamoDB store it does not look at the fence.
  * - The upsert sink collapses writes of a key to the last and applies each under the emitting
@@ -628,7 +630,7 @@ export class MemoryControlStore implements ControlStore {
     });
   }
 
-  async takeOver(instanceId: string, expectedFence: number): Promise<number> {
+  async takeOver(instanceId: string, expectedFence: number): Promise<Lease> {
     return serviceCall(this.faults, 'control.takeOver', { instanceId }, () => {
       const item = this.leases.get(instanceId);
       const ok = expectedFence === 0 ? item?.fence === undefined || item.fence === 0 : item?.fence === expectedFence;
@@ -637,9 +639,10 @@ export class MemoryControlStore implements ControlStore {
         throw new FencedError(`${instanceId}: lease moved past fence ${expectedFence} during takeover`);
       }
       const next = expectedFence + 1;
-      this.leases.set(instanceId, { ...item, fence: next });
+      const bumped = { ...item, fence: next };
+      this.leases.set(instanceId, bumped);
       this.stats.takeOvers++;
-      return next;
+      return { fence: next, lastPosition: bumped.lastPosition, snapshot: bumped.snapshot ? (JSON.parse(bumped.snapshot) as SnapshotPointer) : undefined };
     });
   }
 
@@ -704,11 +707,9 @@ export class MemoryControlStore implements ControlStore {
       this.stats.acks++;
       const ck = this.checkpoints.get(checkpointId);
       if (!ck) return { completedBy: false }; // nobody waits for this ack
-      const beforeSize = ck.acks.size;
-      const had = ck.acks.has(instanceId);
       ck.acks.add(instanceId);
-      const after = had ? beforeSize : beforeSize + 1;
-      const completedBy = ck.status === 'IN_FLIGHT' && beforeSize < ck.expected && after >= ck.expected;
+      // as the DynamoDB store: any ack that finds the set complete wakes the coordinator
+      const completedBy = ck.status === 'IN_FLIGHT' && ck.acks.size >= ck.expected;
       return { completedBy, ...(ck.taskToken ? { taskToken: ck.taskToken } : {}) };
     });
   }
@@ -839,7 +840,7 @@ export class MemoryStateStore implements StateStore {
         if (seen.has(k)) continue;
         seen.add(k);
         const r = this.rowsById.get(k);
-        if (r) out.push(copyRow(r.row));
+        if (r) out.push({ ...copyRow(r.row), checkpointId: r.ckpt });
       }
       return out.reverse(); // BatchGetItem promises no order
     });
