@@ -98,8 +98,21 @@ export class PacketBuilder {
     return this.count;
   }
 
+  /** Adds an envelope; on a bad field it throws and leaves the packet as it was. */
   add(e: Envelope): void {
-    this.count++;
+    const mark = this.w.length;
+    const state = [this.lastEpoch, this.lastSeq, this.lastTs] as const;
+    try {
+      this.write(e);
+      this.count++;
+    } catch (err) {
+      this.w.length = mark;
+      [this.lastEpoch, this.lastSeq, this.lastTs] = state;
+      throw err;
+    }
+  }
+
+  private write(e: Envelope): void {
     const w = this.w;
     switch (e.kind) {
       case 'data': {

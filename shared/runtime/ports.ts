@@ -35,8 +35,12 @@ export interface Lease {
 /** Leases, snapshot pointers and deltas of instances; checkpoint acks. */
 export interface ControlStore {
   readLease(instanceId: string): Promise<Lease>;
-  /** bumps the fence if it is still `expectedFence`; throws FencedError otherwise */
-  takeOver(instanceId: string, expectedFence: number): Promise<number>;
+  /**
+   * Bumps the fence if it is still `expectedFence` (FencedError otherwise) and returns the lease as
+   * it is *after* the bump: its snapshot pointer is the one to restore, since from then on nobody
+   * else can publish one (a pointer read before the takeover may already be stale).
+   */
+  takeOver(instanceId: string, expectedFence: number): Promise<Lease>;
   /** stores the delta durably and returns where */
   writeDelta(instanceId: string, checkpointId: number, delta: Uint8Array): Promise<DeltaRef>;
   readDelta(ref: DeltaRef): Promise<Uint8Array>;
@@ -44,7 +48,7 @@ export interface ControlStore {
   publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void>;
   /** records the last processed position, if `fence` still holds the lease (FencedError otherwise) */
   commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void>;
-  /** adds the instance to checkpoint n's ack set; returns the task token when the set became complete */
+  /** adds the instance to checkpoint n's ack set; `completedBy` is true when the set is now complete (so the caller wakes the coordinator) */
   ack(checkpointId: number, instanceId: string): Promise<{ readonly completedBy: boolean; readonly taskToken?: string }>;
 }
 
@@ -55,6 +59,8 @@ export interface StateRow {
   readonly key: string;
   /** state name → serialized value; absent = cleared */
   readonly values: Record<string, Uint8Array>;
+  /** on reads: the checkpoint that wrote the row */
+  readonly checkpointId?: number;
 }
 
 export interface StateRowId {

@@ -24,7 +24,7 @@ import { decodePayload, encodePayload } from '../codec/payload.js';
 import { keyGroupOf, keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import { errorMessage, PoisonRecordError, SluiceError } from '../util/errors.js';
+import { errorMessage, FencedError, PoisonRecordError, SluiceError } from '../util/errors.js';
 import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
 import { KeyedStateCache } from './keyed-state.js';
 import { makeDestination, Outbox } from './outbox.js';
@@ -262,7 +262,11 @@ export class StageInstance {
       try {
         value = decodeUserRecord(bytes, src.format);
         if (this.sourceNode?.parse) value = this.sourceNode.parse(value);
-        timestamp = this.sourceNode?.timestamp ? this.sourceNode.timestamp(value) : r.approximateArrivalTimestamp;
+        if (this.sourceNode?.timestamp) {
+          const ts = this.sourceNode.timestamp(value);
+          if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
+          timestamp = Math.floor(ts); // event time is whole milliseconds, as in Flink
+        } else timestamp = r.approximateArrivalTimestamp;
       } catch (err) {
         await this.poison(r.sequenceNumber, i, bytes, `cannot decode ${src.format} record: ${errorMessage(err)}`);
         continue;
@@ -358,8 +362,23 @@ export class StageInstance {
         u.poison = err;
       }
     }
-    const missing = this.state.missing(ids);
-    if (missing.length) this.state.load(missing, await this.ports.state.getRows(missing));
+    await this.loadRows(this.state.missing(ids));
+  }
+
+  /**
+   * Loads state rows into the cache. A row written by a checkpoint above this instance's epoch
+   * means another owner has moved on (this invocation is a zombie): computing with it would emit
+   * other content under ids already used, so the batch stops here.
+   */
+  private async loadRows(missing: StateRowId[]): Promise<void> {
+    if (!missing.length) return;
+    const rows = await this.ports.state.getRows(missing);
+    for (const r of rows) {
+      if (r.checkpointId !== undefined && r.checkpointId > this.epoch) {
+        throw new FencedError(`${this.id}: state row ${r.operatorId}/${r.key} was written by checkpoint ${r.checkpointId}, past this instance's epoch ${this.epoch}`);
+      }
+    }
+    this.state.load(missing, rows);
   }
 
   private async processPacket(r: StoredRecord, p: DecodedPacket): Promise<void> {
@@ -452,8 +471,7 @@ export class StageInstance {
   private async fireTimers(domain: TimeDomain, upTo: number): Promise<void> {
     const due = this.timers.peekDue(domain, upTo);
     if (!due.length) return;
-    const missing = this.state.missing(due.map((t) => ({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key })));
-    if (missing.length) this.state.load(missing, await this.ports.state.getRows(missing));
+    await this.loadRows(this.state.missing(due.map((t) => ({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key }))));
     for (let t = this.timers.popDue(domain, upTo); t; t = this.timers.popDue(domain, upTo)) {
       this.stats.timersFired++;
       try {
@@ -571,7 +589,8 @@ export class StageInstance {
       checkpointId: n,
       replayPoint,
       delta: ref,
-      meta: { watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size },
+      // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
+      meta: { watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size, bytes: delta.length, keys: rows.length },
     });
     await this.ports.state.applyRows(n, this.fence, rows);
     this.state.markClean();

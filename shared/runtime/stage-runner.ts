@@ -77,9 +77,18 @@ export class StageRunner {
         this.totals.cacheMisses++;
         t.count('CacheMiss');
         inst = new StageInstance(this.job, this.plan, this.stage, shardId, this.names, this.ports, this.options);
-        inst.fence = await this.ports.control.takeOver(id, lease.fence);
+        // restore what the lease points to *after* the takeover: a pointer read before it may have
+        // been superseded by the previous owner in between
+        const owned = await this.ports.control.takeOver(id, lease.fence);
+        inst.fence = owned.fence;
         await inst.init();
-        await inst.restore(lease.snapshot);
+        await inst.restore(owned.snapshot);
+        if (owned.snapshot) {
+          // the previous owner may have crashed between making the snapshot durable and acking it:
+          // ack again (the ack set makes this idempotent; a finished checkpoint ignores it)
+          const ack = await this.ports.control.ack(owned.snapshot.checkpointId, id);
+          if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: owned.snapshot.checkpointId });
+        }
         replayed = await this.replay(inst, shardId, records[0]!.sequenceNumber);
         this.totals.replayed += replayed;
         t.count('RecordsReplayed', replayed);

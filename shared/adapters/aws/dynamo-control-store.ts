@@ -21,6 +21,14 @@ const INLINE_DELTA_LIMIT = 300 * 1024;
 
 export const pad = (n: number) => String(n).padStart(12, '0');
 
+function toLease(item: Record<string, unknown> | undefined): Lease {
+  return {
+    fence: (item?.fence as number | undefined) ?? 0,
+    lastPosition: item?.lastPosition as string | undefined,
+    snapshot: item?.snapshot ? (JSON.parse(item.snapshot as string) as SnapshotPointer) : undefined,
+  };
+}
+
 export class DynamoControlStore implements ControlStore {
   constructor(
     private readonly clients: AwsClients,
@@ -32,18 +40,13 @@ export class DynamoControlStore implements ControlStore {
     const r = await withThrottleRetry(() =>
       this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${instanceId}`, sk: 'lease' }, ConsistentRead: true })),
     );
-    const item = r.Item;
-    return {
-      fence: (item?.fence as number | undefined) ?? 0,
-      lastPosition: item?.lastPosition as string | undefined,
-      snapshot: item?.snapshot ? (JSON.parse(item.snapshot as string) as SnapshotPointer) : undefined,
-    };
+    return toLease(r.Item);
   }
 
-  async takeOver(instanceId: string, expectedFence: number): Promise<number> {
+  async takeOver(instanceId: string, expectedFence: number): Promise<Lease> {
     const next = expectedFence + 1;
     try {
-      await withThrottleRetry(() =>
+      const r = await withThrottleRetry(() =>
         this.clients.doc.send(
           new UpdateCommand({
             TableName: this.table,
@@ -51,10 +54,11 @@ export class DynamoControlStore implements ControlStore {
             UpdateExpression: 'SET fence = :next, takenAt = :now',
             ConditionExpression: expectedFence === 0 ? 'attribute_not_exists(fence) OR fence = :expected' : 'fence = :expected',
             ExpressionAttributeValues: { ':next': next, ':expected': expectedFence, ':now': new Date().toISOString() },
+            ReturnValues: 'ALL_NEW',
           }),
         ),
       );
-      return next;
+      return toLease(r.Attributes);
     } catch (err) {
       if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: lease moved past fence ${expectedFence} during takeover`);
       throw err;
@@ -134,7 +138,10 @@ export class DynamoControlStore implements ControlStore {
       const before = (old.acks as Set<string> | undefined) ?? new Set<string>();
       const expected = (old.expected as number | undefined) ?? Number.POSITIVE_INFINITY;
       const after = before.has(instanceId) ? before.size : before.size + 1;
-      const completedBy = old.status === 'IN_FLIGHT' && before.size < expected && after >= expected;
+      // every ack that finds the set complete wakes the workflow, not only the one that completed it:
+      // if that one crashed before SendTaskSuccess, its retry (a duplicate ack) must still do it;
+      // extra SendTaskSuccess calls on an answered token are ignored
+      const completedBy = old.status === 'IN_FLIGHT' && after >= expected;
       return { completedBy, ...(old.taskToken ? { taskToken: old.taskToken as string } : {}) };
     } catch (err) {
       // a checkpoint record that does not exist: nobody waits for this ack

@@ -34,7 +34,7 @@ export class DynamoStateStore implements StateStore {
           const cut = pk.lastIndexOf('#');
           const values: Record<string, Uint8Array> = {};
           for (const [k, v] of Object.entries((item.v as Record<string, Uint8Array> | undefined) ?? {})) values[k] = v;
-          out.push({ operatorId: pk.slice(0, cut), keyGroup: Number(pk.slice(cut + 1)), key: item.sk as string, values });
+          out.push({ operatorId: pk.slice(0, cut), keyGroup: Number(pk.slice(cut + 1)), key: item.sk as string, values, checkpointId: item.ckpt as number });
         }
         keys = (r.UnprocessedKeys?.[this.table]?.Keys as Array<Record<string, unknown>> | undefined) ?? [];
         if (keys.length) await sleep(backoffMs(attempt));
