@@ -1,0 +1,121 @@
+/**
+ * Aggregate functions as accumulators that are plain JSON (they live in keyed state) and merge
+ * (session windows merge their accumulators). NULL inputs are skipped, as SQL says; an aggregate
+ * over no non-NULL input is NULL, except COUNT, which is 0.
+ */
+import type { ExprType, Row } from './expressions.js';
+
+export type AggKind = 'COUNT' | 'COUNT_DISTINCT' | 'SUM' | 'MIN' | 'MAX' | 'AVG';
+
+export const AGGREGATES = ['COUNT', 'SUM', 'MIN', 'MAX', 'AVG'];
+
+export interface AggSlot {
+  readonly kind: AggKind;
+  /** the argument; undefined for COUNT(*) */
+  readonly arg: ((row: Row) => unknown) | undefined;
+  readonly type: ExprType;
+}
+
+type Acc = unknown;
+
+export function initAcc(kind: AggKind): Acc {
+  switch (kind) {
+    case 'COUNT':
+      return 0;
+    case 'COUNT_DISTINCT':
+      return {} as Record<string, number>;
+    case 'SUM':
+    case 'AVG':
+      return [0, 0];
+    case 'MIN':
+    case 'MAX':
+      return null;
+  }
+}
+
+export function addAcc(slot: AggSlot, acc: Acc, row: Row): Acc {
+  const v = slot.arg ? slot.arg(row) : 1;
+  if (v === null || v === undefined) return acc;
+  switch (slot.kind) {
+    case 'COUNT':
+      return (acc as number) + 1;
+    case 'COUNT_DISTINCT': {
+      const k = JSON.stringify(v);
+      const m = acc as Record<string, number>;
+      return { ...m, [k]: (m[k] ?? 0) + 1 };
+    }
+    case 'SUM':
+    case 'AVG': {
+      const [s, n] = acc as [number, number];
+      return [s + Number(v), n + 1];
+    }
+    case 'MIN':
+      return acc === null || (v as number) < (acc as number) ? v : acc;
+    case 'MAX':
+      return acc === null || (v as number) > (acc as number) ? v : acc;
+  }
+}
+
+export function mergeAcc(kind: AggKind, a: Acc, b: Acc): Acc {
+  switch (kind) {
+    case 'COUNT':
+      return (a as number) + (b as number);
+    case 'COUNT_DISTINCT': {
+      const out = { ...(a as Record<string, number>) };
+      for (const [k, n] of Object.entries(b as Record<string, number>)) out[k] = (out[k] ?? 0) + n;
+      return out;
+    }
+    case 'SUM':
+    case 'AVG': {
+      const [s1, n1] = a as [number, number];
+      const [s2, n2] = b as [number, number];
+      return [s1 + s2, n1 + n2];
+    }
+    case 'MIN':
+      return a === null ? b : b === null ? a : (b as number) < (a as number) ? b : a;
+    case 'MAX':
+      return a === null ? b : b === null ? a : (b as number) > (a as number) ? b : a;
+  }
+}
+
+export function resultOf(kind: AggKind, acc: Acc): unknown {
+  switch (kind) {
+    case 'COUNT':
+      return acc;
+    case 'COUNT_DISTINCT':
+      return Object.keys(acc as Record<string, number>).length;
+    case 'SUM': {
+      const [s, n] = acc as [number, number];
+      return n === 0 ? null : s;
+    }
+    case 'AVG': {
+      const [s, n] = acc as [number, number];
+      return n === 0 ? null : s / n;
+    }
+    case 'MIN':
+    case 'MAX':
+      return acc;
+  }
+}
+
+export function resultType(slot: AggSlot): ExprType {
+  switch (slot.kind) {
+    case 'COUNT':
+    case 'COUNT_DISTINCT':
+      return 'BIGINT';
+    case 'AVG':
+      return 'DOUBLE';
+    default:
+      return slot.type;
+  }
+}
+
+/** An AggregateFunction over all the slots of a query (an array of accumulators). */
+export function multiAggregate(slots: readonly AggSlot[]) {
+  return {
+    createAccumulator: (): Acc[] => slots.map((s) => initAcc(s.kind)),
+    add: (row: Row, acc: Acc[]): Acc[] => slots.map((s, i) => addAcc(s, acc[i], row)),
+    getResult: (acc: Acc[]): unknown[] => slots.map((s, i) => resultOf(s.kind, acc[i])),
+    merge: (a: Acc[], b: Acc[]): Acc[] => slots.map((s, i) => mergeAcc(s.kind, a[i], b[i])),
+  };
+}

@@ -1,0 +1,36 @@
+/** Where the compiler is in the SQL text, so every error it raises carries line:column. */
+import type { SqlError } from './errors.js';
+import type { SourceText, Statement } from './source-text.js';
+
+export class CompileContext {
+  constructor(
+    readonly source: SourceText,
+    readonly statement: Statement,
+  ) {}
+
+  /**
+   * An error at `node`: at the parser's recorded location when it has one, else at the first
+   * occurrence of `token` in the statement, else at the statement's start.
+   */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  error(node: any, message: string, code: string, token?: string): SqlError {
+    return this.source.error(this.offsetOf(node, token), message, code);
+  }
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  offsetOf(node: any, token?: string): number {
+    const s = this.statement;
+    const loc = node?.loc?.start?.offset;
+    if (typeof loc === 'number') return s.offset + loc;
+    if (token) {
+      const at = this.source.find(token, s.offset, s.offset + s.text.length);
+      if (at !== undefined) return at;
+      const last = token.split('.').pop()!;
+      const at2 = this.source.find(last, s.offset, s.offset + s.text.length);
+      if (at2 !== undefined) return at2;
+    }
+    // the first non-blank character of the statement
+    const lead = /^\s*/.exec(s.text)![0].length;
+    return s.offset + lead;
+  }
+}

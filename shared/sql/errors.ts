@@ -1,0 +1,20 @@
+/** Errors of the SQL front end: where (file:line:column) and what a user can do about it. */
+import { SluiceError } from '../util/errors.js';
+
+/**
+ * A statement that cannot be parsed or compiled. `code` is one of SQL_SYNTAX, SQL_UNKNOWN_TABLE,
+ * SQL_UNKNOWN_COLUMN, SQL_AMBIGUOUS_COLUMN, SQL_UNSUPPORTED, SQL_INVALID (a construct that is
+ * supported but used wrongly: a column neither grouped nor aggregated, a bad table option...).
+ */
+export class SqlError extends SluiceError {
+  override readonly name = 'SqlError';
+  constructor(
+    readonly origin: string,
+    readonly line: number,
+    readonly column: number,
+    readonly detail: string,
+    code: string,
+  ) {
+    super(`${origin}:${line}:${column}: ${detail}`, code);
+  }
+}
