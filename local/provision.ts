@@ -9,9 +9,14 @@ import type { AwsClients } from '../shared/adapters/aws/clients.js';
 import { sleep } from '../shared/adapters/aws/clients.js';
 import type { Plan } from '../shared/plan/plan.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
+import { KINESIS_SINK_SHARDS, kinesisSinkStream } from '../shared/plan/sink-names.js';
 
 export async function provisionJob(plan: Plan, names: ResourceNames, clients: AwsClients): Promise<void> {
-  const streams = plan.stages.map((s) => ({ name: names.streamOf(s), shards: s.parallelism }));
+  const streams = [
+    ...plan.stages.map((s) => ({ name: names.streamOf(s), shards: s.parallelism })),
+    // output streams of Kinesis sinks (an existing stream named by the sink is created too, locally)
+    ...plan.sinks.filter((s) => s.kind === 'kinesis').map((s) => ({ name: kinesisSinkStream(names, s), shards: KINESIS_SINK_SHARDS })),
+  ];
   const tables: Array<{ name: string; key: string; sort?: string }> = [
     { name: names.stateTable, key: 'pk', sort: 'sk' },
     { name: names.controlTable, key: 'pk', sort: 'sk' },

@@ -13,15 +13,20 @@
  */
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
-import { PutRecordsCommand } from '@aws-sdk/client-kinesis';
+import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { cachedCoordinatorDefinition } from './coordinator-cache.js';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
+import { listAllShards } from '../shared/adapters/aws/kinesis.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
+import { restoreSavepoint, type RestoreResult } from '../shared/adapters/aws/savepoints.js';
+import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
+import { encodeSourceControl } from '../shared/codec/envelope.js';
+import { fileSinkPrefix, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
-import { Coordinator, type CheckpointRecord } from '../shared/coordinator/coordinator.js';
+import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
@@ -60,6 +65,14 @@ export interface LocalRunOptions {
   /** where structured log lines go; @default nowhere */
   readonly log?: (line: string) => void;
   readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
+  /**
+   * Restore this savepoint before starting (the job's state and control records are reset, inner
+   * stage streams are created again with the plan's shard counts, the source streams are kept).
+   * Use the `prefix` and `emulators` of the run that took the savepoint.
+   */
+  readonly restoreFrom?: string;
+  /** wraps the coordinator's commit targets (fault injection: a crash between COMPLETED and publishing) */
+  readonly wrapCommitTargets?: (targets: readonly CommitTarget[]) => readonly CommitTarget[];
 }
 
 export interface RunStats {
@@ -93,6 +106,10 @@ export class LocalJobRunner {
   private invocations = 0;
   clients!: AwsClients;
   coordinator!: Coordinator;
+  /** what the restore did, when the run started from a savepoint */
+  restored: RestoreResult | undefined;
+  private running = false;
+  private readonly tasks = new Set<Promise<unknown>>();
 
   private constructor(
     readonly job: Job,
@@ -133,7 +150,14 @@ export class LocalJobRunner {
     }
     const direct = (input: CoordinatorTaskInput) => this.coordinator.run(input);
     const wrapped = o.wrapCoordinator ? o.wrapCoordinator(direct) : direct;
-    const runTask = (payload: unknown) => wrapped(payload as CoordinatorTaskInput);
+    const runTask = (payload: unknown) => {
+      // tracked so that stop() waits for a task still running (a commit must not outlive the run)
+      const p = wrapped(payload as CoordinatorTaskInput);
+      this.tasks.add(p);
+      const untrack = () => this.tasks.delete(p);
+      p.then(untrack, untrack);
+      return p;
+    };
     this.stepFunctions = new LocalStepFunctions({
       definition: def.definition,
       stateMachineArn: def.stateMachineArn,
@@ -147,9 +171,17 @@ export class LocalJobRunner {
       endpoints: { ...this.emulators.endpoints, sfn },
       maxAttempts: 3,
     });
-    this.coordinator = new Coordinator(this.plan, this.names, this.clients, [this.collected]);
+    const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
+    this.coordinator = new Coordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
+      telemetry: this.telemetry,
+    });
     const { provisionJob } = await import('./provision.js');
+    if (o.restoreFrom !== undefined) await this.dropInnerStreams();
     await provisionJob(this.plan, this.names, this.clients);
+    if (o.restoreFrom !== undefined) {
+      this.restored = await restoreSavepoint({ plan: this.plan, names: this.names, clients: this.clients, bucket: this.names.bucket }, o.restoreFrom);
+    }
+    this.running = true;
 
     for (const stage of this.plan.stages) {
       const count = o.environments ?? 3;
@@ -193,6 +225,30 @@ export class LocalJobRunner {
       poller.start();
     }
     await this.stepFunctions.startExecution({ iteration: 0 });
+  }
+
+  /** Deletes the inner stages' streams (a restore creates them again with the plan's parallelism). */
+  private async dropInnerStreams(): Promise<void> {
+    for (const stage of this.plan.stages) {
+      if (stage.input.kind === 'source') continue;
+      const name = this.names.streamOf(stage);
+      try {
+        await this.clients.kinesis.send(new DeleteStreamCommand({ StreamName: name, EnforceConsumerDeletion: true }));
+      } catch (err) {
+        if ((err as { name?: string }).name === 'ResourceNotFoundException') continue;
+        throw err;
+      }
+      for (let i = 0; ; i++) {
+        try {
+          await this.clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: name }));
+        } catch (err) {
+          if ((err as { name?: string }).name === 'ResourceNotFoundException') break;
+          throw err;
+        }
+        if (i > 400) throw new Error(`stream ${name} was not deleted`);
+        await sleep(50);
+      }
+    }
   }
 
   private newRunner(stage: PlanStage, environment: string): StageRunner {
@@ -247,6 +303,74 @@ export class LocalJobRunner {
     }
   }
 
+  /** Puts an end marker into every open shard of a source: its watermark jumps to the end of time, firing every window. */
+  async endInput(sourceName: string): Promise<void> {
+    const source = this.plan.sources.find((s) => s.name === sourceName);
+    if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}"`);
+    const stream = this.names.sourceStream(source);
+    for (const s of (await listAllShards(this.clients, stream)).filter((x) => x.endingSequenceNumber === undefined)) {
+      await this.clients.kinesis.send(new PutRecordCommand({ StreamName: stream, PartitionKey: 'end', ExplicitHashKey: s.startingHashKey, Data: encodeSourceControl({ kind: 'end' }) }));
+    }
+  }
+
+  /**
+   * Takes a savepoint: asks the coordinator for one and waits until it is written. With `stop`,
+   * the job takes no checkpoint after it, and this run's pollers and workflow are stopped (the
+   * emulators stay up when they were passed in, for a run that restores the savepoint).
+   */
+  async savepoint(options: { id?: string; stop?: boolean; timeoutMs?: number; onProgress?: (status: string) => void } = {}): Promise<SavepointRecord> {
+    const req = await this.coordinator.requestSavepoint({ ...(options.id !== undefined ? { id: options.id } : {}), stop: options.stop ?? false });
+    const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+    for (;;) {
+      const sp = await this.coordinator.getSavepoint(req.id);
+      options.onProgress?.(sp?.status ?? 'REQUESTED');
+      if (sp?.status === 'COMPLETED') {
+        if (options.stop) await this.stop();
+        return sp;
+      }
+      if (sp?.status === 'FAILED') throw new Error(`savepoint ${req.id} failed: ${sp.reason ?? 'unknown reason'}`);
+      if (Date.now() > deadline) throw new Error(`savepoint ${req.id} did not complete in ${options.timeoutMs ?? 60_000} ms (status ${sp?.status})`);
+      await sleep(50);
+    }
+  }
+
+  /** Every value published so far by a file sink, object by object in key order. */
+  async readFileSink<T = unknown>(sinkName: string): Promise<Array<{ key: string; values: T[] }>> {
+    const sink = this.plan.sinks.find((s) => s.name === sinkName && s.kind === 's3-file');
+    if (!sink) throw new Error(`job "${this.plan.job}" has no file sink "${sinkName}"`);
+    const out: Array<{ key: string; values: T[] }> = [];
+    let token: string | undefined;
+    do {
+      const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.names.bucket, Prefix: `${fileSinkPrefix(sink)}/`, ...(token ? { ContinuationToken: token } : {}) }));
+      for (const o of r.Contents ?? []) {
+        const body = await this.clients.s3.send(new GetObjectCommand({ Bucket: this.names.bucket, Key: o.Key! }));
+        const text = await body.Body!.transformToString();
+        out.push({ key: o.Key!, values: text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as T) });
+      }
+      token = r.IsTruncated ? r.NextContinuationToken : undefined;
+    } while (token);
+    return out.sort((a, b) => a.key.localeCompare(b.key));
+  }
+
+  /** Every record on a Kinesis sink's stream, parsed (`{ id, epoch, value }`). */
+  async readKinesisSink<T = unknown>(sinkName: string): Promise<Array<{ id: string; epoch: number; value: T }>> {
+    const sink = this.plan.sinks.find((s) => s.name === sinkName && s.kind === 'kinesis');
+    if (!sink) throw new Error(`job "${this.plan.job}" has no Kinesis sink "${sinkName}"`);
+    const stream = kinesisSinkStream(this.names, sink);
+    const out: Array<{ id: string; epoch: number; value: T }> = [];
+    const dec = new TextDecoder();
+    for (const shard of await listAllShards(this.clients, stream)) {
+      let it = (await this.clients.kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shard.shardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
+      while (it) {
+        const r = await this.clients.kinesis.send(new GetRecordsCommand({ ShardIterator: it, Limit: 1000 }));
+        for (const rec of r.Records ?? []) out.push(JSON.parse(dec.decode(rec.Data!)) as { id: string; epoch: number; value: T });
+        if (!r.Records?.length && (r.MillisBehindLatest ?? 0) === 0) break;
+        it = r.NextShardIterator;
+      }
+    }
+    return out;
+  }
+
   /** Every row of an upsert sink's table. */
   async readUpsertSink<T = Record<string, unknown>>(sinkName: string): Promise<T[]> {
     const sink = this.plan.sinks.find((s) => s.name === sinkName);
@@ -299,6 +423,13 @@ export class LocalJobRunner {
     await Promise.all(this.pollers.map((p) => p.stop()));
     this.pollers = [];
     await this.stepFunctions?.stop();
+    await Promise.allSettled([...this.tasks]);
+    this.running = false;
     if (this.ownEmulators) await this.emulators?.stop();
+  }
+
+  /** false once stopped (a stop-with-savepoint stops the run) */
+  get isRunning(): boolean {
+    return this.running;
   }
 }

@@ -1,8 +1,8 @@
 /** The user API. Jobs import only from here; it never imports the runtime or AWS. */
 export { job, Job, DataStream, KeyedStream, WindowedStream, WatermarkStrategies } from './job.js';
 export type { JobOptions, CheckpointOptions, KinesisSourceOptions } from './job.js';
-export { dynamoUpsertSink, collectSink } from './sinks.js';
-export type { DynamoUpsertSinkOptions } from './sinks.js';
+export { dynamoUpsertSink, collectSink, s3FileSink, kinesisSink } from './sinks.js';
+export type { DynamoUpsertSinkOptions, S3FileSinkOptions, KinesisSinkOptions } from './sinks.js';
 export { valueState, listState, mapState, reducingState, aggregatingState } from './state.js';
 export type {
   AggregateFunction,

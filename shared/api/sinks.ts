@@ -27,6 +27,7 @@ export function dynamoUpsertSink<T>(options: DynamoUpsertSinkOptions<T>): SinkDe
       name: options.name,
       keyAttribute: options.keyAttribute ?? 'pk',
       guarantee: 'exactly-once in effect (idempotent, version-conditioned upserts; no commit latency)',
+      latency: 'immediate (written as records are processed)',
       ...(options.tableName !== undefined ? { tableName: options.tableName } : {}),
     },
     key: options.key,
@@ -46,6 +47,82 @@ export function collectSink<T>(name: string): SinkDefinition<T> {
       kind: 'collect',
       name,
       guarantee: 'exactly-once (staged per epoch, published at checkpoint commit); in-process only, for tests',
+      latency: 'about one checkpoint interval (published when the next checkpoint commits)',
     },
   };
+}
+
+export interface S3FileSinkOptions {
+  /** logical name (names the staging area and, by default, the output prefix) */
+  readonly name: string;
+  /**
+   * Key prefix of the published objects in the job's bucket. It must start with `sinks/` (the job's
+   * functions may write only there) and must not reach into `sinks/_staged/`.
+   * @default `sinks/<name>`
+   */
+  readonly prefix?: string;
+  /** object format: one JSON value per line; @default 'jsonl' */
+  readonly format?: 'jsonl';
+}
+
+/**
+ * Writes values as JSON-lines objects to the job's S3 bucket, exactly once.
+ *
+ * Each instance stages its outputs per epoch (objects under `sinks/_staged/<name>/`) before its
+ * snapshot is made durable; when checkpoint n commits, the coordinator publishes every epoch below
+ * n not yet published, as `<prefix>/epoch=<e>/<producer>-<first seq>.jsonl` (at most 10,000 values
+ * per object). Names and contents are deterministic, so publishing is idempotent and resumable: a
+ * coordinator that dies between COMPLETED and publishing is finished by the next commit, and an
+ * object written twice is written with the same bytes. Latency: outputs appear about one checkpoint
+ * interval after they are produced (at the commit of the checkpoint that follows them).
+ */
+export function s3FileSink<T>(options: S3FileSinkOptions): SinkDefinition<T> {
+  return {
+    spec: {
+      id: `sink-${options.name}`,
+      kind: 's3-file',
+      name: options.name,
+      prefix: trimSlashes(options.prefix ?? `sinks/${options.name}`),
+      format: options.format ?? 'jsonl',
+      guarantee: 'exactly-once (staged per epoch in S3, published at checkpoint commit under deterministic object names)',
+      latency: 'about one checkpoint interval (published when the next checkpoint commits)',
+    },
+  };
+}
+
+export interface KinesisSinkOptions {
+  /** logical name (also names the output stream the job creates) */
+  readonly name: string;
+  /** publish to an existing stream instead of one the job creates */
+  readonly streamName?: string;
+}
+
+/**
+ * Publishes values to a Kinesis stream at checkpoint commit. Each record is the JSON object
+ * `{"id": "<sink>/<epoch>/<producer>/<seq>", "epoch": e, "value": v}`: the id is deterministic, so
+ * a value published again carries the same id.
+ *
+ * Outputs are staged per epoch in S3 and published by the commit of the checkpoint that follows
+ * them (latency: about one checkpoint interval). Publishing records its progress after every
+ * PutRecords call, so a crash in the middle of publishing repeats at most the records of the call
+ * in flight: effectively exactly-once for a consumer that drops a record whose `id` it has already
+ * seen (a set of the ids of the last few epochs is enough: a repeat is never more than one epoch
+ * old). Records are spread over the shards by id; there is no per-key order.
+ */
+export function kinesisSink<T>(options: KinesisSinkOptions): SinkDefinition<T> {
+  return {
+    spec: {
+      id: `sink-${options.name}`,
+      kind: 'kinesis',
+      name: options.name,
+      ...(options.streamName !== undefined ? { streamName: options.streamName } : {}),
+      guarantee:
+        'exactly-once with consumer-side dedupe by record id (staged per epoch, published at checkpoint commit; a crash mid-publish may repeat one PutRecords call)',
+      latency: 'about one checkpoint interval (published when the next checkpoint commits)',
+    },
+  };
+}
+
+function trimSlashes(s: string): string {
+  return s.replace(/^\/+|\/+$/g, '');
 }

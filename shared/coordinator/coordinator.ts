@@ -5,22 +5,32 @@
  * 1. allocate n — a conditional write, so at most one checkpoint is in flight;
  * 2. inject barrier n into every open shard of every source stream;
  * 3. await — store the task token; the instance whose ack completes the ack set wakes the workflow;
- * 4. commit n — mark it COMPLETED, then publish what transactional sinks staged below n;
- *    or abort n — mark it ABORTED and still deliver barrier n everywhere (a channel that skips a
- *    barrier number would stall every later alignment).
+ * 4. commit n — mark it COMPLETED, record what each instance flushed, publish what transactional
+ *    sinks staged below n, write the savepoint when n is one, and garbage-collect deltas no
+ *    retained checkpoint needs; or abort n — mark it ABORTED and still deliver barrier n everywhere
+ *    (a channel that skips a barrier number would stall every later alignment).
+ *
+ * Checkpoints in flight: at most one (allocate is a conditional write). Savepoints are checkpoints
+ * too: a user asks for one (`requestSavepoint`), the next allocate turns into a savepoint, and its
+ * commit writes the portable files (shared/adapters/aws/savepoints.ts).
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { PutRecordCommand } from '@aws-sdk/client-kinesis';
 import { SendTaskSuccessCommand } from '@aws-sdk/client-sfn';
-import { GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { AwsClients } from '../adapters/aws/clients.js';
 import { withThrottleRetry } from '../adapters/aws/clients.js';
 import { pad } from '../adapters/aws/dynamo-control-store.js';
-import { KinesisShardDirectory } from '../adapters/aws/kinesis.js';
+import { KinesisShardDirectory, listAllShards } from '../adapters/aws/kinesis.js';
+import { validSavepointId, writeSavepoint } from '../adapters/aws/savepoints.js';
 import { encodeSourceControl } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
+import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
+import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
+import { deltasToDelete } from './gc.js';
 import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput } from './protocol.js';
 import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
 
@@ -31,12 +41,31 @@ export class CheckpointInFlightError extends SluiceError {
   }
 }
 
+/** A stop-with-savepoint was taken: the job takes no further checkpoints until it is restored. */
+export class JobStoppedError extends SluiceError {
+  // the state machine retries this name with backoff (then fails): the operator stops the workflow meanwhile
+  override readonly name = CHECKPOINT_IN_FLIGHT;
+  constructor(n: number) {
+    super(`the job was stopped with a savepoint at checkpoint ${n}: restore it to go on`, 'JOB_STOPPED', true);
+  }
+}
+
 export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
+
+/** What one instance flushed for a checkpoint (recorded at commit from its snapshot pointer). */
+export interface InstanceCheckpointStats {
+  readonly bytes?: number;
+  readonly keys?: number;
+  readonly replayPoint: SnapshotPointer['replayPoint'];
+  readonly delta: SnapshotPointer['delta'];
+}
 
 export interface CheckpointRecord {
   readonly checkpointId: number;
   readonly status: CheckpointStatus;
   readonly savepoint: boolean;
+  /** set when this checkpoint is a savepoint asked for by a user */
+  readonly savepointId?: string;
   readonly expected: number;
   readonly acks: number;
   readonly topology: readonly number[];
@@ -44,7 +73,41 @@ export interface CheckpointRecord {
   readonly endedAt?: string;
   readonly durationMs?: number;
   readonly reason?: string;
+  /** per instance: bytes and keys flushed, replay point, delta (committed checkpoints) */
+  readonly instances?: Readonly<Record<string, InstanceCheckpointStats>>;
+  /** total delta bytes and dirty keys flushed by every instance */
+  readonly bytes?: number;
+  readonly keys?: number;
+  /** set on the checkpoint a restore creates */
+  readonly restoredFrom?: string;
 }
+
+export type SavepointStatus = 'REQUESTED' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
+
+export interface SavepointRecord {
+  readonly id: string;
+  readonly status: SavepointStatus;
+  /** stop the job once the savepoint is complete (no further checkpoint is taken) */
+  readonly stop: boolean;
+  readonly requestedAt: string;
+  readonly checkpointId?: number;
+  readonly completedAt?: string;
+  /** `savepoints/<id>/` in the job's bucket */
+  readonly location?: string;
+  readonly rows?: number;
+  readonly timers?: number;
+  readonly bytes?: number;
+  readonly reason?: string;
+}
+
+export interface CoordinatorOptions {
+  /** the data bucket (deltas, savepoints); @default names.bucket */
+  readonly bucket?: string;
+  readonly telemetry?: Telemetry;
+}
+
+/** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
+export const CHECKPOINT_HISTORY = 100;
 
 /** Something that publishes staged sink outputs when a checkpoint commits. */
 export interface CommitTarget {
@@ -60,8 +123,13 @@ export class Coordinator {
     private readonly clients: AwsClients,
     private readonly commitTargets: readonly CommitTarget[] = [],
     private readonly now: () => Date = () => new Date(),
+    private readonly options: CoordinatorOptions = {},
   ) {
     this.shards = new KinesisShardDirectory(clients);
+  }
+
+  private get bucket(): string {
+    return this.options.bucket ?? this.names.bucket;
   }
 
   async run(input: CoordinatorTaskInput): Promise<unknown> {
@@ -76,6 +144,10 @@ export class Coordinator {
         return this.commit(input.checkpointId);
       case 'abort':
         return this.abort(input.checkpointId, input.reason);
+      case 'savepoint':
+        return this.requestSavepoint(input.savepointId !== undefined ? { id: input.savepointId, stop: input.stop ?? false } : { stop: input.stop ?? false });
+      case 'gc':
+        return this.gc();
       default:
         throw new SluiceError(`unknown coordinator action ${JSON.stringify((input as { action?: unknown }).action)}`, 'BAD_INPUT');
     }
@@ -90,7 +162,13 @@ export class Coordinator {
     const last = (state.Item?.last as number | undefined) ?? 0;
     const inFlight = state.Item?.inFlight as number | undefined;
     if (inFlight !== undefined) throw new CheckpointInFlightError(inFlight);
+    const stoppedAt = state.Item?.stoppedAt as number | undefined;
+    if (stoppedAt !== undefined) throw new JobStoppedError(stoppedAt);
     const n = last + 1;
+    // a savepoint asked for by a user turns this checkpoint into one
+    const request = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConsistentRead: true }));
+    const savepointId = request.Item?.id as string | undefined;
+    if (savepointId !== undefined) savepoint = true;
     const topology = await Promise.all(this.plan.stages.map(async (s) => (await this.shards.openShards(this.names.streamOf(s))).length));
     try {
       await this.clients.doc.send(
@@ -98,7 +176,7 @@ export class Coordinator {
           TableName: this.table,
           Key: { pk: 'coordinator', sk: 'state' },
           UpdateExpression: 'SET #last = :n, inFlight = :n',
-          ConditionExpression: '(attribute_not_exists(#last) OR #last = :prev) AND attribute_not_exists(inFlight)',
+          ConditionExpression: '(attribute_not_exists(#last) OR #last = :prev) AND attribute_not_exists(inFlight) AND attribute_not_exists(stoppedAt)',
           ExpressionAttributeNames: { '#last': 'last' },
           ExpressionAttributeValues: { ':n': n, ':prev': last },
         }),
@@ -111,7 +189,7 @@ export class Coordinator {
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: 'SET #status = :s, #expected = :e, #topology = :t, startedAt = :now, #savepoint = :sp',
+        UpdateExpression: `SET #status = :s, #expected = :e, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}`,
         ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#topology': 'topology', '#savepoint': 'savepoint' },
         ExpressionAttributeValues: {
           ':s': 'IN_FLIGHT',
@@ -119,10 +197,85 @@ export class Coordinator {
           ':t': topology,
           ':now': this.now().toISOString(),
           ':sp': savepoint,
+          ...(savepointId !== undefined ? { ':spid': savepointId } : {}),
         },
       }),
     );
+    if (savepointId !== undefined) {
+      await this.clients.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: 'savepoint', sk: savepointId },
+          UpdateExpression: 'SET #status = :s, checkpointId = :n',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: { ':s': 'IN_PROGRESS', ':n': n },
+        }),
+      );
+      await this.clients.doc.send(
+        new DeleteCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConditionExpression: 'id = :id', ExpressionAttributeValues: { ':id': savepointId } }),
+      ).catch((err: unknown) => {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      });
+    }
     return { checkpointId: n };
+  }
+
+  /**
+   * Asks for a savepoint: the next checkpoint the workflow allocates becomes one. With `stop`, the
+   * job takes no checkpoint after it (stop-with-savepoint); the caller then stops the workflow and
+   * the stage functions. Fails if another request is still waiting.
+   */
+  async requestSavepoint(options: { id?: string; stop?: boolean } = {}): Promise<SavepointRecord> {
+    const at = this.now();
+    const id = options.id ?? `sp-${at.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z').toLowerCase()}`;
+    if (!validSavepointId(id)) throw new SluiceError(`savepoint id must be 1-100 letters, digits, "_", "." or "-", starting with a letter or digit; got "${id}"`, 'BAD_INPUT');
+    const record: SavepointRecord = { id, status: 'REQUESTED', stop: options.stop ?? false, requestedAt: at.toISOString() };
+    try {
+      await this.clients.doc.send(
+        new PutCommand({ TableName: this.table, Item: { pk: 'savepoint', sk: id, ...record }, ConditionExpression: 'attribute_not_exists(pk)' }),
+      );
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) throw new SluiceError(`savepoint "${id}" already exists`, 'SAVEPOINT_EXISTS');
+      throw err;
+    }
+    try {
+      await this.clients.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { pk: 'coordinator', sk: 'savepoint-request', id, stop: record.stop, requestedAt: record.requestedAt },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+    } catch (err) {
+      await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: 'savepoint', sk: id } }));
+      if (err instanceof ConditionalCheckFailedException) throw new SluiceError('another savepoint request is still waiting for a checkpoint', 'SAVEPOINT_PENDING', true);
+      throw err;
+    }
+    return record;
+  }
+
+  async getSavepoint(id: string): Promise<SavepointRecord | undefined> {
+    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'savepoint', sk: id }, ConsistentRead: true }));
+    return r.Item ? toSavepoint(r.Item) : undefined;
+  }
+
+  async listSavepoints(): Promise<SavepointRecord[]> {
+    const out: SavepointRecord[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const r = await this.clients.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': 'savepoint' },
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      for (const item of r.Items ?? []) out.push(toSavepoint(item));
+      start = r.LastEvaluatedKey;
+    } while (start);
+    return out.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
   }
 
   /** Puts barrier n into every open shard of every source stream. Safe to repeat: sources ignore old barriers. */
@@ -172,15 +325,169 @@ export class Coordinator {
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
     if (ck.status === 'IN_FLIGHT') await this.finish(n, 'COMPLETED', ck);
     else if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
+    const pointers = ck.instances ? undefined : await this.recordInstanceStats(n);
     // publishing is idempotent: a commit retried after a crash publishes what is left
     let published = 0;
     for (const t of this.commitTargets) published += await t.publish(n);
-    return { checkpointId: n, published };
+    if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
+    const gc = await this.gc();
+    return { checkpointId: n, published, deltasDeleted: gc.deleted };
+  }
+
+  /** The acked instances' snapshot pointers of checkpoint n (their leases point at n until n+1 starts). */
+  private async pointersOf(n: number): Promise<Map<string, SnapshotPointer>> {
+    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(n) }, ConsistentRead: true }));
+    const ids = [...((r.Item?.acks as Set<string> | undefined) ?? [])].sort();
+    const out = new Map<string, SnapshotPointer>();
+    for (let i = 0; i < ids.length; i += 100) {
+      const keys = ids.slice(i, i + 100).map((id) => ({ pk: `lease#${id}`, sk: 'lease' }));
+      let pending: Array<Record<string, unknown>> = keys;
+      while (pending.length) {
+        const b = await withThrottleRetry(() =>
+          this.clients.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: pending, ConsistentRead: true } } })),
+        );
+        for (const item of b.Responses?.[this.table] ?? []) {
+          if (typeof item.snapshot !== 'string') continue;
+          const p = JSON.parse(item.snapshot) as SnapshotPointer;
+          out.set((item.pk as string).slice('lease#'.length), p);
+        }
+        pending = (b.UnprocessedKeys?.[this.table]?.Keys as Array<Record<string, unknown>> | undefined) ?? [];
+      }
+    }
+    return out;
+  }
+
+  /** Copies each acked instance's bytes, keys, replay point and delta of checkpoint n into its record. */
+  private async recordInstanceStats(n: number): Promise<Map<string, SnapshotPointer>> {
+    const pointers = await this.pointersOf(n);
+    const instances: Record<string, InstanceCheckpointStats> = {};
+    let bytes = 0;
+    let keys = 0;
+    for (const [id, p] of pointers) {
+      if (p.checkpointId !== n) continue;
+      const b = typeof p.meta.bytes === 'number' ? p.meta.bytes : undefined;
+      const k = typeof p.meta.keys === 'number' ? p.meta.keys : undefined;
+      instances[id] = { ...(b !== undefined ? { bytes: b } : {}), ...(k !== undefined ? { keys: k } : {}), replayPoint: p.replayPoint, delta: p.delta };
+      bytes += b ?? 0;
+      keys += k ?? 0;
+    }
+    await this.clients.doc.send(
+      new UpdateCommand({
+        TableName: this.table,
+        Key: { pk: 'checkpoint', sk: pad(n) },
+        UpdateExpression: 'SET instances = :i, #bytes = :b, #keys = :k',
+        ExpressionAttributeNames: { '#bytes': 'bytes', '#keys': 'keys' },
+        ExpressionAttributeValues: { ':i': JSON.stringify(instances), ':b': bytes, ':k': keys },
+      }),
+    );
+    return pointers;
+  }
+
+  private async completeSavepoint(id: string, n: number, pointers: Map<string, SnapshotPointer>): Promise<void> {
+    const sp = await this.getSavepoint(id);
+    if (sp?.status === 'COMPLETED') return;
+    const m = await writeSavepoint({ plan: this.plan, names: this.names, clients: this.clients, bucket: this.bucket }, id, n, pointers, this.now());
+    if (sp?.stop) {
+      // stop-with-savepoint: no checkpoint after this one
+      await this.clients.doc.send(
+        new UpdateCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, UpdateExpression: 'SET stoppedAt = :n', ExpressionAttributeValues: { ':n': n } }),
+      );
+    }
+    await this.clients.doc.send(
+      new UpdateCommand({
+        TableName: this.table,
+        Key: { pk: 'savepoint', sk: id },
+        UpdateExpression: 'SET #status = :s, completedAt = :at, #location = :loc, #rows = :r, timers = :t, #bytes = :b',
+        ExpressionAttributeNames: { '#status': 'status', '#location': 'location', '#rows': 'rows', '#bytes': 'bytes' },
+        ExpressionAttributeValues: { ':s': 'COMPLETED', ':at': this.now().toISOString(), ':loc': `s3://${this.bucket}/savepoints/${id}/`, ':r': m.rows, ':t': m.timers, ':b': m.bytes },
+      }),
+    );
+    this.options.telemetry?.log('info', 'savepoint written', { savepointId: id, checkpointId: n, rows: m.rows, timers: m.timers });
+  }
+
+  /**
+   * Deletes the deltas no retained checkpoint needs and trims old checkpoint records. A delta of
+   * checkpoint k of an instance is kept while k is the instance's current snapshot pointer, k is
+   * one of the last `retained` completed checkpoints, or k is newer than every completed one.
+   */
+  async gc(): Promise<{ deleted: number; kept: number }> {
+    const all = await this.list();
+    const completed = all.filter((c) => c.status === 'COMPLETED').map((c) => c.checkpointId);
+    const retained = new Set(completed.slice(-this.plan.checkpoint.retained));
+    const latest = completed.length ? completed[completed.length - 1]! : 0;
+    let deleted = 0;
+    let kept = 0;
+    for (const stage of this.plan.stages) {
+      const shards = await listAllShards(this.clients, this.names.streamOf(stage));
+      for (const shard of shards) {
+        const id = instanceIdOf(stage.id, shard.shardId);
+        const lease = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${id}`, sk: 'lease' }, ConsistentRead: true }));
+        const pointer = typeof lease.Item?.snapshot === 'string' ? (JSON.parse(lease.Item.snapshot) as SnapshotPointer) : undefined;
+        // inline deltas in the control table
+        const inline: number[] = [];
+        let start: Record<string, unknown> | undefined;
+        do {
+          const r = await this.clients.doc.send(
+            new QueryCommand({
+              TableName: this.table,
+              KeyConditionExpression: 'pk = :pk',
+              ExpressionAttributeValues: { ':pk': `delta#${id}` },
+              ProjectionExpression: 'sk',
+              ConsistentRead: true,
+              ...(start ? { ExclusiveStartKey: start } : {}),
+            }),
+          );
+          for (const item of r.Items ?? []) inline.push(Number(item.sk));
+          start = r.LastEvaluatedKey;
+        } while (start);
+        // large deltas in S3
+        const objects = new Map<number, string>();
+        const prefix = `deltas/${id.replace(':', '/')}/`;
+        let token: string | undefined;
+        do {
+          const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ...(token ? { ContinuationToken: token } : {}) }));
+          for (const o of r.Contents ?? []) {
+            const k = Number(o.Key!.slice(prefix.length).replace(/\.bin$/, ''));
+            if (Number.isInteger(k)) objects.set(k, o.Key!);
+          }
+          token = r.IsTruncated ? r.NextContinuationToken : undefined;
+        } while (token);
+        const del = deltasToDelete([...inline, ...objects.keys()], { retained, pointer: pointer?.checkpointId, latestCompleted: latest });
+        for (const k of del) {
+          if (inline.includes(k)) await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: `delta#${id}`, sk: pad(k) } }));
+          const key = objects.get(k);
+          if (key) await this.clients.s3.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+          deleted++;
+        }
+        kept += inline.length + objects.size - del.length;
+      }
+    }
+    // checkpoint records beyond the history
+    for (const c of all.slice(0, Math.max(0, all.length - CHECKPOINT_HISTORY))) {
+      if (c.savepoint || retained.has(c.checkpointId)) continue;
+      await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(c.checkpointId) } }));
+    }
+    return { deleted, kept };
   }
 
   async abort(n: number, reason?: unknown): Promise<AbortOutput> {
     const ck = await this.get(n);
     if (ck?.status === 'IN_FLIGHT') await this.finish(n, 'ABORTED', ck, JSON.stringify(reason ?? 'aborted').slice(0, 1000));
+    if (ck?.savepointId !== undefined) {
+      // the savepoint failed with its checkpoint; a stop it asked for does not happen
+      await this.clients.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: 'savepoint', sk: ck.savepointId },
+          UpdateExpression: 'SET #status = :s, #reason = :r',
+          ConditionExpression: '#status <> :done',
+          ExpressionAttributeNames: { '#status': 'status', '#reason': 'reason' },
+          ExpressionAttributeValues: { ':s': 'FAILED', ':r': `checkpoint ${n} was aborted`, ':done': 'COMPLETED' },
+        }),
+      ).catch((err: unknown) => {
+        if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      });
+    }
     if (ck) await this.inject(n);
     await this.clients.doc.send(
       new UpdateCommand({
@@ -255,11 +562,33 @@ export class Coordinator {
   }
 }
 
+function toSavepoint(item: Record<string, unknown>): SavepointRecord {
+  const opt = (k: string) => (item[k] !== undefined ? { [k]: item[k] } : {});
+  return {
+    id: item.sk as string,
+    status: item.status as SavepointStatus,
+    stop: item.stop === true,
+    requestedAt: item.requestedAt as string,
+    ...opt('checkpointId'),
+    ...opt('completedAt'),
+    ...opt('location'),
+    ...opt('rows'),
+    ...opt('timers'),
+    ...opt('bytes'),
+    ...opt('reason'),
+  } as SavepointRecord;
+}
+
 function toRecord(item: Record<string, unknown>): CheckpointRecord {
   return {
     checkpointId: Number(item.sk),
     status: item.status as CheckpointStatus,
     savepoint: item.savepoint === true,
+    ...(item.savepointId !== undefined ? { savepointId: item.savepointId as string } : {}),
+    ...(typeof item.instances === 'string' ? { instances: JSON.parse(item.instances) as Record<string, InstanceCheckpointStats> } : {}),
+    ...(item.bytes !== undefined ? { bytes: item.bytes as number } : {}),
+    ...(item.keys !== undefined ? { keys: item.keys as number } : {}),
+    ...(item.restoredFrom !== undefined ? { restoredFrom: item.restoredFrom as string } : {}),
     expected: (item.expected as number | undefined) ?? 0,
     acks: (item.acks as Set<string> | undefined)?.size ?? 0,
     topology: (item.topology as number[] | undefined) ?? [],

@@ -14,7 +14,11 @@ export type CoordinatorTaskInput =
   /** mark n COMPLETED, publish every unpublished sink epoch below n, expire what no retained checkpoint needs */
   | { readonly action: 'commit'; readonly checkpointId: number }
   /** mark n ABORTED and still deliver barrier n to every source shard */
-  | { readonly action: 'abort'; readonly checkpointId: number; readonly reason?: unknown };
+  | { readonly action: 'abort'; readonly checkpointId: number; readonly reason?: unknown }
+  /** ask for a savepoint (the next checkpoint becomes one); with `stop`, no checkpoint follows it */
+  | { readonly action: 'savepoint'; readonly savepointId?: string; readonly stop?: boolean }
+  /** delete deltas no retained checkpoint needs (commit does it too) */
+  | { readonly action: 'gc' };
 
 export interface AllocateOutput {
   readonly checkpointId: number;
@@ -25,7 +29,10 @@ export interface InjectOutput {
 }
 export interface CommitOutput {
   readonly checkpointId: number;
+  /** values the transactional sinks published */
   readonly published: number;
+  /** deltas garbage-collected */
+  readonly deltasDeleted?: number;
 }
 export interface AbortOutput {
   readonly checkpointId: number;

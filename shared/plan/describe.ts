@@ -4,6 +4,7 @@
  */
 import type { Plan, PlanStage } from './plan.js';
 import { resourceNames } from './resources.js';
+import { fileSinkPrefix, kinesisSinkStream } from './sink-names.js';
 
 export function describePlan(plan: Plan, prefix?: string): string {
   const names = resourceNames(plan, prefix);
@@ -26,7 +27,22 @@ export function describePlan(plan: Plan, prefix?: string): string {
   if (plan.sinks.length) {
     out.push('');
     out.push('sinks');
-    for (const k of plan.sinks) out.push(`  ${k.name} (${k.kind}${k.kind === 'dynamodb-upsert' ? `, table ${names.sinkTable(k)}` : ''}): ${k.guarantee}`);
+    for (const k of plan.sinks) {
+      const where =
+        k.kind === 'dynamodb-upsert'
+          ? `, table ${names.sinkTable(k)}`
+          : k.kind === 's3-file'
+            ? `, s3://${names.bucket}/${fileSinkPrefix(k)}/epoch=<e>/ (${k.format ?? 'jsonl'})`
+            : k.kind === 'kinesis'
+              ? `, stream ${kinesisSinkStream(names, k)}`
+              : '';
+      out.push(`  ${k.name} (${k.kind}${where}): ${k.guarantee}`);
+      if (k.latency) out.push(`    latency: ${k.latency}`);
+    }
+    out.push('');
+    out.push(
+      `checkpoints in flight: at most 1; ${plan.checkpoint.retained} completed checkpoints retained (older deltas and published staging objects are deleted at commit)`,
+    );
   }
   return out.join('\n');
 }

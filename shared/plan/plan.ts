@@ -70,18 +70,36 @@ export interface PlanSource {
 
 export interface PlanSink {
   readonly id: string;
-  readonly kind: 'dynamodb-upsert' | 'collect';
+  readonly kind: SinkKind;
   readonly name: string;
   /** the guarantee the sink gives, as shown by `describe` */
   readonly guarantee: string;
   /** for dynamodb-upsert: the table's partition key attribute */
   readonly keyAttribute?: string;
+/**
+ * Kinds of sinks. `dynamodb-upsert` writes directly (idempotent); `collect`, `s3-file` and `kinesis`
+ * are transactional: outputs are staged per epoch and published when the checkpoint that covers
+ * them commits.
+ */
+export type SinkKind = 'dynamodb-upsert' | 'collect' | 's3-file' | 'kinesis';
+
+/** Sink kinds whose outputs go through the staged path (outbox.collect → staged sink → commit target). */
+export const STAGED_SINK_KINDS: readonly SinkKind[] = ['collect', 's3-file', 'kinesis'];
+
   /** for dynamodb-upsert: an existing table to write instead of one the job creates */
   readonly tableName?: string;
 }
 
 export interface PlanStage {
   /** `s0`, `s1`, ... in topological order */
+  /** when outputs become visible, as shown by `describe` */
+  readonly latency?: string;
+  /** for s3-file: key prefix of the published objects in the job's bucket (starts with `sinks/`) */
+  readonly prefix?: string;
+  /** for s3-file: the object format */
+  readonly format?: 'jsonl';
+  /** for kinesis: an existing stream to publish to instead of one the job creates */
+  readonly streamName?: string;
   readonly id: string;
   /** readable name made of the chained operators' names */
   readonly name: string;

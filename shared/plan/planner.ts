@@ -173,6 +173,7 @@ export function planJob(job: Job): Plan {
   const c = opts.checkpoint ?? {};
   const checkpoint: CheckpointSettings = {
     intervalMs: c.intervalMs ?? 10_000,
+      checkStagedSink(job, node);
     timeoutMs: c.timeoutMs ?? 60_000,
     minPauseMs: c.minPauseMs ?? 0,
     retained: c.retained ?? 3,
@@ -196,7 +197,28 @@ export function planJob(job: Job): Plan {
   return { ...body, hash: planHash(body) };
 }
 
-function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>): PlanOperator {
+/** Checks of transactional sinks: names usable in S3 keys and stream names, prefixes the functions may write. */
+function checkStagedSink(job: Job, node: LogicalNode & { kind: 'sink' }): void {
+  const spec = node.spec;
+  if (spec.kind === 'dynamodb-upsert') return;
+  if (!sanitizeName(spec.name)) throw new PlanError(`${where(job, node)} › name`, `must hold a letter or digit, got "${spec.name}"`);
+  if (spec.kind === 's3-file') {
+    const prefix = spec.prefix ?? '';
+    if (!prefix.startsWith('sinks/') || prefix.length <= 'sinks/'.length) {
+      throw new PlanError(`${where(job, node)} › prefix`, `must start with "sinks/" (the functions may write only there), got "${prefix}"`);
+    }
+    if (prefix.startsWith('sinks/_staged')) throw new PlanError(`${where(job, node)} › prefix`, '"sinks/_staged" holds staged outputs; pick another prefix');
+    if (/(^|\/)\.\.?(\/|$)|\/\/|[\\{}^%`\[\]"<>~#|]/.test(prefix)) {
+      throw new PlanError(`${where(job, node)} › prefix`, `must be a plain S3 key prefix (no "..", "//" or special characters), got "${prefix}"`);
+    }
+    if (spec.format !== 'jsonl') throw new PlanError(`${where(job, node)} › format`, `must be "jsonl", got "${String(spec.format)}"`);
+  }
+  if (spec.kind === 'kinesis' && spec.streamName !== undefined && !/^[a-zA-Z0-9_.-]{1,128}$/.test(spec.streamName)) {
+    throw new PlanError(`${where(job, node)} › streamName`, `must be 1-128 letters, digits, "_", "." or "-", got "${spec.streamName}"`);
+  }
+}
+
+function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>, exchangeInput: Map<string, number>): PlanOperator {
   const base = {
     id: node.id,
     kind: node.kind,

@@ -364,3 +364,5 @@ export function compileChain(
     lateDropped: () => lateDropped,
   };
 }
+      case 's3-file':
+      case 'kinesis':

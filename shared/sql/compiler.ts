@@ -20,6 +20,7 @@ import { collectSink, dynamoUpsertSink, kinesisSink, s3FileSink } from '../api/s
 import { valueState } from '../api/state.js';
 import type { KeyedProcessFunction } from '../api/types.js';
 import { EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows, type WindowAssigner } from '../api/windows.js';
+import { HOLD_UNTIL_END } from '../bounded/bounded-reader.js';
 import { AGGREGATES, multiAggregate, resultType, type AggKind, type AggSlot } from './aggregates.js';
 import { rowParser, sqlTypeOf, SUPPORTED_TYPES, type Catalog, type ColumnDef, type Connector, type TableDef } from './catalog.js';
 import { CompileContext } from './context.js';
@@ -311,7 +312,11 @@ class SqlCompiler {
         ...(et
           ? {
               timestamp: (r: Row) => r[et] as number,
-              watermarks: WatermarkStrategies.boundedOutOfOrderness(def.watermarkDelayMs ?? 0, def.idleTimeoutMs !== undefined ? { idleTimeoutMs: def.idleTimeoutMs } : {}),
+              // bounded input read in parallel is out of order: unless told otherwise, hold the watermark until the end of input
+              watermarks:
+                def.connector === 's3' && def.watermarkDelayMs === undefined
+                  ? HOLD_UNTIL_END
+                  : WatermarkStrategies.boundedOutOfOrderness(def.watermarkDelayMs ?? 0, def.idleTimeoutMs !== undefined ? { idleTimeoutMs: def.idleTimeoutMs } : {}),
             }
           : {}),
       });

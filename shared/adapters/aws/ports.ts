@@ -9,6 +9,7 @@ import { DynamoUpsertSinkWriter } from './dynamo-upsert-sink.js';
 import { KinesisShardDirectory, KinesisShardReader, KinesisStreamWriter } from './kinesis.js';
 import { S3DeadLetterStore } from './s3-dead-letters.js';
 import { SfnTaskNotifier } from './sfn-notifier.js';
+import { S3StagingStore, StagedSinkRouter } from './staged-sinks.js';
 
 const noCollect: CollectSinkStore = {
   async stage(sink) {
@@ -16,8 +17,14 @@ const noCollect: CollectSinkStore = {
   },
 };
 
+/**
+ * `collectSink` is the staged-output port of every transactional sink: outputs of `s3-file` and
+ * `kinesis` sinks are staged as S3 objects (published by the coordinator's commit), outputs of
+ * `collect` sinks go to `options.collectSink` (the in-process CollectRegistry of tests and the
+ * local runner).
+ */
 export function createAwsPorts(
-  _plan: Plan,
+  plan: Plan,
   names: ResourceNames,
   clients: AwsClients,
   telemetry: Telemetry,
@@ -33,7 +40,7 @@ export function createAwsPorts(
     deadLetters: new S3DeadLetterStore(clients, bucket),
     notifier: new SfnTaskNotifier(clients),
     upsertSink: new DynamoUpsertSinkWriter(clients),
-    collectSink: options.collectSink ?? noCollect,
+    collectSink: new StagedSinkRouter(plan, new S3StagingStore(clients, bucket), options.collectSink ?? noCollect),
     telemetry,
   };
 }

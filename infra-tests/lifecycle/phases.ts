@@ -1,0 +1,63 @@
+/**
+ * Runs the window job in phases on one set of emulators: each phase starts a run with the given
+ * parallelism of the keyed stages (restoring the previous phase's stop-with-savepoint), produces
+ * its events, and ends with a stop-with-savepoint — except the last, which ends the input and
+ * waits for its windows to fire. What the collect sink published in every run, taken together,
+ * is the job's output.
+ */
+import type { LocalEmulators } from '../../local/emulators.js';
+import { LocalJobRunner } from '../../local/runner.js';
+import { readManifest, type SavepointManifest } from '../../shared/adapters/aws/savepoints.js';
+import { windowJob, type Ev, type UserCount, type WindowCount } from './jobs.js';
+import { makeEvents } from './oracles.js';
+
+export interface PhasesResult {
+  readonly events: Ev[];
+  readonly windows: WindowCount[];
+  readonly totals: UserCount[];
+  readonly savepoints: SavepointManifest[];
+  /** per phase: ms from start to stop */
+  readonly durations: number[];
+}
+
+export async function runPhases(emulators: LocalEmulators, prefix: string, parallelisms: readonly number[], eventsPerPhase = 50): Promise<PhasesResult> {
+  const events: Ev[] = [];
+  const windows: WindowCount[] = [];
+  const savepoints: SavepointManifest[] = [];
+  const durations: number[] = [];
+  let restoreFrom: string | undefined;
+  let totals: UserCount[] = [];
+  for (let i = 0; i < parallelisms.length; i++) {
+    const t0 = Date.now();
+    const last = i === parallelisms.length - 1;
+    const runner = await LocalJobRunner.start(windowJob(parallelisms[i]!), {
+      emulators,
+      prefix,
+      checkpointIntervalMs: 300,
+      recycleProbability: 0.1,
+      seed: 11 + i,
+      batchSize: 25,
+      ...(restoreFrom !== undefined ? { restoreFrom } : {}),
+    });
+    try {
+      // timestamps keep rising from phase to phase: nothing is late
+      const batch = makeEvents(eventsPerPhase, 5, i * eventsPerPhase * 50, 50, 100 + i);
+      events.push(...batch);
+      await runner.produce('events', batch);
+      if (last) await runner.endInput('events');
+      await runner.awaitCheckpoints(2, new Date(), 60_000);
+      if (!last) {
+        const sp = await runner.savepoint({ id: `${prefix}-phase${i}`, stop: true });
+        savepoints.push(await readManifest({ clients: runner.clients, bucket: runner.names.bucket }, sp.id));
+        restoreFrom = sp.id;
+      } else {
+        totals = await runner.readUpsertSink<UserCount>('totals');
+      }
+      windows.push(...runner.collected.published<WindowCount>('windows'));
+    } finally {
+      await runner.stop();
+    }
+    durations.push(Date.now() - t0);
+  }
+  return { events, windows, totals, savepoints, durations };
+}

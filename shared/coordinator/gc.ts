@@ -1,0 +1,27 @@
+/**
+ * Which deltas of one instance the coordinator may delete. A delta of checkpoint k is needed while
+ *
+ * - k is the instance's current snapshot pointer (a restore reads it), or
+ * - k is one of the retained completed checkpoints (`plan.checkpoint.retained`), or
+ * - k is newer than every completed checkpoint (in flight, or written by a snapshot whose
+ *   checkpoint has not committed yet).
+ *
+ * Everything else (older checkpoints, aborted ones the pointer has moved past) goes. Savepoints
+ * never need deltas: they are self-contained copies (shared/adapters/aws/savepoints.ts).
+ */
+export interface DeltaNeeds {
+  readonly retained: ReadonlySet<number>;
+  /** checkpoint id of the instance's current snapshot pointer, if any */
+  readonly pointer: number | undefined;
+  /** the newest completed checkpoint */
+  readonly latestCompleted: number;
+}
+
+export function deltaNeeded(k: number, needs: DeltaNeeds): boolean {
+  return k === needs.pointer || needs.retained.has(k) || k > needs.latestCompleted;
+}
+
+/** The checkpoint ids among `existing` whose deltas can be deleted, ascending, without repeats. */
+export function deltasToDelete(existing: readonly number[], needs: DeltaNeeds): number[] {
+  return [...new Set(existing)].filter((k) => !deltaNeeded(k, needs)).sort((a, b) => a - b);
+}
