@@ -68,14 +68,6 @@ export interface PlanSource {
   readonly deaggregate: boolean;
 }
 
-export interface PlanSink {
-  readonly id: string;
-  readonly kind: SinkKind;
-  readonly name: string;
-  /** the guarantee the sink gives, as shown by `describe` */
-  readonly guarantee: string;
-  /** for dynamodb-upsert: the table's partition key attribute */
-  readonly keyAttribute?: string;
 /**
  * Kinds of sinks. `dynamodb-upsert` writes directly (idempotent); `collect`, `s3-file` and `kinesis`
  * are transactional: outputs are staged per epoch and published when the checkpoint that covers
@@ -86,12 +78,12 @@ export type SinkKind = 'dynamodb-upsert' | 'collect' | 's3-file' | 'kinesis';
 /** Sink kinds whose outputs go through the staged path (outbox.collect → staged sink → commit target). */
 export const STAGED_SINK_KINDS: readonly SinkKind[] = ['collect', 's3-file', 'kinesis'];
 
-  /** for dynamodb-upsert: an existing table to write instead of one the job creates */
-  readonly tableName?: string;
-}
-
-export interface PlanStage {
-  /** `s0`, `s1`, ... in topological order */
+export interface PlanSink {
+  readonly id: string;
+  readonly kind: SinkKind;
+  readonly name: string;
+  /** the guarantee the sink gives, as shown by `describe` */
+  readonly guarantee: string;
   /** when outputs become visible, as shown by `describe` */
   readonly latency?: string;
   /** for s3-file: key prefix of the published objects in the job's bucket (starts with `sinks/`) */
@@ -100,6 +92,14 @@ export interface PlanStage {
   readonly format?: 'jsonl';
   /** for kinesis: an existing stream to publish to instead of one the job creates */
   readonly streamName?: string;
+  /** for dynamodb-upsert: the table's partition key attribute */
+  readonly keyAttribute?: string;
+  /** for dynamodb-upsert: an existing table to write instead of one the job creates */
+  readonly tableName?: string;
+}
+
+export interface PlanStage {
+  /** `s0`, `s1`, ... in topological order */
   readonly id: string;
   /** readable name made of the chained operators' names */
   readonly name: string;

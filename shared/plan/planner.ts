@@ -128,6 +128,7 @@ export function planJob(job: Job): Plan {
       if (node.spec.kind === 'dynamodb-upsert' && typeof node.sink.key !== 'function') {
         throw new PlanError(`${where(job, node)} › key`, 'an upsert sink needs a key function');
       }
+      checkStagedSink(job, node);
       sinks.push(node.spec);
     }
     stageOf.set(node.id, stage);
@@ -173,7 +174,6 @@ export function planJob(job: Job): Plan {
   const c = opts.checkpoint ?? {};
   const checkpoint: CheckpointSettings = {
     intervalMs: c.intervalMs ?? 10_000,
-      checkStagedSink(job, node);
     timeoutMs: c.timeoutMs ?? 60_000,
     minPauseMs: c.minPauseMs ?? 0,
     retained: c.retained ?? 3,
@@ -218,7 +218,7 @@ function checkStagedSink(job: Job, node: LogicalNode & { kind: 'sink' }): void {
   }
 }
 
-function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>, exchangeInput: Map<string, number>): PlanOperator {
+function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>): PlanOperator {
   const base = {
     id: node.id,
     kind: node.kind,

@@ -336,7 +336,10 @@ export function compileChain(
           outbox.upsert(spec.name, table, keyAttribute, keyOf(v), item);
         };
       }
+      // transactional sinks: staged per epoch, published when the checkpoint after them commits
       case 'collect':
+      case 's3-file':
+      case 'kinesis':
         return (v) => outbox.collect(spec.name, v);
     }
   }
@@ -364,5 +367,3 @@ export function compileChain(
     lateDropped: () => lateDropped,
   };
 }
-      case 's3-file':
-      case 'kinesis':
