@@ -4,8 +4,8 @@
  * up in it by node id.
  */
 import type { Partitioning, PlanSink, PlanSource } from '../plan/plan.js';
-import type { StateDescriptor } from './state.js';
-import type { Key, KeyedProcessFunction, RecordContext } from './types.js';
+import type { MapStateDescriptor, StateDescriptor } from './state.js';
+import type { Key, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, RecordContext } from './types.js';
 import type { WindowAssigner, WindowFunctionSpec } from './windows.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- the graph is heterogeneous by nature: each
@@ -51,6 +51,20 @@ export interface ExchangeNode extends NodeBase {
   readonly partitioning: Partitioning;
   readonly keySelector?: (value: any) => Key;
   readonly parallelism?: number;
+  /** broadcast exchanges: the broadcast state the receiving operator keeps */
+  readonly broadcastState?: readonly MapStateDescriptor<string | number, unknown>[];
+}
+/** Two keyed inputs (connect, joins) into one keyed operator. */
+export interface CoProcessNode extends NodeBase {
+  readonly kind: 'coProcess';
+  readonly fn: KeyedCoProcessFunction<Key, any, any, any>;
+  readonly state: readonly StateDescriptor<unknown>[];
+}
+/** A keyed input and a broadcast input (rules, configuration) into one operator. */
+export interface BroadcastProcessNode extends NodeBase {
+  readonly kind: 'broadcastProcess';
+  readonly fn: KeyedBroadcastProcessFunction<Key, any, any, any>;
+  readonly state: readonly StateDescriptor<unknown>[];
 }
 export interface ProcessNode extends NodeBase {
   readonly kind: 'process';
@@ -97,6 +111,8 @@ export type LogicalNode =
   | ProcessNode
   | ReduceNode
   | WindowNode
+  | CoProcessNode
+  | BroadcastProcessNode
   | SideOutputNode
   | UnionNode
   | SinkNode;

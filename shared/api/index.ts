@@ -1,5 +1,18 @@
 /** The user API. Jobs import only from here; it never imports the runtime or AWS. */
-export { job, Job, DataStream, KeyedStream, WindowedStream, WatermarkStrategies } from './job.js';
+export {
+  job,
+  Job,
+  DataStream,
+  KeyedStream,
+  WindowedStream,
+  WatermarkStrategies,
+  ConnectedKeyedStreams,
+  BroadcastStream,
+  BroadcastConnectedStream,
+  IntervalJoined,
+  JoinBuilder,
+} from './job.js';
+export type { JoinContext } from './job.js';
 export type { JobOptions, CheckpointOptions, KinesisSourceOptions } from './job.js';
 export { dynamoUpsertSink, collectSink, s3FileSink, kinesisSink } from './sinks.js';
 export type { DynamoUpsertSinkOptions, S3FileSinkOptions, KinesisSinkOptions } from './sinks.js';
@@ -24,4 +37,18 @@ export type { TimeWindow, WindowAssigner, WindowOptions, WindowResult, ProcessWi
 export type { WatermarkStrategy } from './graph.js';
 export { jsonSerializer, textSerializer, bytesSerializer } from './serializers.js';
 export { OutputTag } from './types.js';
-export type { Collector, Key, KeyedContext, KeyedProcessFunction, OnTimerContext, RecordContext, Serializer, TimerService } from './types.js';
+export type {
+  BroadcastContext,
+  Collector,
+  Key,
+  KeyedBroadcastContext,
+  KeyedBroadcastProcessFunction,
+  KeyedCoProcessFunction,
+  KeyedContext,
+  KeyedProcessFunction,
+  OnTimerContext,
+  ReadOnlyBroadcastState,
+  RecordContext,
+  Serializer,
+  TimerService,
+} from './types.js';

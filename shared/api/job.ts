@@ -5,9 +5,18 @@
  */
 import type { PlanSource, RecordFormat } from '../plan/plan.js';
 import type { ExchangeNode, LogicalNode, SinkDefinition, SourceNode, WatermarkStrategy } from './graph.js';
-import type { AggregateFunction, StateDescriptor } from './state.js';
-import { listState, valueState } from './state.js';
-import type { Collector, Key, KeyedProcessFunction, OutputTag, RecordContext } from './types.js';
+import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './state.js';
+import { listState, mapState, valueState } from './state.js';
+import type {
+  Collector,
+  Key,
+  KeyedBroadcastProcessFunction,
+  KeyedCoProcessFunction,
+  KeyedProcessFunction,
+  OutputTag,
+  RecordContext,
+} from './types.js';
+import { assignWindows } from './windows.js';
 import type { ProcessWindowFunction, TimeWindow, WindowAssigner, WindowOptions, WindowResult } from './windows.js';
 
 export interface CheckpointOptions {
@@ -183,6 +192,21 @@ export class DataStream<T> {
     return this.next<T>({ id, kind: 'union', name: 'union', inputs: [this.node, ...others.map((o) => o.node)] });
   }
 
+  /**
+   * Sends every record to every instance of the operator it is connected to, which keeps the
+   * given broadcast state (identical everywhere): rules, configuration, reference data.
+   */
+  broadcast(...state: MapStateDescriptor<string | number, unknown>[]): BroadcastStream<T> {
+    const id = this.job.newId('broadcast');
+    const node = this.job.add({ id, kind: 'exchange', name: 'broadcast', inputs: [this.node], partitioning: 'broadcast', broadcastState: state });
+    return new BroadcastStream<T>(this.job, node);
+  }
+
+  /** Joins with another stream on equal keys within event-time windows: `a.join(b).where(...).equalTo(...).window(...).apply(...)`. */
+  join<U>(other: DataStream<U>): JoinBuilder<T, U> {
+    return new JoinBuilder<T, U>(this, other);
+  }
+
   /** Writes the stream to a sink. */
   sinkTo(sink: SinkDefinition<T>): void {
     this.job.add({ id: this.job.newId('sink'), kind: 'sink', name: sink.spec.name, inputs: [this.node], spec: sink.spec, sink });
@@ -212,6 +236,26 @@ export class KeyedStream<K extends Key, T> {
       state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],
     });
     return new DataStream<O>(this.job, node);
+  }
+
+  /** Connects a second keyed stream (same key type): a co-process function sees both, with shared keyed state. */
+  connect<U>(other: KeyedStream<K, U>): ConnectedKeyedStreams<K, T, U>;
+  /** Connects a broadcast stream: every instance gets every broadcast record and keeps the broadcast state. */
+  connect<B>(other: BroadcastStream<B>): BroadcastConnectedStream<K, T, B>;
+  connect<U>(other: KeyedStream<K, U> | BroadcastStream<U>): ConnectedKeyedStreams<K, T, U> | BroadcastConnectedStream<K, T, U> {
+    if (other instanceof BroadcastStream) return new BroadcastConnectedStream<K, T, U>(this.job, this.node, other.node);
+    return new ConnectedKeyedStreams<K, T, U>(this.job, this.node, other.node);
+  }
+
+  /**
+   * Joins each record of this stream with the records of `other` of the same key whose event time
+   * lies in [t + lowerMs, t + upperMs]. Buffers are dropped once the watermark passes them.
+   */
+  intervalJoin<U>(other: KeyedStream<K, U>, bounds: { lowerMs: number; upperMs: number }): IntervalJoined<K, T, U> {
+    if (!Number.isInteger(bounds.lowerMs) || !Number.isInteger(bounds.upperMs) || bounds.lowerMs > bounds.upperMs) {
+      throw new Error(`intervalJoin: lowerMs and upperMs must be integers with lowerMs <= upperMs, got ${bounds.lowerMs} and ${bounds.upperMs}`);
+    }
+    return new IntervalJoined<K, T, U>(this.connect(other), bounds);
   }
 
   /** Groups each key's records into event-time windows. */
@@ -295,6 +339,164 @@ export class WindowedStream<K extends Key, T> {
       { type: 'process', fn: fn as unknown as ProcessWindowFunction<Key, unknown, unknown> },
       listState('windows') as unknown as StateDescriptor<unknown>,
     );
+  }
+}
+
+export class ConnectedKeyedStreams<K extends Key, A, B> {
+  constructor(
+    private readonly job: Job,
+    private readonly left: LogicalNode,
+    private readonly right: LogicalNode,
+  ) {}
+
+  process<O>(fn: KeyedCoProcessFunction<K, A, B, O>, options: NameOption = {}): DataStream<O> {
+    const node = this.job.add({
+      id: this.job.newId('coProcess'),
+      kind: 'coProcess',
+      name: options.name ?? 'co-process',
+      inputs: [this.left, this.right],
+      fn: fn as unknown as KeyedCoProcessFunction<Key, unknown, unknown, unknown>,
+      state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],
+    });
+    return new DataStream<O>(this.job, node);
+  }
+}
+
+export class BroadcastStream<T> {
+  /** phantom field that carries T */
+  declare readonly __type?: T;
+  constructor(
+    /** @internal */ readonly job: Job,
+    /** @internal */ readonly node: LogicalNode,
+  ) {}
+}
+
+export class BroadcastConnectedStream<K extends Key, T, B> {
+  constructor(
+    private readonly job: Job,
+    private readonly keyed: LogicalNode,
+    private readonly rules: LogicalNode,
+  ) {}
+
+  process<O>(fn: KeyedBroadcastProcessFunction<K, T, B, O>, options: NameOption = {}): DataStream<O> {
+    const node = this.job.add({
+      id: this.job.newId('broadcastProcess'),
+      kind: 'broadcastProcess',
+      name: options.name ?? 'broadcast-process',
+      inputs: [this.keyed, this.rules],
+      fn: fn as unknown as KeyedBroadcastProcessFunction<Key, unknown, unknown, unknown>,
+      state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],
+    });
+    return new DataStream<O>(this.job, node);
+  }
+}
+
+/** What an interval-join function learns besides the two records. */
+export interface JoinContext<K extends Key> {
+  readonly key: K;
+  readonly leftTimestamp: number;
+  readonly rightTimestamp: number;
+}
+
+export class IntervalJoined<K extends Key, L, R> {
+  constructor(
+    private readonly connected: ConnectedKeyedStreams<K, L, R>,
+    private readonly bounds: { lowerMs: number; upperMs: number },
+  ) {}
+
+  process<O>(fn: (left: L, right: R, ctx: JoinContext<K>, out: Collector<O>) => void, options: NameOption = {}): DataStream<O> {
+    const { lowerMs, upperMs } = this.bounds;
+    // buffers by event time; a timer per buffered time drops it once no future record can match
+    const leftBuf = mapState<number, L[]>('interval-join-left');
+    const rightBuf = mapState<number, R[]>('interval-join-right');
+    const sorted = <V>(m: Array<[number, V]>) => m.sort((a, b) => a[0] - b[0]);
+    const join: KeyedCoProcessFunction<K, L, R, O> = {
+      state: [leftBuf, rightBuf] as StateDescriptor<unknown>[],
+      processElement1(left, ctx, out) {
+        const t = ctx.timestamp;
+        if (t === undefined || t < ctx.currentWatermark()) return; // late: no future partner is waiting for it
+        for (const [rt, rights] of sorted(ctx.getMapState(rightBuf).entries())) {
+          if (rt < t + lowerMs || rt > t + upperMs) continue;
+          for (const right of rights) fn(left, right, { key: ctx.key, leftTimestamp: t, rightTimestamp: rt }, out);
+        }
+        const b = ctx.getMapState(leftBuf);
+        b.put(t, [...(b.get(t) ?? []), left]);
+        ctx.timerService.registerEventTimeTimer(t + upperMs + 1);
+      },
+      processElement2(right, ctx, out) {
+        const t = ctx.timestamp;
+        if (t === undefined || t < ctx.currentWatermark()) return;
+        for (const [lt, lefts] of sorted(ctx.getMapState(leftBuf).entries())) {
+          if (t < lt + lowerMs || t > lt + upperMs) continue;
+          for (const left of lefts) fn(left, right, { key: ctx.key, leftTimestamp: lt, rightTimestamp: t }, out);
+        }
+        const b = ctx.getMapState(rightBuf);
+        b.put(t, [...(b.get(t) ?? []), right]);
+        ctx.timerService.registerEventTimeTimer(t - lowerMs + 1);
+      },
+      // a record at the watermark is still on time, so a buffer goes only once the watermark is past it
+      onTimer(time, ctx) {
+        const l = ctx.getMapState(leftBuf);
+        for (const lt of l.keys()) if (lt + upperMs < time) l.remove(lt);
+        const r = ctx.getMapState(rightBuf);
+        for (const rt of r.keys()) if (rt - lowerMs < time) r.remove(rt);
+      },
+    };
+    return this.connected.process(join, { name: options.name ?? 'interval-join' });
+  }
+}
+
+export class JoinBuilder<L, R> {
+  constructor(
+    private readonly left: DataStream<L>,
+    private readonly right: DataStream<R>,
+  ) {}
+
+  where<K extends Key>(leftKey: (v: L) => K, options: { parallelism?: number } = {}) {
+    return {
+      equalTo: (rightKey: (v: R) => K) => ({
+        /** tumbling or sliding event-time windows; pairs of each window are joined when it closes */
+        window: (assigner: WindowAssigner) => {
+          if (assigner.kind === 'session') throw new Error('window joins take tumbling or sliding windows, not session windows');
+          return {
+            apply: <O>(fn: (left: L, right: R, window: TimeWindow) => O, opts: NameOption = {}): DataStream<O> => {
+              const buf = mapState<string, [L[], R[]]>('window-join');
+              const add = (ctx: import('./types.js').KeyedContext<K>, side: 0 | 1, v: unknown) => {
+                const t = ctx.timestamp;
+                if (t === undefined) throw new Error('window joins need event time: give the sources a timestamp');
+                const state = ctx.getMapState(buf);
+                for (const w of assignWindows(assigner, t)) {
+                  if (w.end - 1 <= ctx.currentWatermark()) continue; // the window is gone
+                  const id = `${w.start}:${w.end}`;
+                  const cur = state.get(id) ?? [[], []];
+                  const next: [L[], R[]] = side === 0 ? [[...cur[0], v as L], cur[1]] : [cur[0], [...cur[1], v as R]];
+                  state.put(id, next);
+                  ctx.timerService.registerEventTimeTimer(w.end - 1);
+                }
+              };
+              const p = this.left.keyBy(leftKey, options).connect(this.right.keyBy(rightKey, options));
+              return p.process<O>(
+                {
+                  state: [buf] as StateDescriptor<unknown>[],
+                  processElement1: (v, ctx) => add(ctx, 0, v),
+                  processElement2: (v, ctx) => add(ctx, 1, v),
+                  onTimer: (time, ctx, out) => {
+                    const state = ctx.getMapState(buf);
+                    for (const [id, [ls, rs]] of state.entries().sort(([a], [b]) => (a < b ? -1 : 1))) {
+                      const [start, end] = id.split(':').map(Number) as [number, number];
+                      if (end - 1 !== time) continue;
+                      for (const l of ls) for (const r of rs) out.collect(fn(l, r, { start, end }));
+                      state.remove(id);
+                    }
+                  },
+                },
+                { name: opts.name ?? 'window-join' },
+              );
+            },
+          };
+        },
+      }),
+    };
   }
 }
 

@@ -84,6 +84,36 @@ export interface OnTimerContext<K extends Key> extends KeyedContext<K> {
   readonly timeDomain: 'event-time' | 'processing-time';
 }
 
+/** Read access to broadcast state (from the keyed side of a broadcast connection). */
+export interface ReadOnlyBroadcastState<K extends string | number, V> {
+  get(key: K): V | undefined;
+  contains(key: K): boolean;
+  entries(): Array<[K, V]>;
+}
+
+export interface KeyedCoProcessFunction<K extends Key, I1, I2, O> {
+  readonly state?: readonly StateDescriptor<unknown>[];
+  processElement1(value: I1, ctx: KeyedContext<K>, out: Collector<O>): void;
+  processElement2(value: I2, ctx: KeyedContext<K>, out: Collector<O>): void;
+  onTimer?(timestamp: number, ctx: OnTimerContext<K>, out: Collector<O>): void;
+}
+
+export interface KeyedBroadcastContext<K extends Key> extends KeyedContext<K> {
+  getBroadcastState<BK extends string | number, V>(descriptor: MapStateDescriptor<BK, V>): ReadOnlyBroadcastState<BK, V>;
+}
+
+export interface BroadcastContext extends RecordContext {
+  /** the broadcast state, writable here: every instance applies the same broadcast records, so copies stay identical */
+  getBroadcastState<BK extends string | number, V>(descriptor: MapStateDescriptor<BK, V>): MapState<BK, V>;
+}
+
+export interface KeyedBroadcastProcessFunction<K extends Key, I, B, O> {
+  readonly state?: readonly StateDescriptor<unknown>[];
+  processElement(value: I, ctx: KeyedBroadcastContext<K>, out: Collector<O>): void;
+  processBroadcastElement(value: B, ctx: BroadcastContext, out: Collector<O>): void;
+  onTimer?(timestamp: number, ctx: OnTimerContext<K>, out: Collector<O>): void;
+}
+
 export interface KeyedProcessFunction<K extends Key, I, O> {
   /** every state the function uses, declared up front so the planner and `describe` know them */
   readonly state?: readonly StateDescriptor<unknown>[];

@@ -23,6 +23,8 @@ export interface DataEnvelope {
   /** event time, ms since the epoch */
   readonly timestamp: number | undefined;
   readonly payload: Uint8Array;
+  /** which input of a multi-input operator (connect, joins) the record feeds; absent = 0 */
+  readonly input?: number;
 }
 
 export interface BarrierEnvelope {
@@ -66,6 +68,7 @@ const KIND = { data: 0, barrier: 1, watermark: 2, tick: 3, end: 4 } as const;
 const F_TS = 0x08;
 const F_SAME_EPOCH = 0x10;
 const F_NEXT_SEQ = 0x20;
+const F_INPUT = 0x40;
 const F_SAVEPOINT = 0x08;
 const F_IDLE = 0x08;
 
@@ -120,10 +123,12 @@ export class PacketBuilder {
         if (e.timestamp !== undefined) h |= F_TS;
         if (e.epoch === this.lastEpoch) h |= F_SAME_EPOCH;
         if (e.seq === this.lastSeq + 1 && e.epoch === this.lastEpoch) h |= F_NEXT_SEQ;
+        if (e.input) h |= F_INPUT;
         w.byte(h);
         if (!(h & F_SAME_EPOCH)) w.varint(e.epoch);
         if (!(h & F_NEXT_SEQ)) w.varint(e.seq);
         w.varint(e.keyGroup);
+        if (e.input) w.varint(e.input);
         if (e.timestamp !== undefined) {
           w.svarint(e.timestamp - this.lastTs);
           this.lastTs = e.timestamp;
@@ -197,13 +202,14 @@ export function decodePacket(bytes: Uint8Array): Packet {
         const epoch = h & F_SAME_EPOCH ? lastEpoch : r.varint();
         const seq = h & F_NEXT_SEQ ? lastSeq + 1 : r.varint();
         const keyGroup = r.varint();
+        const input = h & F_INPUT ? r.varint() : 0;
         let timestamp: number | undefined;
         if (h & F_TS) {
           timestamp = lastTs + r.svarint();
           lastTs = timestamp;
         }
         const payload = r.bytes();
-        envelopes[i] = { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
+        envelopes[i] = input ? { kind: 'data', epoch, seq, keyGroup, timestamp, payload, input } : { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
         lastEpoch = epoch;
         lastSeq = seq;
         break;

@@ -39,6 +39,7 @@ export class ByteWriter {
 
   /** zig-zag, so small negative numbers stay short */
   svarint(n: number): void {
+    if (!Number.isSafeInteger(n)) throw new RangeError(`svarint needs a safe integer, got ${n}`);
     this.varint(n >= 0 ? n * 2 : -n * 2 - 1);
   }
 

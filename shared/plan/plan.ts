@@ -24,6 +24,8 @@ export type OperatorKind =
   | 'process'
   | 'reduce'
   | 'window'
+  | 'coProcess'
+  | 'broadcastProcess'
   | 'sideOutput'
   | 'union'
   | 'exchange'
@@ -33,7 +35,8 @@ export interface PlanStateDecl {
   /** state name, unique per operator */
   readonly name: string;
   readonly kind: 'value' | 'list' | 'map' | 'reducing' | 'aggregating';
-  readonly scope: 'keyed' | 'operator';
+  /** keyed: per key; broadcast: one identical copy in every instance */
+  readonly scope: 'keyed' | 'operator' | 'broadcast';
 }
 
 export interface PlanOperator {
@@ -48,7 +51,12 @@ export interface PlanOperator {
   readonly keyed: boolean;
   readonly state: readonly PlanStateDecl[];
   /** set on `exchange` operators: the stage the records go to and how they are spread */
-  readonly exchange?: { readonly toStage: string; readonly partitioning: Partitioning };
+  readonly exchange?: {
+    readonly toStage: string;
+    readonly partitioning: Partitioning;
+    /** which input of the consuming operator the records feed (connect, joins); 0 for one-input operators */
+    readonly input: number;
+  };
   /** set on `sink` operators */
   readonly sink?: PlanSink;
   /** set on `source` operators */

@@ -46,7 +46,7 @@ describe('planJob on the clickstream example', () => {
     expect(s0.input).toEqual({ kind: 'source', sourceId: s0.operators[0]!.id });
     expect(s0.parallelism).toBe(2);
     expect(s0.stateful).toBe(false);
-    expect(s0.operators.at(-1)!.exchange).toEqual({ toStage: 's1', partitioning: 'key' });
+    expect(s0.operators.at(-1)!.exchange).toEqual({ toStage: 's1', partitioning: 'key', input: 0 });
 
     expect(s1.operators.map((o) => o.kind)).toEqual(['process', 'sink']);
     expect(s1.input).toEqual({ kind: 'exchange', fromStages: ['s0'], keyed: true });
@@ -272,7 +272,7 @@ describe('planJob on other shapes', () => {
     expect(plan.stages[1]!.operators.map((o) => o.kind)).toEqual(['reduce', 'sink', 'exchange']);
     expect(plan.stages[1]!.operators[0]!.state).toEqual([{ name: 'reduce', kind: 'value', scope: 'keyed' }]);
     expect(plan.stages[2]!.input).toEqual({ kind: 'exchange', fromStages: ['s1'], keyed: false });
-    expect(plan.stages[1]!.operators[2]!.exchange).toEqual({ toStage: 's2', partitioning: 'rebalance' });
+    expect(plan.stages[1]!.operators[2]!.exchange).toEqual({ toStage: 's2', partitioning: 'rebalance', input: 0 });
     expect(plan.sinks.map((x) => x.name)).toEqual(['negative', 'sums', 'rebalanced']);
   });
 });

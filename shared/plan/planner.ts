@@ -70,6 +70,7 @@ export function planJob(job: Job): Plan {
     members: LogicalNode[];
   }> = [];
   const exchangeTarget = new Map<string, number>();
+  const exchangeInput = new Map<string, number>();
   const sources: PlanSource[] = [];
   const sinks: PlanSink[] = [];
 
@@ -88,15 +89,59 @@ export function planJob(job: Job): Plan {
       stageInfo.push({ parallelism: s.shards, input: { kind: 'source', sourceId: s.id }, members: [node] });
       continue;
     }
-    if (node.kind !== 'union' && node.inputs.length !== 1) throw new PlanError(where(job, node), `expects one input, got ${node.inputs.length}`);
-    const stageOfInput = (input: LogicalNode) => (input.kind === 'exchange' ? exchangeTarget.get(input.id)! : stageOf.get(input.id)!);
+    const multiInput = node.kind === 'union' || node.kind === 'coProcess' || node.kind === 'broadcastProcess';
+    if (!multiInput && node.inputs.length !== 1) throw new PlanError(where(job, node), `expects one input, got ${node.inputs.length}`);
+    if ((node.kind === 'coProcess' || node.kind === 'broadcastProcess') && node.inputs.length !== 2) {
+      throw new PlanError(where(job, node), `expects two inputs, got ${node.inputs.length}`);
+    }
     const input = node.inputs[0]!;
-    const stage = stageOfInput(input);
-    if (node.kind === 'union') {
-      const stagesIn = new Set(node.inputs.map(stageOfInput));
-      if (stagesIn.size > 1) {
+    const shuffled = node.inputs.filter((i) => i.kind === 'exchange');
+    let stage: number;
+    if (shuffled.length) {
+      // every shuffle into one operator lands in the same stage; each feeds one input of it
+      if (shuffled.length !== node.inputs.length) {
+        throw new PlanError(where(job, node), 'cannot mix shuffled and unshuffled inputs: keyBy (or rebalance) every input, or none');
+      }
+      const targets = new Set(shuffled.map((e) => exchangeTarget.get(e.id)).filter((t): t is number => t !== undefined));
+      if (targets.size > 1) throw new PlanError(where(job, node), 'its inputs already feed different stages');
+      const from = [...new Set(shuffled.map((e) => `s${stageOf.get(e.id)!}`))];
+      if (targets.size === 1) {
+        stage = [...targets][0]!;
+      } else {
+        const parallelisms = shuffled.map((e) => (e.kind === 'exchange' ? (e.parallelism ?? stageInfo[stageOf.get(e.id)!]!.parallelism) : 1));
+        const declared = shuffled.map((e) => (e.kind === 'exchange' ? e.parallelism : undefined)).filter((p): p is number => p !== undefined);
+        if (new Set(declared).size > 1) throw new PlanError(`${where(job, node)} › parallelism`, `its inputs ask for different parallelisms (${declared.join(', ')})`);
+        stage = stageInfo.length;
+        stageInfo.push({
+          parallelism: declared[0] ?? Math.max(...parallelisms),
+          input: { kind: 'exchange', fromStages: from, keyed: shuffled.some((e) => e.kind === 'exchange' && e.partitioning === 'key') },
+          members: [],
+        });
+      }
+      const info = stageInfo[stage]!;
+      if (info.input.kind === 'exchange') {
+        const all = [...new Set([...info.input.fromStages, ...from])];
+        info.input = { ...info.input, fromStages: all, keyed: info.input.keyed || shuffled.some((e) => e.kind === 'exchange' && e.partitioning === 'key') };
+      }
+      node.inputs.forEach((e, side) => {
+        const prev = exchangeInput.get(e.id);
+        if (prev !== undefined && prev !== side) throw new PlanError(where(job, e), 'feeds different inputs of its consumers; split it into two keyBy calls');
+        exchangeInput.set(e.id, side);
+        exchangeTarget.set(e.id, stage);
+      });
+    } else {
+      stage = stageOf.get(input.id)!;
+      if (node.kind === 'union' && new Set(node.inputs.map((i) => stageOf.get(i.id))).size > 1) {
         throw new PlanError(where(job, node), 'can only merge streams of the same stage; key each input by the same key and union after keyBy, or union before the shuffle');
       }
+    }
+    if (node.kind === 'coProcess' && !node.inputs.every((i) => i.kind === 'exchange' && i.partitioning === 'key')) {
+      throw new PlanError(where(job, node), 'both inputs of connect/join must be keyed (keyBy)');
+    }
+    if (node.kind === 'broadcastProcess') {
+      const [keyed, rules] = node.inputs as [LogicalNode, LogicalNode];
+      if (keyed.kind !== 'exchange' || keyed.partitioning !== 'key') throw new PlanError(where(job, node), 'the first input of a broadcast connection must be keyed (keyBy)');
+      if (rules.kind !== 'exchange' || rules.partitioning !== 'broadcast') throw new PlanError(where(job, node), 'the second input of a broadcast connection must be broadcast()');
     }
     if (node.kind === 'sideOutput' && !['process', 'window'].includes(input.kind)) {
       throw new PlanError(where(job, node), `side outputs come from process or window operators, not from ${input.kind}`);
@@ -110,8 +155,8 @@ export function planJob(job: Job): Plan {
         throw new PlanError(`${where(job, node)} › allowedLatenessMs`, `must be a non-negative integer, got ${node.allowedLatenessMs}`);
       }
     }
-    if (node.kind === 'process' || node.kind === 'reduce') {
-      if (input.kind !== 'exchange' || input.partitioning !== 'key') {
+    if (node.kind === 'process' || node.kind === 'reduce' || node.kind === 'coProcess' || node.kind === 'broadcastProcess') {
+      if ((node.kind === 'process' || node.kind === 'reduce') && (input.kind !== 'exchange' || input.partitioning !== 'key')) {
         throw new PlanError(where(job, node), 'keyed operators must directly follow keyBy(...)');
       }
       const names = new Set<string>();
@@ -134,8 +179,8 @@ export function planJob(job: Job): Plan {
     stageOf.set(node.id, stage);
     stageInfo[stage]!.members.push(node);
     if (node.kind === 'exchange') {
-      const upstream = stageInfo[stage]!;
-      const parallelism = node.parallelism ?? upstream.parallelism;
+      // the stage it feeds is made when its first consumer is planned (joins share one)
+      const parallelism = node.parallelism ?? stageInfo[stage]!.parallelism;
       if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > maxParallelism) {
         throw new PlanError(
           `${where(job, node)} › parallelism`,
@@ -143,12 +188,6 @@ export function planJob(job: Job): Plan {
         );
       }
       if (!consumers.get(node.id)?.length) throw new PlanError(where(job, node), 'has no consumer');
-      exchangeTarget.set(node.id, stageInfo.length);
-      stageInfo.push({
-        parallelism,
-        input: { kind: 'exchange', fromStages: [`s${stage}`], keyed: node.partitioning === 'key' },
-        members: [],
-      });
     }
   }
 
@@ -160,7 +199,7 @@ export function planJob(job: Job): Plan {
 
   const stages: PlanStage[] = stageInfo.map((info, index) => {
     const inStage = new Set(info.members.map((m) => m.id));
-    const operators: PlanOperator[] = info.members.map((m) => toPlanOperator(m, inStage, exchangeTarget));
+    const operators: PlanOperator[] = info.members.map((m) => toPlanOperator(m, inStage, exchangeTarget, exchangeInput));
     return {
       id: `s${index}`,
       name: info.members.map((m) => m.name).join(' → '),
@@ -218,21 +257,23 @@ function checkStagedSink(job: Job, node: LogicalNode & { kind: 'sink' }): void {
   }
 }
 
-function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>): PlanOperator {
+function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>, exchangeInput: Map<string, number>): PlanOperator {
   const base = {
     id: node.id,
     kind: node.kind,
     name: node.name,
     inputs: node.inputs.filter((i) => inStage.has(i.id)).map((i) => i.id),
-    keyed: node.kind === 'process' || node.kind === 'reduce' || node.kind === 'window',
-    state:
-      node.kind === 'process' || node.kind === 'reduce' || node.kind === 'window'
-        ? node.state.map((d) => ({ name: d.name, kind: d.kind, scope: 'keyed' as const }))
-        : [],
+    keyed: KEYED_KINDS.has(node.kind),
+    state: [
+      ...('state' in node ? node.state.map((d) => ({ name: d.name, kind: d.kind, scope: 'keyed' as const })) : []),
+      ...(node.kind === 'broadcastProcess'
+        ? broadcastDescriptors(node).map((d) => ({ name: d.name, kind: d.kind, scope: 'broadcast' as const }))
+        : []),
+    ],
   };
   switch (node.kind) {
     case 'exchange':
-      return { ...base, exchange: { toStage: `s${exchangeTarget.get(node.id)}`, partitioning: node.partitioning } };
+      return { ...base, exchange: { toStage: `s${exchangeTarget.get(node.id)}`, partitioning: node.partitioning, input: exchangeInput.get(node.id) ?? 0 } };
     case 'sink':
       return { ...base, sink: node.spec };
     case 'source':
@@ -240,6 +281,14 @@ function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget:
     default:
       return base;
   }
+}
+
+const KEYED_KINDS = new Set(['process', 'reduce', 'window', 'coProcess', 'broadcastProcess']);
+
+/** The broadcast state a broadcast-connected operator keeps: declared on its broadcast input. */
+export function broadcastDescriptors(node: LogicalNode) {
+  const rules = node.inputs[1];
+  return rules?.kind === 'exchange' ? (rules.broadcastState ?? []) : [];
 }
 
 /** Canonical JSON (sorted keys) hashed with sha-256. */

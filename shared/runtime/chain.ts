@@ -19,6 +19,7 @@ import type { KeyedStateCache } from './keyed-state.js';
 import type { Outbox } from './outbox.js';
 import { seededRandom } from './random.js';
 import type { Timer, TimerIndex, TimeDomain } from './timers.js';
+import { BroadcastStateStore } from './broadcast-state.js';
 
 /** What the runtime knows about the record being pushed through the chain. */
 export interface RecordMeta {
@@ -28,6 +29,8 @@ export interface RecordMeta {
   /** the record's key (canonical string) and key group, in a keyed stage */
   key: string | undefined;
   keyGroup: number;
+  /** which input of a multi-input operator the record feeds (0 otherwise) */
+  input?: number;
 }
 
 export interface ChainClock {
@@ -41,8 +44,8 @@ type TimerFn = (timer: Timer) => void;
 export interface CompiledChain {
   /** pushes a value into the stage's entry operators */
   readonly push: Push;
-  /** the selector that keys this stage's input (keyed stages only) */
-  readonly keySelector: ((value: unknown) => string | number) | undefined;
+  /** the selector that keys each input of this stage (by input index; undefined = not keyed) */
+  readonly keySelectors: ReadonlyArray<((value: unknown) => string | number) | undefined>;
   /** operators of the stage holding keyed state */
   readonly keyedOperators: readonly string[];
   /** runs a due timer's callback */
@@ -64,6 +67,7 @@ export function compileChain(
   state: KeyedStateCache,
   clock: ChainClock,
   timers: TimerIndex,
+  broadcast: BroadcastStateStore = new BroadcastStateStore(),
 ): CompiledChain {
   const graph = nodesById(job);
   const consumers = new Map<string, string[]>();
@@ -161,16 +165,56 @@ export function compileChain(
         };
       }
       case 'exchange': {
-        const toStage = stage.operators.find((o) => o.id === node.id)!.exchange!.toStage;
+        const { toStage, input } = stage.operators.find((o) => o.id === node.id)!.exchange!;
         if (node.partitioning === 'key') {
           const selector = node.keySelector!;
           return (v, m) => {
             const key = keyString(selector(v));
-            outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, encodePayload(v));
+            outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
           };
         }
-        if (node.partitioning === 'broadcast') return (v, m) => outbox.emitBroadcast(toStage, m.timestamp, encodePayload(v));
-        return (v, m) => outbox.emitRebalance(toStage, m.timestamp, encodePayload(v));
+        if (node.partitioning === 'broadcast') return (v, m) => outbox.emitBroadcast(toStage, m.timestamp, encodePayload(v), input);
+        return (v, m) => outbox.emitRebalance(toStage, m.timestamp, encodePayload(v), input);
+      }
+      case 'coProcess': {
+        const fn = node.fn;
+        const declared = new Set(node.state.map((d) => d.name));
+        const opId = node.id;
+        let current: RecordMeta | undefined;
+        const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+        timerHandlers.set(opId, (t) => {
+          if (!fn.onTimer) return;
+          const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+          current = meta;
+          fn.onTimer(t.time, keyedContext(opId, declared, side, meta, t.domain), collector);
+        });
+        return (v, m) => {
+          current = m;
+          const ctx = keyedContext(opId, declared, side, m);
+          if (m.input === 1) fn.processElement2(v, ctx, collector);
+          else fn.processElement1(v, ctx, collector);
+        };
+      }
+      case 'broadcastProcess': {
+        const fn = node.fn;
+        const declared = new Set(node.state.map((d) => d.name));
+        const opId = node.id;
+        let current: RecordMeta | undefined;
+        const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+        timerHandlers.set(opId, (t) => {
+          if (!fn.onTimer) return;
+          const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+          current = meta;
+          fn.onTimer(t.time, keyedContext(opId, declared, side, meta, t.domain), collector);
+        });
+        return (v, m) => {
+          current = m;
+          if (m.input === 1) {
+            fn.processBroadcastElement(v, { ...context(m), getBroadcastState: (d) => broadcast.writable(opId, d) }, collector);
+          } else {
+            fn.processElement(v, { ...keyedContext(opId, declared, side, m), getBroadcastState: (d) => broadcast.readOnly(opId, d) }, collector);
+          }
+        };
       }
       case 'process': {
         const fn = node.fn;
@@ -344,24 +388,34 @@ export function compileChain(
     }
   }
 
-  const entry = stage.operators.filter((o) => o.inputs.length === 0).map((o) => o.id);
-  let keySelector: ((value: unknown) => string | number) | undefined;
-  if (stage.input.kind === 'exchange' && stage.input.keyed) {
-    const firstEntry = graph.get(entry[0]!)!;
-    const exchange = firstEntry.inputs[0];
-    if (exchange?.kind === 'exchange') keySelector = exchange.keySelector;
+  // the stage's entries, by input index: a record feeds the entry operators its exchange leads to
+  const byInput = new Map<number, string[]>();
+  const keySelectors: Array<((value: unknown) => string | number) | undefined> = [];
+  for (const op of stage.operators.filter((o) => o.inputs.length === 0)) {
+    const n = graph.get(op.id)!;
+    const exchanges = n.inputs.filter((i) => i.kind === 'exchange');
+    if (!exchanges.length) byInput.set(0, [...(byInput.get(0) ?? []), op.id]);
+    exchanges.forEach((e, side) => {
+      const input = n.kind === 'coProcess' || n.kind === 'broadcastProcess' ? side : 0;
+      byInput.set(input, [...new Set([...(byInput.get(input) ?? []), op.id])]);
+      if (e.kind === 'exchange' && e.partitioning === 'key') keySelectors[input] = e.keySelector;
+    });
   }
+  const routes: Push[] = [];
+  for (const [input, ids] of byInput) routes[input] = fanOut(ids);
+  const route0 = routes[0] ?? (() => undefined);
+  const push: Push = routes.length <= 1 ? route0 : (v, m) => (routes[m.input ?? 0] ?? route0)(v, m);
   const keyedOperators: string[] = [];
   for (const op of stage.operators) {
     const n = graph.get(op.id)!;
-    if (n.kind === 'process' || n.kind === 'reduce' || n.kind === 'window') {
+    if (n.kind === 'process' || n.kind === 'reduce' || n.kind === 'window' || n.kind === 'coProcess' || n.kind === 'broadcastProcess') {
       state.register(op.id, n.kind === 'window' ? [{ name: n.state[0]!.name, kind: 'value', serializer: jsonSerializer() }] : n.state);
       keyedOperators.push(op.id);
     }
   }
   return {
-    push: fanOut(entry),
-    keySelector,
+    push,
+    keySelectors,
     keyedOperators,
     fireTimer: (t) => timerHandlers.get(t.operatorId)?.(t),
     lateDropped: () => lateDropped,

@@ -109,27 +109,27 @@ export class Outbox {
   }
 
   /** Emits a data envelope to the shard owning `keyGroup`. */
-  emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array): void {
+  emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     const d = this.dests.get(toStage)!;
     const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
-    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup, timestamp, payload });
+    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup, timestamp, payload, input });
     this.dataOut++;
   }
 
   /** Emits a data envelope to the next shard in round-robin order. */
-  emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array): void {
+  emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     const d = this.dests.get(toStage)!;
     const i = this.rr.get(toStage) ?? 0;
     this.rr.set(toStage, (i + 1) % d.channels.length);
     const ch = d.channels[i]!;
-    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload });
+    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
     this.dataOut++;
   }
 
   /** Emits a data envelope to every shard. */
-  emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array): void {
+  emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     const d = this.dests.get(toStage)!;
-    for (const ch of d.channels) d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload });
+    for (const ch of d.channels) d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
     this.dataOut += d.channels.length;
   }
 

@@ -31,6 +31,7 @@ import { makeDestination, Outbox } from './outbox.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
+import { BroadcastStateStore } from './broadcast-state.js';
 import { decodeUserRecord, userRecordsOf } from './source-decoding.js';
 
 export interface InstanceOptions {
@@ -72,6 +73,8 @@ interface SnapshotExtras {
   /** producers whose bounded input ended, and whether this instance finished */
   readonly ended?: string[];
   readonly finished?: boolean;
+  /** broadcast state, whole (it is small and identical in every instance) */
+  readonly broadcast?: ReturnType<BroadcastStateStore['toJSON']>;
 }
 
 interface DecodedPacket {
@@ -119,6 +122,7 @@ export class StageInstance {
   /** last watermark per upstream producer, and whether it said it is idle */
   private readonly channels = new Map<string, { wm: number; idle: boolean }>();
   private readonly timers = new TimerIndex();
+  private readonly broadcastState = new BroadcastStateStore();
   private sourceClock: SourceClock = { maxTs: Number.NEGATIVE_INFINITY, emitted: Number.NEGATIVE_INFINITY, idle: false, lastActive: 0, dataSinceTick: false };
   private readonly watermarkIntervalMs: number;
   private readonly watermarkStrategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
@@ -184,6 +188,7 @@ export class StageInstance {
       this.state,
       { processingTime: () => this.processingTime, watermark: () => this.watermark },
       this.timers,
+      this.broadcastState,
     );
     this.state.now = () => this.processingTime;
   }
@@ -204,6 +209,7 @@ export class StageInstance {
       if (extras.source) this.sourceClock = { ...extras.source };
       for (const p of extras.ended ?? []) this.ended.add(p);
       this.finished = extras.finished ?? false;
+      if (extras.broadcast) this.broadcastState.load(extras.broadcast);
     }
   }
 
@@ -344,7 +350,7 @@ export class StageInstance {
 
   /** Decodes payloads and keys of units and loads the state rows they will touch. */
   private async prefetch(units: readonly Unit[]): Promise<void> {
-    const selector = this.chain.keySelector;
+    const selectors = this.chain.keySelectors;
     const ids: StateRowId[] = [];
     for (const u of units) {
       if (u.env.kind !== 'data') continue;
@@ -354,6 +360,7 @@ export class StageInstance {
       }
       try {
         u.value = decodePayload(u.env.payload);
+        const selector = selectors[u.env.input ?? 0];
         if (selector) {
           u.key = keyString(selector(u.value));
           for (const op of this.chain.keyedOperators) ids.push({ operatorId: op, keyGroup: u.env.keyGroup, key: u.key });
@@ -504,6 +511,7 @@ export class StageInstance {
       recordId: `${unit.producer}/${unit.env.epoch}/${unit.env.seq}`,
       key: unit.key,
       keyGroup: unit.key !== undefined ? keyGroupOf(unit.key, this.plan.maxParallelism) : unit.env.keyGroup,
+      input: unit.env.input ?? 0,
     };
     try {
       this.chain.push(unit.value, meta);
@@ -583,6 +591,7 @@ export class StageInstance {
       source: this.source ? { ...this.sourceClock } : null,
       ended: [...this.ended],
       finished: this.finished,
+      broadcast: this.broadcastState.toJSON(),
     });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     await this.ports.control.publishSnapshot(this.id, this.fence, {

@@ -73,11 +73,15 @@ export class MemoryJobRunner {
     const src = this.plan.sources.find((s) => s.name === sourceName);
     if (!src) throw new Error(`job "${this.plan.job}" has no source "${sourceName}"`);
     const stream = this.names.sourceStream(src);
+    for (let i = 0; i < records.length; i += 500) this.putChunk(stream, src.format, records.slice(i, i + 500));
+  }
+
+  private putChunk(stream: string, format: string, records: readonly unknown[]): void {
     const enc = new TextEncoder();
     this.mem.kinesis.putRecords(
       stream,
       records.map((r, i) => ({
-        data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && src.format !== 'json' ? r : JSON.stringify(r)),
+        data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && format !== 'json' ? r : JSON.stringify(r)),
         partitionKey: `p${i}-${Math.floor(this.rnd() * 1e9)}`,
       })),
     );
