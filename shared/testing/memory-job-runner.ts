@@ -14,6 +14,20 @@ import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts } from '../runtime/ports.js';
 import { compareSeq } from '../runtime/positions.js';
 import { StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
+import { SpillingStateStore, type BlobStore } from '../runtime/spilling-state-store.js';
+
+/** Blobs in memory (the S3 of the twins). */
+export class MemoryBlobStore implements BlobStore {
+  readonly objects = new Map<string, Uint8Array>();
+  async put(key: string, bytes: Uint8Array): Promise<void> {
+    this.objects.set(key, new Uint8Array(bytes));
+  }
+  async get(key: string): Promise<Uint8Array> {
+    const b = this.objects.get(key);
+    if (!b) throw new Error(`no blob ${key}`);
+    return new Uint8Array(b);
+  }
+}
 
 export interface MemoryJobRunnerOptions {
   /** @default 1 */
@@ -65,8 +79,15 @@ export class MemoryJobRunner {
   }
 
   private newRunner(stage: PlanStage): StageRunner {
-    return new StageRunner(this.job, this.plan, stage, this.names, this.mem.ports as RuntimePorts, this.options.runner);
+    return new StageRunner(this.job, this.plan, stage, this.names, this.ports, this.options.runner);
   }
+
+  /** The twins' ports, with large state spilling to an in-memory blob store as it does to S3 on AWS. */
+  private get ports(): RuntimePorts {
+    return (this.portsCache ??= { ...this.mem.ports, state: new SpillingStateStore(this.mem.ports.state, this.blobs) });
+  }
+  private portsCache: RuntimePorts | undefined;
+  readonly blobs = new MemoryBlobStore();
 
   /** Puts user records on a source stream (JSON for json sources unless already bytes), spread over its shards. */
   produce(sourceName: string, records: readonly unknown[]): void {

@@ -5,6 +5,8 @@ import type { CollectSinkStore, RuntimePorts, Telemetry } from '../../runtime/po
 import type { AwsClients } from './clients.js';
 import { DynamoControlStore } from './dynamo-control-store.js';
 import { DynamoStateStore } from './dynamo-state-store.js';
+import { SpillingStateStore } from '../../runtime/spilling-state-store.js';
+import { S3BlobStore } from './s3-blob-store.js';
 import { DynamoUpsertSinkWriter } from './dynamo-upsert-sink.js';
 import { KinesisShardDirectory, KinesisShardReader, KinesisStreamWriter } from './kinesis.js';
 import { S3DeadLetterStore } from './s3-dead-letters.js';
@@ -33,7 +35,8 @@ export function createAwsPorts(
   const bucket = options.bucket ?? names.bucket;
   return {
     control: new DynamoControlStore(clients, names.controlTable, bucket),
-    state: new DynamoStateStore(clients, names.stateTable),
+    // keys whose state outgrows a DynamoDB item spill to S3
+    state: new SpillingStateStore(new DynamoStateStore(clients, names.stateTable), new S3BlobStore(clients, bucket)),
     shards: new KinesisShardDirectory(clients),
     writer: new KinesisStreamWriter(clients, telemetry),
     reader: new KinesisShardReader(clients),
