@@ -10,6 +10,7 @@ import { createAwsClients, sleep } from '../shared/adapters/aws/clients.js';
 import { describePlan, planToMermaid, planToSvg } from '../shared/plan/describe.js';
 import { planJob } from '../shared/plan/planner.js';
 import { loadJob } from './load-job.js';
+import { registerSqlCommand } from './sql.js';
 
 const int = (name: string) => (v: string) => {
   const n = Number(v);
@@ -147,6 +148,8 @@ program
     if (opts.output) writeFileSync(opts.output, out);
     else process.stdout.write(out);
   });
+
+registerSqlCommand(program, int);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`sluice: ${err instanceof Error ? err.message : String(err)}\n`);
