@@ -90,20 +90,20 @@ export class MemoryJobRunner {
   readonly blobs = new MemoryBlobStore();
 
   /** Puts user records on a source stream (JSON for json sources unless already bytes), spread over its shards. */
-  produce(sourceName: string, records: readonly unknown[]): void {
+  produce(sourceName: string, records: readonly unknown[], options: { partitionKey?: (record: unknown) => string } = {}): void {
     const src = this.plan.sources.find((s) => s.name === sourceName);
     if (!src) throw new Error(`job "${this.plan.job}" has no source "${sourceName}"`);
     const stream = this.names.sourceStream(src);
-    for (let i = 0; i < records.length; i += 500) this.putChunk(stream, src.format, records.slice(i, i + 500));
+    for (let i = 0; i < records.length; i += 500) this.putChunk(stream, src.format, records.slice(i, i + 500), options.partitionKey);
   }
 
-  private putChunk(stream: string, format: string, records: readonly unknown[]): void {
+  private putChunk(stream: string, format: string, records: readonly unknown[], partitionKey?: (record: unknown) => string): void {
     const enc = new TextEncoder();
     this.mem.kinesis.putRecords(
       stream,
       records.map((r, i) => ({
         data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && format !== 'json' ? r : JSON.stringify(r)),
-        partitionKey: `p${i}-${Math.floor(this.rnd() * 1e9)}`,
+        partitionKey: partitionKey ? partitionKey(r) : `p${i}-${Math.floor(this.rnd() * 1e9)}`,
       })),
     );
   }
