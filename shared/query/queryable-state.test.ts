@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import clickstream from '../../examples/clickstream/job.js';
+import { MemoryJobRunner } from '../testing/memory-job-runner.js';
+import { QueryableState } from './queryable-state.js';
+
+describe('queryable state', () => {
+  it('reads the value a checkpoint flushed for a key, by operator and state name', async () => {
+    const r = new MemoryJobRunner(clickstream, { seed: 4 });
+    const t = Date.UTC(2026, 0, 1);
+    r.produce('clicks', [
+      { userId: 'ann', url: '/cart', ts: t },
+      { userId: 'ann', url: '/cart', ts: t + 5 },
+      { userId: 'bob', url: '/', ts: t + 9 },
+    ]);
+    await r.drain();
+    const q = new QueryableState(clickstream, r.mem.ports.state);
+    expect(await q.get('count-clicks', 'count', 'ann|cart')).toEqual({ clicks: 2, lastClickTs: t + 5 });
+    expect(await q.get('count-clicks', 'count', 'nobody|home')).toBeUndefined();
+    await expect(q.get('count-click', 'count', 'x')).rejects.toThrow(/no keyed operator "count-click".*count-clicks/);
+    await expect(q.get('count-clicks', 'counts', 'x')).rejects.toThrow(/no state "counts".*it has: count/);
+  });
+});
