@@ -51,6 +51,9 @@ const { Parser } = require('node-sql-parser/build/flinksql.js') as {
   Parser: new () => { astify(sql: string, opt: object): AstNode };
 };
 
+const RESERVED =
+  /^(out|at|in|key|value|values|table|window|range|rows|row|timestamp|time|date|user|order|group|current|year|month|day|hour|minute|second|interval|position|end|start|result|system|language|level|all|any|both|case|cast|check|column|default|desc|asc|from|full|function|global|grant|having|inner|left|right|like|limit|local|match|new|no|none|not|null|of|offset|old|on|only|open|outer|over|partition|primary|references|returns|select|set|some|sql|then|to|trim|union|unique|update|using|when|where|with|within|without)$/i;
+
 export interface SqlJobOptions {
   /** job name (prefixes AWS resource names); @default 'sql' */
   readonly name?: string;
@@ -181,15 +184,19 @@ class SqlCompiler {
     } catch (err) {
       const e = err as { location?: { start?: { offset: number } }; found?: string | null; expected?: Array<{ type: string; text?: string; description?: string }>; message?: string };
       if (!e.location?.start) throw new SqlError(this.source.origin, this.source.position(offset).line, 1, `cannot parse: ${e.message ?? String(err)}`, 'SQL_SYNTAX');
-      const at = offset + e.location.start.offset;
-      const rest = text.slice(e.location.start.offset);
+      let local = e.location.start.offset;
+      const ident = /[A-Za-z0-9_]/;
+      // point at the whole word the parser stopped in (or right after): "out" rather than its "t"
+      if (local > 0 && !ident.test(text[local] ?? '') && ident.test(text[local - 1] ?? '')) local--;
+      while (local > 0 && ident.test(text[local] ?? '') && ident.test(text[local - 1]!)) local--;
+      const rest = text.slice(local);
       const word = /^[A-Za-z_][A-Za-z0-9_]*/.exec(rest)?.[0];
-      const found = e.found == null ? 'the end of the statement' : word ? `"${word}"` : `"${e.found}"`;
+      const atEnd = e.found == null || text.slice(local).trim() === '';
+      const at = atEnd ? offset + text.trimEnd().length : offset + local;
+      const found = atEnd ? 'the end of the statement' : word ? `"${word}"` : `"${e.found}"`;
       const expected = [...new Set((e.expected ?? []).filter((x) => x.type === 'literal' && x.text && /^[A-Z,()=;*]/.test(x.text)).map((x) => x.text!))].slice(0, 8);
       let hint = expected.length ? ` (expected ${expected.join(', ')}${(e.expected?.length ?? 0) > expected.length ? ', …' : ''})` : '';
-      if (word && /^(out|in|key|value|values|table|window|range|rows|timestamp|time|date|user|order|group|current)$/i.test(word)) {
-        hint += `; "${word}" is a reserved word: write it in backquotes (\`${word}\`) to use it as a name`;
-      }
+      if (word && RESERVED.test(word)) hint += `; "${word}" is a reserved word: write it in backquotes (\`${word}\`) to use it as a name`;
       throw this.source.error(at, `syntax error at ${found}${hint}`, 'SQL_SYNTAX');
     }
   }
@@ -224,35 +231,35 @@ class SqlCompiler {
     }
     const known = ['connector', 'format', 'shards', 'stream', 'event_time', 'watermark_delay_ms', 'idle_timeout_ms', 'bucket', 'prefix', 'path', 'header', 'table', 'primary_key', 'parallelism'];
     for (const k of opts.keys()) {
-      if (!known.includes(k)) throw this.ctx.error(node, `table ${name}: unknown option '${k}' (options: ${known.join(', ')})`, 'SQL_INVALID', k);
+      if (!known.includes(k)) throw this.ctx.error(node, `table ${name}: unknown option '${k}' (options: ${known.join(', ')})`, 'SQL_INVALID', `'${k}'`);
     }
     const connector = (opts.get('connector') ?? '').toLowerCase();
     if (!['kinesis', 's3', 'dynamodb', 'collect'].includes(connector)) {
-      throw this.ctx.error(node, `table ${name}: 'connector' must be 'kinesis', 's3', 'dynamodb' or 'collect', got ${connector ? `'${connector}'` : 'none'}`, 'SQL_INVALID', opts.has('connector') ? 'connector' : name);
+      throw this.ctx.error(node, `table ${name}: 'connector' must be 'kinesis', 's3', 'dynamodb' or 'collect', got ${connector ? `'${connector}'` : 'none'}`, 'SQL_INVALID', opts.has('connector') ? "'connector'" : name);
     }
     const int = (k: string): number | undefined => {
       const v = opts.get(k);
       if (v === undefined) return undefined;
       const n = Number(v);
-      if (!Number.isInteger(n) || n < 0) throw this.ctx.error(node, `table ${name}: '${k}' must be a non-negative integer, got '${v}'`, 'SQL_INVALID', k);
+      if (!Number.isInteger(n) || n < 0) throw this.ctx.error(node, `table ${name}: '${k}' must be a non-negative integer, got '${v}'`, 'SQL_INVALID', `'${k}'`);
       return n;
     };
     const format = (opts.get('format') ?? 'json').toLowerCase();
-    if (format !== 'json' && format !== 'csv') throw this.ctx.error(node, `table ${name}: 'format' must be 'json' or 'csv', got '${format}'`, 'SQL_INVALID', 'format');
+    if (format !== 'json' && format !== 'csv') throw this.ctx.error(node, `table ${name}: 'format' must be 'json' or 'csv', got '${format}'`, 'SQL_INVALID', "'format'");
     let bucket = opts.get('bucket');
     let prefix = opts.get('prefix');
     const path = opts.get('path');
     if (path) {
       const m = /^s3:\/\/([^/]+)\/?(.*)$/.exec(path);
-      if (!m) throw this.ctx.error(node, `table ${name}: 'path' must look like s3://bucket/prefix, got '${path}'`, 'SQL_INVALID', 'path');
+      if (!m) throw this.ctx.error(node, `table ${name}: 'path' must look like s3://bucket/prefix, got '${path}'`, 'SQL_INVALID', "'path'");
       bucket = m[1];
       prefix = m[2];
     }
     const eventTime = opts.get('event_time');
     if (eventTime !== undefined) {
       const col = columns.find((c) => c.name.toLowerCase() === eventTime.toLowerCase());
-      if (!col) throw this.ctx.error(node, `table ${name}: event_time names column '${eventTime}', which is not declared (columns: ${columns.map((c) => c.name).join(', ')})`, 'SQL_UNKNOWN_COLUMN', 'event_time');
-      if (col.type !== 'TIMESTAMP' && col.type !== 'BIGINT') throw this.ctx.error(node, `table ${name}: the event_time column ${col.name} must be TIMESTAMP or BIGINT (ms since the epoch), not ${col.type}`, 'SQL_INVALID', 'event_time');
+      if (!col) throw this.ctx.error(node, `table ${name}: event_time names column '${eventTime}', which is not declared (columns: ${columns.map((c) => c.name).join(', ')})`, 'SQL_UNKNOWN_COLUMN', "'event_time'");
+      if (col.type !== 'TIMESTAMP' && col.type !== 'BIGINT') throw this.ctx.error(node, `table ${name}: the event_time column ${col.name} must be TIMESTAMP or BIGINT (ms since the epoch), not ${col.type}`, 'SQL_INVALID', "'event_time'");
     }
     if (opts.has('primary_key')) primaryKey = opts.get('primary_key')!.split(',').map((s) => s.trim()).filter(Boolean);
     for (const k of primaryKey ?? []) {

@@ -21,8 +21,17 @@ export class CompileContext {
   offsetOf(node: any, token?: string): number {
     const s = this.statement;
     const loc = node?.loc?.start?.offset;
-    if (typeof loc === 'number') return s.offset + loc;
-    if (token) {
+    if (typeof loc === 'number') {
+      // the parser's start may include the blanks before the node
+      let o = s.offset + loc;
+      while (/\s/.test(this.source.text[o] ?? '')) o++;
+      return o;
+    }
+    if (token?.startsWith("'")) {
+      // a string literal (a table option): search the raw text
+      const at = s.text.toLowerCase().indexOf(token.toLowerCase());
+      if (at >= 0) return s.offset + at;
+    } else if (token) {
       const at = this.source.find(token, s.offset, s.offset + s.text.length);
       if (at !== undefined) return at;
       const last = token.split('.').pop()!;
