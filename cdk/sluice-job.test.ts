@@ -15,7 +15,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
-import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
+import { dynamoUpsertSink, job as defineJob, kinesisSink, s3FileSink } from '../shared/api/index.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { buildApp } from './app.js';
 import { newApp } from './coordinator-definition.js';
@@ -315,6 +315,36 @@ describe('IAM, least privilege', () => {
     expect(resourcesOf(st.InjectIntoSourceStreams!)).toEqual([getAtt(job.streams.get('s0')!)]);
     expect(actionsOf(st.BucketObjects!)).toEqual(['s3:GetObject', 's3:PutObject', 's3:DeleteObject']);
     expect(st.CheckpointTaskResponse).toBeDefined();
+  });
+
+  it('the coordinator lists the shards of every stage stream (topology, delta GC)', () => {
+    const { template, job } = three;
+    const st = byId(inlineStatements(template, job.coordinatorFunction.role!));
+    expect(actionsOf(st.ListStageShards!)).toEqual(['kinesis:ListShards']);
+    expect(resourcesOf(st.ListStageShards!)).toEqual(['s0', 's1', 's2'].map((s) => getAtt(job.streams.get(s)!)));
+    expect(st.PublishKinesisSinks).toBeUndefined();
+  });
+
+  it('transactional sinks: an output stream per Kinesis sink, published by the coordinator; file sinks write under sinks/', () => {
+    const j = defineJob('txout');
+    const s = j.source<{ id: string }>({ name: 'in', shards: 1 });
+    s.sinkTo(kinesisSink({ name: 'alerts' }));
+    s.sinkTo(kinesisSink({ name: 'shared', streamName: 'team-alerts' }));
+    s.sinkTo(s3FileSink({ name: 'archive' }));
+    const { template, job } = synthJob(j);
+    template.hasResourceProperties('AWS::Kinesis::Stream', { Name: 'sluice-txout-out-alerts', ShardCount: 1 });
+    template.resourceCountIs('AWS::Kinesis::Stream', 2); // the source and one output (the other is imported)
+    expect([...job.sinkStreams.keys()]).toEqual(['alerts', 'shared']);
+    const st = byId(inlineStatements(template, job.coordinatorFunction.role!));
+    expect(actionsOf(st.PublishKinesisSinks!)).toEqual(['kinesis:PutRecords', 'kinesis:ListShards']);
+    const published = JSON.stringify(resourcesOf(st.PublishKinesisSinks!));
+    expect(published).toContain(logicalId(job.sinkStreams.get('alerts')!));
+    expect(published).toContain(':stream/team-alerts');
+    // staging (stage functions) and publishing (coordinator) stay under the bucket's sinks/ prefix
+    expect(JSON.stringify(resourcesOf(st.BucketObjects!))).toContain('/sinks/*');
+    const stage = byId(inlineStatements(template, job.stageFunctions.get('s0')!.role!));
+    expect(actionsOf(stage.BucketObjects!)).toEqual(['s3:GetObject', 's3:PutObject']);
+    expect(stage.PublishKinesisSinks).toBeUndefined();
   });
 
   it('the state machine may invoke the coordinator function only and start only itself', () => {

@@ -33,6 +33,7 @@ import type { Job } from '../shared/api/job.js';
 import type { Plan, PlanSink, PlanSource, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/resources.js';
+import { KINESIS_SINK_SHARDS, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
 import { CoordinatorStateMachine } from './coordinator-state-machine.js';
 import { REPO_ROOT, defaultEntriesDir, writeFunctionEntries } from './function-entry.js';
@@ -210,6 +211,8 @@ export class SluiceJob extends Construct {
   readonly controlTable: dynamodb.Table;
   /** table of each `dynamodb-upsert` sink, by the sink's logical name (imported when the sink names an existing table) */
   readonly sinkTables: ReadonlyMap<string, dynamodb.ITable>;
+  /** output stream of each `kinesis` sink, by the sink's logical name (imported when the sink names an existing stream) */
+  readonly sinkStreams: ReadonlyMap<string, kinesis.IStream>;
   /** the data bucket (named by CloudFormation; functions get its name in `SLUICE_BUCKET`) */
   readonly bucket: s3.Bucket;
   /** the function of each stage, by stage id */
@@ -334,6 +337,38 @@ export class SluiceJob extends Construct {
       );
     }
     this.sinkTables = sinkTables;
+
+    // ── Output streams of Kinesis sinks (published by the coordinator at commit) ────────────────
+    const sinkStreams = new Map<string, kinesis.IStream>();
+    for (const sink of plan.sinks) {
+      if (sink.kind !== 'kinesis') continue;
+      const cid = `SinkStream-${sanitizeName(sink.name)}`;
+      const streamName = kinesisSinkStream(names, sink);
+      let stream: kinesis.IStream;
+      if (sink.streamName !== undefined) {
+        stream = kinesis.Stream.fromStreamAttributes(this, cid, {
+          streamArn: stack.formatArn({ service: 'kinesis', resource: 'stream', resourceName: streamName }),
+        });
+      } else {
+        stream = new kinesis.Stream(this, cid, {
+          streamName,
+          streamMode: kinesis.StreamMode.PROVISIONED,
+          shardCount: KINESIS_SINK_SHARDS,
+          encryption: key ? kinesis.StreamEncryption.KMS : kinesis.StreamEncryption.MANAGED,
+          ...(key ? { encryptionKey: key } : {}),
+          retentionPeriod: props.streamRetention ?? Duration.hours(24),
+          removalPolicy: dataRemoval,
+        });
+        if (key) {
+          Validations.of(stream).acknowledge({
+            id: 'AwsSolutions-KDS3',
+            reason: 'A customer-managed key was asked for (encryptionKey): its owner controls the key policy and rotation instead of alias/aws/kinesis.',
+          });
+        }
+      }
+      sinkStreams.set(sink.name, stream);
+    }
+    this.sinkStreams = sinkStreams;
 
     // ── Bucket ─────────────────────────────────────────────────────────────────────────────────
     this.bucket = new s3.Bucket(this, 'Bucket', {
@@ -484,6 +519,22 @@ export class SluiceJob extends Construct {
         actions: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:ListShards'],
         resources: sourceStreamArns,
       }),
+      // topology at allocate, instances whose deltas the commit garbage-collects
+      new iam.PolicyStatement({
+        sid: 'ListStageShards',
+        actions: ['kinesis:ListShards'],
+        resources: [...new Set([...streams.values()].map((st) => st.streamArn))],
+      }),
+      ...(sinkStreams.size
+        ? [
+            new iam.PolicyStatement({
+              sid: 'PublishKinesisSinks',
+              actions: ['kinesis:PutRecords', 'kinesis:ListShards'],
+              resources: [...sinkStreams.values()].map((st) => st.streamArn),
+            }),
+          ]
+        : []),
+      // deltas/ (GC), savepoints/ (written at a savepoint's commit), sinks/ (staging read, publishing, staging GC)
       ...bucketStatements('Bucket', ['s3:GetObject', 's3:PutObject', 's3:DeleteObject']),
       // The acks can complete before `await` registers the token; the coordinator then completes
       // the task itself.
@@ -579,8 +630,9 @@ export class SluiceJob extends Construct {
 
   /**
    * Lets readers see the results: read the sink tables (GetItem, BatchGetItem, Query, Scan,
-   * DescribeTable) and the state table (queryable state: GetItem, BatchGetItem, Query), and decrypt
-   * with the job's key when there is one.
+   * DescribeTable), the state table (queryable state: GetItem, BatchGetItem, Query), the output
+   * streams of Kinesis sinks, the objects of file sinks (`sinks/`), and decrypt with the job's key
+   * when there is one.
    */
   grantReadResults(grantee: iam.IGrantable): iam.Grant {
     let grant = iam.Grant.addToPrincipal({
@@ -588,6 +640,13 @@ export class SluiceJob extends Construct {
       actions: DDB_READ,
       resourceArns: [this.stateTable.tableArn],
     });
+    const outputStreamArns = [...this.sinkStreams.values()].map((st) => st.streamArn);
+    if (outputStreamArns.length) {
+      grant = grant.combine(iam.Grant.addToPrincipal({ grantee, actions: KINESIS_READ, resourceArns: outputStreamArns }));
+    }
+    if (this.plan.sinks.some((s) => s.kind === 's3-file')) {
+      grant = grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['s3:GetObject'], resourceArns: [this.bucket.arnForObjects('sinks/*')] }));
+    }
     const sinkArns = [...this.sinkTables.values()].map((t) => t.tableArn);
     if (sinkArns.length) {
       grant = grant.combine(
@@ -840,7 +899,10 @@ function validateNames(plan: Plan, names: ResourceNames): void {
     check('function', names.functionOf(stage));
     check('stream', names.streamOf(stage));
   }
-  for (const sink of plan.sinks as readonly PlanSink[]) if (sink.kind === 'dynamodb-upsert') check('table', names.sinkTable(sink));
+  for (const sink of plan.sinks as readonly PlanSink[]) {
+    if (sink.kind === 'dynamodb-upsert') check('table', names.sinkTable(sink));
+    if (sink.kind === 'kinesis') check('stream', kinesisSinkStream(names, sink));
+  }
 }
 
 interface ResolvedStageSettings {

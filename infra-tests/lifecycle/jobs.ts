@@ -57,9 +57,10 @@ export function txSinksJob(): Job {
 
 /**
  * source → keyBy(user) with `parallelism` → tumbling 1 s event-time windows counting records →
- * collect sink; and the running count per user into an upsert sink (same keyed stage parallelism).
+ * collect sink; with `withTotals`, also the running count per user into an upsert sink (a second keyed
+ * stage with the same parallelism).
  */
-export function windowJob(parallelism: number): Job {
+export function windowJob(parallelism: number, withTotals = true): Job {
   const j = job('windows', { maxParallelism: 16, checkpoint: { intervalMs: 300, timeoutMs: 20_000, retained: 2 } });
   const events = j.source<Ev>({ name: 'events', shards: 2, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) });
   events
@@ -70,6 +71,7 @@ export function windowJob(parallelism: number): Job {
       { name: 'count-per-window', result: (user, w, c) => ({ user, start: w.start, count: c }) },
     )
     .sinkTo(collectSink<WindowCount>('windows'));
+  if (!withTotals) return j;
   events
     .keyBy((e) => e.user, { parallelism })
     .process(runningCount, { name: 'running-count' })

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
-import { totalsOracle, windowOracle } from './oracles.js';
+import { windowOracle } from './oracles.js';
 import { runPhases, type PhasesResult } from './phases.js';
 
 describe('rescale 2 → 4 → 3 through savepoints', () => {
@@ -14,7 +14,7 @@ describe('rescale 2 → 4 → 3 through savepoints', () => {
 
   beforeAll(async () => {
     emulators = await startEmulators();
-    result = await runPhases(emulators, 'rescale', [2, 4, 3], 40);
+    result = await runPhases(emulators, 'rescale', [2, 4, 3], { eventsPerPhase: 40, withTotals: false });
     console.log(`rescale phases (ms): ${result.durations.join(', ')}`);
   }, 150_000);
 
@@ -24,8 +24,8 @@ describe('rescale 2 → 4 → 3 through savepoints', () => {
 
   it('takes each savepoint at the parallelism it ran with', () => {
     expect(result.savepoints.map((m) => m.stages.map((s) => s.parallelism))).toEqual([
-      [2, 2, 2],
-      [2, 4, 4],
+      [2, 2],
+      [2, 4],
     ]);
     for (const m of result.savepoints) expect(m.timers).toBeGreaterThan(0);
   });
@@ -33,9 +33,5 @@ describe('rescale 2 → 4 → 3 through savepoints', () => {
   it('publishes exactly the windows of the unscaled run (computed from the input), each once', () => {
     const got = result.windows.map((w) => `${w.user}|${w.start}|${w.count}`).sort();
     expect(got).toEqual(windowOracle(result.events));
-  });
-
-  it('ends with running totals equal to the counts of the whole input', () => {
-    expect(new Map(result.totals.map((t) => [t.user, t.count]))).toEqual(totalsOracle(result.events));
   });
 });
