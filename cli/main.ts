@@ -1,6 +1,7 @@
 /**
  * The `sluice` command line: run a job on the emulated AWS stack, produce events into a stream,
- * describe a job's plan and draw its graph.
+ * describe a job's plan and draw its graph; list checkpoints, take savepoints, restore and rescale
+ * a deployed job (cli/lifecycle.ts).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
@@ -9,6 +10,7 @@ import cliProgress from 'cli-progress';
 import { createAwsClients, sleep } from '../shared/adapters/aws/clients.js';
 import { describePlan, planToMermaid, planToSvg } from '../shared/plan/describe.js';
 import { planJob } from '../shared/plan/planner.js';
+import { addLifecycleCommands, formatCheckpoints } from './lifecycle.js';
 import { loadJob } from './load-job.js';
 import { registerSqlCommand } from './sql.js';
 
@@ -40,7 +42,8 @@ program
   .option('--interval <ms>', 'time between checkpoints (default: the job\'s)', int('--interval'))
   .option('--seed <n>', 'seed of routing and environment recycling', int('--seed'), 1)
   .option('--limit <n>', 'rows of each sink to print', int('--limit'), 20)
-  .action(async (jobPath: string, opts: { events?: string; source?: string; checkpoints: number; environments: number; interval?: number; seed: number; limit: number }) => {
+  .option('--list-checkpoints', 'print the checkpoint records (status, duration, bytes, keys) at the end')
+  .action(async (jobPath: string, opts: { events?: string; source?: string; checkpoints: number; environments: number; interval?: number; seed: number; limit: number; listCheckpoints?: boolean }) => {
     const job = await loadJob(jobPath);
     const plan = planJob(job);
     const { LocalJobRunner } = await import('../local/runner.js');
@@ -81,6 +84,7 @@ program
         console.log(`\ndead letters: ${letters.length}`);
         for (const l of letters.slice(0, 5)) console.log(`  ${l.stage} ${l.shardId} #${l.sequenceNumber}/${l.subSequence}: ${l.reason}`);
       }
+      if (opts.listCheckpoints) console.log(`\n${formatCheckpoints(await runner.coordinator.list(), plan.checkpoint.retained)}`);
       const s = await runner.stats();
       console.log(
         `\ncheckpoints: completed=${s.completed} aborted=${s.aborted} mean_duration_ms=${Math.round(s.meanCheckpointMs)} ` +
@@ -150,6 +154,8 @@ program
   });
 
 registerSqlCommand(program, int);
+
+addLifecycleCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`sluice: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -56,10 +56,10 @@ export async function runPhases(
       await runner.produce('events', batch);
       if (last) await runner.endInput('events');
       // one checkpoint after the input: every output of the input is in an epoch below it, published at its commit
-      await runner.awaitCheckpoints(1, new Date(), 60_000);
+      await runner.awaitCheckpoints(1, new Date(), 120_000);
       lap('a checkpoint after the input');
       if (!last) {
-        const sp = await runner.savepoint({ id: `${prefix}-phase${i}`, stop: true });
+        const sp = await runner.savepoint({ id: `${prefix}-phase${i}`, stop: true, timeoutMs: 120_000 });
         savepoints.push(await readManifest({ clients: runner.clients, bucket: runner.names.bucket }, sp.id));
         restoreFrom = sp.id;
         lap(`stopped with savepoint ${sp.id} (checkpoint ${sp.checkpointId}, ${sp.rows} rows, ${sp.timers} timers)`);

@@ -16,7 +16,7 @@ describe('rescale 2 → 4 → 3 through savepoints', () => {
     emulators = await startEmulators();
     result = await runPhases(emulators, 'rescale', [2, 4, 3], { eventsPerPhase: 40, withTotals: false });
     console.log(`rescale phases (ms): ${result.durations.join(', ')}`);
-  }, 150_000);
+  }, 300_000);
 
   afterAll(async () => {
     await emulators?.stop();

@@ -18,7 +18,7 @@ describe('savepoint and restore', () => {
     emulators = await startEmulators();
     result = await runPhases(emulators, 'sp-same', [2, 2]);
     console.log(`savepoint-restore phases (ms): ${result.durations.join(', ')}`);
-  }, 120_000);
+  }, 240_000);
 
   afterAll(async () => {
     await emulators?.stop();

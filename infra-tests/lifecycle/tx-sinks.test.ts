@@ -66,8 +66,8 @@ describe('transactional sinks: staged per epoch, published at commit, exactly on
     });
     events.push(...makeEvents(120, 6, 0, 10, 3));
     await runner.produce('events', events);
-    await runner.awaitCheckpoints(3, new Date(), 60_000);
-  }, 90_000);
+    await runner.awaitCheckpoints(3, new Date(), 120_000);
+  }, 180_000);
 
   afterAll(async () => {
     await runner?.stop();

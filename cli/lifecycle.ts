@@ -1,0 +1,210 @@
+/**
+ * The lifecycle commands of the `sluice` CLI: checkpoints, savepoint, restore, rescale. They act on
+ * a deployed job (endpoints from AWS_ENDPOINT_URL*, credentials and region from the usual AWS
+ * settings), found by the job module and the resource prefix it was deployed with.
+ */
+import { ListExecutionsCommand, ListStateMachinesCommand, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
+import { readManifest, restoreIncompatibility, restoreSavepoint } from '../shared/adapters/aws/savepoints.js';
+import type { Job } from '../shared/api/job.js';
+import { Coordinator, type CheckpointRecord, type SavepointRecord } from '../shared/coordinator/coordinator.js';
+import type { Plan } from '../shared/plan/plan.js';
+import { planJob } from '../shared/plan/planner.js';
+import { ENV, resourceNames, type ResourceNames } from '../shared/plan/resources.js';
+import { loadJob } from './load-job.js';
+
+interface Target {
+  readonly job: Job;
+  readonly plan: Plan;
+  readonly names: ResourceNames;
+  readonly bucket: string;
+  readonly clients: AwsClients;
+  readonly coordinator: Coordinator;
+}
+
+interface TargetOptions {
+  prefix?: string;
+  bucket?: string;
+}
+
+async function target(jobPath: string, opts: TargetOptions): Promise<Target> {
+  const job = await loadJob(jobPath);
+  const plan = planJob(job);
+  const names = resourceNames(plan, opts.prefix);
+  // CDK lets CloudFormation name the bucket: take it from --bucket or SLUICE_BUCKET when given
+  const bucket = opts.bucket ?? process.env[ENV.bucket] ?? names.bucket;
+  const clients = createAwsClients();
+  return { job, plan, names, bucket, clients, coordinator: new Coordinator(plan, names, clients, [], undefined, { bucket }) };
+}
+
+const kb = (n: number | undefined) => (n === undefined ? '' : n < 1024 ? `${n} B` : `${(n / 1024).toFixed(1)} KiB`);
+
+/** One line per checkpoint: id, status, start, duration, bytes and keys flushed, instances. */
+export function formatCheckpoints(list: readonly CheckpointRecord[], retained: number): string {
+  const completed = list.filter((c) => c.status === 'COMPLETED').map((c) => c.checkpointId);
+  const kept = new Set(completed.slice(-retained));
+  const rows = list.map((c) => ({
+    id: c.checkpointId,
+    status: c.status + (c.savepointId ? ` (savepoint ${c.savepointId})` : '') + (c.restoredFrom ? ` (restored from ${c.restoredFrom})` : ''),
+    started: c.startedAt,
+    duration: c.durationMs !== undefined ? `${c.durationMs} ms` : '',
+    bytes: kb(c.bytes),
+    keys: c.keys ?? '',
+    instances: c.instances ? Object.keys(c.instances).length : c.acks,
+    retained: kept.has(c.checkpointId) ? 'yes' : '',
+  }));
+  const cols = ['id', 'status', 'started', 'duration', 'bytes', 'keys', 'instances', 'retained'] as const;
+  const width = Object.fromEntries(cols.map((k) => [k, Math.max(k.length, ...rows.map((r) => String(r[k]).length))]));
+  const line = (r: Record<string, unknown>) => cols.map((k) => String(r[k]).padEnd(width[k]!)).join('  ').trimEnd();
+  return [line(Object.fromEntries(cols.map((k) => [k, k]))), ...rows.map(line)].join('\n');
+}
+
+async function stateMachineArn(t: Target): Promise<string | undefined> {
+  let token: string | undefined;
+  do {
+    const r = await t.clients.sfn.send(new ListStateMachinesCommand(token ? { nextToken: token } : {}));
+    const m = r.stateMachines?.find((s) => s.name === t.names.stateMachine);
+    if (m) return m.stateMachineArn;
+    token = r.nextToken;
+  } while (token);
+  return undefined;
+}
+
+/** Stops the running coordinator executions (after a stop-with-savepoint). */
+async function stopWorkflow(t: Target): Promise<number> {
+  const arn = await stateMachineArn(t);
+  if (!arn) return 0;
+  const r = await t.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: arn, statusFilter: 'RUNNING' }));
+  for (const e of r.executions ?? []) {
+    await t.clients.sfn.send(new StopExecutionCommand({ executionArn: e.executionArn!, cause: 'sluice savepoint --stop' }));
+  }
+  return r.executions?.length ?? 0;
+}
+
+async function waitForSavepoint(t: Target, id: string, timeoutMs: number): Promise<SavepointRecord> {
+  const steps = ['REQUESTED', 'IN_PROGRESS', 'COMPLETED'];
+  const bar = new cliProgress.SingleBar(
+    { format: 'savepoint {id} {bar} {status}', stream: process.stderr, hideCursor: true },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(steps.length - 1, 0, { id, status: 'REQUESTED' });
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      const sp = await t.coordinator.getSavepoint(id);
+      const status = sp?.status ?? 'REQUESTED';
+      bar.update(Math.max(0, steps.indexOf(status)), { status: sp?.checkpointId !== undefined ? `${status} (checkpoint ${sp.checkpointId})` : status });
+      if (sp?.status === 'COMPLETED') return sp;
+      if (sp?.status === 'FAILED') throw new Error(`savepoint ${id} failed: ${sp.reason ?? 'unknown reason'}`);
+      if (Date.now() > deadline) {
+        throw new Error(`savepoint ${id} is still ${status} after ${timeoutMs} ms: is the coordinator workflow running? (the request stays until a checkpoint takes it)`);
+      }
+      await sleep(500);
+    }
+  } finally {
+    bar.stop();
+  }
+}
+
+async function restore(t: Target, id: string, startWorkflow: boolean): Promise<void> {
+  const m = await readManifest(t, id);
+  const why = restoreIncompatibility(t.plan, m);
+  if (why) throw new Error(`cannot restore savepoint ${id}: ${why}`);
+  for (const s of t.plan.stages) {
+    const before = m.stages.find((x) => x.id === s.id)?.parallelism;
+    process.stderr.write(`  ${s.id}: parallelism ${before ?? '?'} → ${s.parallelism}${before !== undefined && before !== s.parallelism ? ' (rescaled)' : ''}\n`);
+  }
+  const bar = new cliProgress.SingleBar({ format: 'restoring {bar} {value}/{total} key groups', stream: process.stderr, hideCursor: true }, cliProgress.Presets.shades_classic);
+  bar.start(m.operators.reduce((a, o) => a + o.keyGroups.length, 0), 0);
+  let r;
+  try {
+    r = await restoreSavepoint(t, id, (done) => bar.update(done));
+  } finally {
+    bar.stop();
+  }
+  console.log(`restored savepoint ${id} (checkpoint ${m.checkpointId}): ${r.rows} state rows, ${r.timers} timers, ${r.instances} instances; the job goes on from epoch ${r.epoch}`);
+  if (startWorkflow) {
+    const arn = await stateMachineArn(t);
+    if (!arn) throw new Error(`state machine ${t.names.stateMachine} not found: start it by hand with {"iteration": 0}`);
+    await t.clients.sfn.send(new StartExecutionCommand({ stateMachineArn: arn, input: JSON.stringify({ iteration: 0 }) }));
+    console.log(`started the coordinator workflow ${t.names.stateMachine}`);
+  }
+}
+
+export function addLifecycleCommands(program: Command): void {
+  const common = (c: Command) =>
+    c
+      .argument('<job>', 'job module (its default export is the job)')
+      .option('--prefix <prefix>', 'resource prefix the job was deployed with (default: sluice-<job>)')
+      .option('--bucket <name>', 'the job\'s data bucket (default: $SLUICE_BUCKET, else <prefix>-data)');
+
+  common(program.command('checkpoints').description('list the checkpoints of a deployed job: status, duration, bytes and keys flushed; and its savepoints'))
+    .option('--json', 'print the records as JSON')
+    .action(async (jobPath: string, opts: TargetOptions & { json?: boolean }) => {
+      const t = await target(jobPath, opts);
+      const [list, savepoints] = await Promise.all([t.coordinator.list(), t.coordinator.listSavepoints()]);
+      if (opts.json) {
+        console.log(JSON.stringify({ checkpoints: list, savepoints }, null, 2));
+        return;
+      }
+      console.log(list.length ? formatCheckpoints(list, t.plan.checkpoint.retained) : 'no checkpoints yet');
+      if (savepoints.length) {
+        console.log('\nsavepoints');
+        for (const s of savepoints) {
+          console.log(`  ${s.id}  ${s.status}${s.checkpointId !== undefined ? `  checkpoint ${s.checkpointId}` : ''}${s.stop ? '  (stop)' : ''}${s.location ? `  ${s.location}` : ''}${s.rows !== undefined ? `  ${s.rows} rows, ${s.timers} timers, ${kb(s.bytes)}` : ''}`);
+        }
+      }
+    });
+
+  common(program.command('savepoint').description('take a savepoint of a deployed job (the next checkpoint becomes one) and wait for it'))
+    .option('--id <id>', 'savepoint id (default: sp-<time>)')
+    .option('--stop', 'stop with the savepoint: no checkpoint follows it, and the coordinator workflow is stopped')
+    .option('--timeout <ms>', 'how long to wait', (v) => Number(v), 300_000)
+    .action(async (jobPath: string, opts: TargetOptions & { id?: string; stop?: boolean; timeout: number }) => {
+      const t = await target(jobPath, opts);
+      const req = await t.coordinator.requestSavepoint({ ...(opts.id !== undefined ? { id: opts.id } : {}), stop: opts.stop ?? false });
+      const sp = await waitForSavepoint(t, req.id, opts.timeout);
+      console.log(`savepoint ${sp.id}: checkpoint ${sp.checkpointId}, ${sp.rows} state rows, ${sp.timers} timers, ${kb(sp.bytes)} at ${sp.location}`);
+      if (opts.stop) {
+        const n = await stopWorkflow(t);
+        console.log(
+          `stopped ${n} coordinator execution(s). Disable the stage functions' event source mappings too ` +
+            '(aws lambda update-event-source-mapping --uuid … --no-enabled) before restoring into this deployment.',
+        );
+      }
+    });
+
+  common(program.command('restore').description('restore a deployed, stopped job from a savepoint (its parallelism may differ) and start its workflow'))
+    .requiredOption('--savepoint <id>', 'savepoint id')
+    .option('--no-start', 'do not start the coordinator workflow afterwards')
+    .action(async (jobPath: string, opts: TargetOptions & { savepoint: string; start: boolean }) => {
+      await restore(await target(jobPath, opts), opts.savepoint, opts.start);
+    });
+
+  common(
+    program
+      .command('rescale')
+      .description(
+        'change the parallelism of a job at a checkpoint boundary: without --savepoint, stop it with a savepoint ' +
+          '(then deploy the job module with the new parallelism); with --savepoint, restore that savepoint into the redeployed job',
+      ),
+  )
+    .option('--savepoint <id>', 'the stop-with-savepoint to restore')
+    .option('--timeout <ms>', 'how long to wait for the savepoint', (v) => Number(v), 300_000)
+    .action(async (jobPath: string, opts: TargetOptions & { savepoint?: string; timeout: number }) => {
+      const t = await target(jobPath, opts);
+      if (opts.savepoint === undefined) {
+        const req = await t.coordinator.requestSavepoint({ stop: true });
+        const sp = await waitForSavepoint(t, req.id, opts.timeout);
+        await stopWorkflow(t);
+        console.log(
+          `stopped with savepoint ${sp.id} (checkpoint ${sp.checkpointId}). Now disable the event source mappings, change the ` +
+            `parallelism in the job module, deploy it, and run: sluice rescale ${jobPath} --savepoint ${sp.id}`,
+        );
+        return;
+      }
+      await restore(t, opts.savepoint, true);
+    });
+}
