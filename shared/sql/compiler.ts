@@ -13,7 +13,7 @@
  * - joins (interval joins of two streams; see joins.ts);
  * - subqueries in FROM over any of these (append-only ones), so window results can be windowed again.
  */
-import { createRequire } from 'node:module';
+import * as flinksql from 'node-sql-parser/build/flinksql.js';
 import type { DataStream, Job, JobOptions } from '../api/job.js';
 import { job as newJob, WatermarkStrategies } from '../api/job.js';
 import { collectSink, dynamoUpsertSink, kinesisSink, s3FileSink } from '../api/sinks.js';
@@ -45,11 +45,11 @@ import {
 import { compileJoin } from './joins.js';
 import { SourceText } from './source-text.js';
 
-const require = createRequire(import.meta.url);
-// the Flink SQL grammar alone (a fraction of the package's size); a CommonJS module
-const { Parser } = require('node-sql-parser/build/flinksql.js') as {
-  Parser: new () => { astify(sql: string, opt: object): AstNode };
-};
+// the Flink SQL grammar alone (a fraction of the package's size). It is CommonJS: Node hands it over
+// as the default export; a static import so that bundlers (esbuild in CDK) ship it.
+type ParserModule = { Parser: new () => { astify(sql: string, opt: object): AstNode } };
+const flinkSqlModule = flinksql as unknown as ParserModule & { default?: ParserModule };
+const { Parser } = flinkSqlModule.default ?? flinkSqlModule;
 
 const RESERVED =
   /^(out|at|in|key|value|values|table|window|range|rows|row|timestamp|time|date|user|order|group|current|year|month|day|hour|minute|second|interval|position|end|start|result|system|language|level|all|any|both|case|cast|check|column|default|desc|asc|from|full|function|global|grant|having|inner|left|right|like|limit|local|match|new|no|none|not|null|of|offset|old|on|only|open|outer|over|partition|primary|references|returns|select|set|some|sql|then|to|trim|union|unique|update|using|when|where|with|within|without)$/i;
