@@ -72,10 +72,15 @@ async function stateMachineArn(t: Target): Promise<string | undefined> {
   return undefined;
 }
 
-/** Stops the running coordinator executions (after a stop-with-savepoint). */
-async function stopWorkflow(t: Target): Promise<number> {
-  const arn = await stateMachineArn(t);
-  if (!arn) return 0;
+/** Stops the running coordinator executions (after a stop-with-savepoint); undefined when the workflow cannot be found. */
+async function stopWorkflow(t: Target): Promise<number | undefined> {
+  let arn: string | undefined;
+  try {
+    arn = await stateMachineArn(t);
+  } catch (err) {
+    process.stderr.write(`cannot list state machines (${err instanceof Error ? err.message : String(err)})\n`);
+  }
+  if (!arn) return undefined;
   const r = await t.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: arn, statusFilter: 'RUNNING' }));
   for (const e of r.executions ?? []) {
     await t.clients.sfn.send(new StopExecutionCommand({ executionArn: e.executionArn!, cause: 'sluice savepoint --stop' }));
@@ -170,7 +175,7 @@ export function addLifecycleCommands(program: Command): void {
       if (opts.stop) {
         const n = await stopWorkflow(t);
         console.log(
-          `stopped ${n} coordinator execution(s). Disable the stage functions' event source mappings too ` +
+          `${n === undefined ? `could not find the ${t.names.stateMachine} workflow: stop its executions by hand (the job takes no checkpoint anyway)` : `stopped ${n} coordinator execution(s)`}. Disable the stage functions' event source mappings too ` +
             '(aws lambda update-event-source-mapping --uuid … --no-enabled) before restoring into this deployment.',
         );
       }
