@@ -52,6 +52,7 @@ describe('Nexmark in SQL vs DuckDB (in-process)', () => {
     ['bidder-sessions', true, 'SESSION windows with WHERE, COUNT, SUM, AVG, MIN'],
     ['auction-stats', true, 'a non-windowed GROUP BY: an updating result upserted by key into DynamoDB'],
     ['q3', CONNECT, 'regular join (needs KeyedStream.connect)'],
+    ['q4', CONNECT, 'average closing price per category: regular join, then an aggregate over an updating result (retractions)'],
     ['q5', JOINS, 'hot items: windows of windows, interval join on window time (needs KeyedStream.intervalJoin)'],
     ['q7', JOINS, 'highest bid: interval join of bids with the window maximum (needs KeyedStream.intervalJoin)'],
     ['q8', JOINS, 'new users: window join as zero-width interval join (needs KeyedStream.intervalJoin)'],

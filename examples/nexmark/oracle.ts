@@ -20,6 +20,10 @@ export const ORACLE_SQL: Record<string, string> = {
   q2: 'SELECT auction, price FROM bid WHERE auction % 123 = 0',
   q3: `SELECT P.name, P.city, P.state, A.id FROM auction A JOIN person P ON A.seller = P.id
        WHERE A.category = 10 AND P.state IN ('OR', 'ID', 'CA')`,
+  q4: `SELECT Q.category, AVG(Q.final) AS avgprice FROM (
+         SELECT MAX(B.price) AS final, A.category FROM auction A, bid B
+         WHERE A.id = B.auction AND B.dateTime BETWEEN A.dateTime AND A.expires GROUP BY A.id, A.category) Q
+       GROUP BY Q.category`,
   q5: `WITH c AS (${COUNT_BIDS}), m AS (SELECT starttime, MAX(num) AS maxn FROM c GROUP BY starttime)
        SELECT c.auction, c.num, c.starttime FROM c JOIN m ON c.starttime = m.starttime WHERE c.num >= m.maxn`,
   q7: `WITH m AS (SELECT dateTime - dateTime % 10000 AS ws, MAX(price) AS maxprice FROM bid GROUP BY 1)

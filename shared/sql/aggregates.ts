@@ -117,5 +117,66 @@ export function multiAggregate(slots: readonly AggSlot[]) {
     add: (row: Row, acc: Acc[]): Acc[] => slots.map((s, i) => addAcc(s, acc[i], row)),
     getResult: (acc: Acc[]): unknown[] => slots.map((s, i) => resultOf(s.kind, acc[i])),
     merge: (a: Acc[], b: Acc[]): Acc[] => slots.map((s, i) => mergeAcc(s.kind, a[i], b[i])),
+    isEmpty: (_acc: Acc[]): boolean => false,
+  };
+}
+
+/** A change of an updating input: +1 adds the row, -1 retracts it. */
+export interface Retractable {
+  readonly r: 1 | -1 | number;
+  readonly row: Row;
+}
+
+type Counts = Record<string, number>;
+
+function bump(m: Counts, key: string, by: number): Counts {
+  const out = { ...m };
+  const n = (out[key] ?? 0) + by;
+  if (n === 0) delete out[key];
+  else out[key] = n;
+  return out;
+}
+
+/**
+ * Aggregates over an updating input (a subquery with a non-windowed GROUP BY): every input is an
+ * addition or a retraction of a row. MIN and MAX keep a count per value so a retracted extreme gives
+ * way to the next; the last accumulator counts the group's rows, so a group whose rows were all
+ * retracted is known to be empty.
+ */
+export function retractingAggregate(slots: readonly AggSlot[]) {
+  const n = slots.length;
+  return {
+    createAccumulator: (): Acc[] => [
+      ...slots.map((s) => (s.kind === 'MIN' || s.kind === 'MAX' || s.kind === 'COUNT_DISTINCT' ? ({} as Counts) : initAcc(s.kind))),
+      0,
+    ],
+    add: (m: Retractable, acc: Acc[]): Acc[] => [
+      ...slots.map((s, i) => {
+        const v = s.arg ? s.arg(m.row) : 1;
+        if (v === null || v === undefined) return acc[i];
+        switch (s.kind) {
+          case 'COUNT':
+            return (acc[i] as number) + m.r;
+          case 'SUM':
+          case 'AVG': {
+            const [sum, k] = acc[i] as [number, number];
+            return [sum + m.r * Number(v), k + m.r];
+          }
+          default:
+            return bump(acc[i] as Counts, JSON.stringify(v), m.r);
+        }
+      }),
+      (acc[n] as number) + m.r,
+    ],
+    getResult: (acc: Acc[]): unknown[] =>
+      slots.map((s, i) => {
+        if (s.kind === 'MIN' || s.kind === 'MAX') {
+          const values = Object.keys(acc[i] as Counts).map((k) => JSON.parse(k) as number);
+          if (!values.length) return null;
+          return values.reduce((a, b) => (s.kind === 'MIN' ? (b < a ? b : a) : b > a ? b : a));
+        }
+        return resultOf(s.kind, acc[i]);
+      }),
+    isEmpty: (acc: Acc[]): boolean => (acc[n] as number) <= 0,
   };
 }

@@ -21,7 +21,7 @@ import { valueState } from '../api/state.js';
 import type { KeyedProcessFunction } from '../api/types.js';
 import { EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows, type WindowAssigner } from '../api/windows.js';
 import { HOLD_UNTIL_END } from '../bounded/bounded-reader.js';
-import { AGGREGATES, multiAggregate, resultType, type AggKind, type AggSlot } from './aggregates.js';
+import { AGGREGATES, multiAggregate, resultType, retractingAggregate, type AggKind, type AggSlot } from './aggregates.js';
 import { rowParser, sqlTypeOf, SUPPORTED_TYPES, type Catalog, type ColumnDef, type Connector, type TableDef } from './catalog.js';
 import { CompileContext } from './context.js';
 import { SqlError } from './errors.js';
@@ -383,7 +383,8 @@ class SqlCompiler {
       if (from.some((n, i) => n !== to[i])) rename = (r) => Object.fromEntries(to.map((n, i) => [n, r[from[i]!] ?? null]));
       names = to;
     }
-    const rowOf = out.updating ? (x: Row) => (x as { v: Row }).v : (x: Row) => x;
+    const rowOf = out.updating ? (x: Row) => (x as Change).v : (x: Row) => x;
+    if (out.updating) out = { ...out, stream: out.stream.filter((x: Change) => x.v !== null, { name: 'upserts' }) };
     const shaped = rename ? (x: Row) => rename!(rowOf(x)) : rowOf;
     switch (def.connector) {
       case 'dynamodb': {
@@ -438,14 +439,18 @@ class SqlCompiler {
     if (!node.from?.length) throw c.error(node, 'a query needs FROM <table>', 'SQL_INVALID', 'SELECT');
 
     const { relation: input, residual } = this.from(node.from, node.where);
-    if (input.updating) throw c.error(node, `${input.label} is an updating result (a GROUP BY without a window); queries over it are not supported yet`, 'SQL_UNSUPPORTED', input.label);
     let rel = input;
     const where = residual;
     if (where) {
       if (containsAggregate(where)) throw c.error(where, 'aggregates are not allowed in WHERE: use HAVING', 'SQL_INVALID', 'WHERE');
       const cond = compileExpr(where, rel.scope, c);
       const f = cond.fn;
-      rel = { ...rel, stream: rel.stream.filter((r) => f(r) === true, { name: 'where' }) };
+      rel = {
+        ...rel,
+        stream: rel.updating
+          ? rel.stream.flatMap((u: Change) => onChange(u, (r) => (f(r) === true ? r : null)), { name: 'where' })
+          : rel.stream.filter((r) => f(r) === true, { name: 'where' }),
+      };
     }
     const grouped = !!node.groupby?.columns?.length || containsAggregate(node.columns) || !!node.having;
     return grouped ? this.aggregate(node, rel) : this.project(node, rel);
@@ -523,14 +528,17 @@ class SqlCompiler {
     this.checkNames(node, fields.map((f) => f.name));
     const names = fields.map((f) => f.name);
     const fns = fields.map((f) => f.fn);
-    const stream = rel.stream.map(
-      (r) => {
-        const o: Record<string, unknown> = {};
-        for (let j = 0; j < names.length; j++) o[names[j]!] = fns[j]!(r) ?? null;
-        return o;
-      },
-      { name: 'select' },
-    );
+    const select = (r: Row) => {
+      const o: Record<string, unknown> = {};
+      for (let j = 0; j < names.length; j++) o[names[j]!] = fns[j]!(r) ?? null;
+      return o;
+    };
+    if (rel.updating) {
+      // an updating input stays updating: both the new row and the one it replaces are projected
+      const stream = rel.stream.flatMap((u: Change) => onChange(u, select), { name: 'select' });
+      return { stream, columns: fields.map((f) => ({ name: f.name, type: f.type })), rowtime: undefined, shards: rel.shards, updating: true };
+    }
+    const stream = rel.stream.map(select, { name: 'select' });
     const rowtime = rel.rowtime ? fields.find((f) => f.column?.id === rel.rowtime!.id)?.name : undefined;
     return { stream, columns: fields.map((f) => ({ name: f.name, type: f.type })), rowtime, shards: rel.shards, updating: false };
   }
@@ -636,8 +644,15 @@ class SqlCompiler {
     const groupFns = groups.map((g) => g.compiled.fn);
     const keyOf = (r: Row) => JSON.stringify(groupFns.map((f) => f(r) ?? null));
     const parallelism = groups.length === 0 ? 1 : (this.options.parallelism ?? rel.shards);
-    const keyed = rel.stream.keyBy(keyOf, { parallelism });
-    const agg = multiAggregate(slots);
+    const retracting = rel.updating === true;
+    if (retracting && window) throw c.error(window.node, `${rel.label} is an updating result (a GROUP BY without a window): it has no event time to window by`, 'SQL_UNSUPPORTED', window.kind);
+    // over an updating input, every change becomes a retraction of the replaced row and an addition of the new one
+    const keyed = retracting
+      ? rel.stream
+          .flatMap((u: Change) => [...(u.old ? [{ r: -1, row: u.old }] : []), ...(u.v ? [{ r: 1, row: u.v }] : [])], { name: 'retract' })
+          .keyBy((m: { row: Row }) => keyOf(m.row), { parallelism })
+      : rel.stream.keyBy(keyOf, { parallelism });
+    const agg = retracting ? retractingAggregate(slots) : multiAggregate(slots);
     const names = fields.map((f) => f.name);
     const fns = fields.map((f) => f.fn);
     const toRow = (post: Row) => {
@@ -663,11 +678,20 @@ class SqlCompiler {
       state: [accState],
       processElement(row, ctx, out) {
         const s = ctx.getState(accState);
-        const acc = agg.add(row, s.value() ?? agg.createAccumulator());
+        const before = s.value();
+        const acc = agg.add(row, before ?? agg.createAccumulator());
         s.update(acc);
-        const post = { g: JSON.parse(ctx.key) as unknown[], a: agg.getResult(acc), w: null };
-        if (havingFn && havingFn(post) !== true) return;
-        out.collect({ k: ctx.key, v: toRow(post) });
+        const g = JSON.parse(ctx.key) as unknown[];
+        const rowOf = (a: unknown[] | undefined): Row | null => {
+          if (!a || (retracting && agg.isEmpty(a))) return null; // a group whose every row was retracted is gone
+          const post = { g, a: agg.getResult(a), w: null };
+          return havingFn && havingFn(post) !== true ? null : toRow(post);
+        };
+        const v = rowOf(acc);
+        const old = rowOf(before);
+        if (JSON.stringify(v) === JSON.stringify(old)) return; // nothing visible changed
+        const change: Change = { k: ctx.key, v, old };
+        out.collect(change);
       },
     };
     const stream = keyed.process(fn, { name: `${label} aggregate` });
@@ -708,6 +732,23 @@ class SqlCompiler {
 }
 
 let relationIds = 0;
+
+/**
+ * One change of an updating result: the row of key `k` is now `v` (null: it no longer exists, or no
+ * longer passes HAVING/WHERE) and replaces `old` (null: it is new).
+ */
+interface Change {
+  readonly k: string;
+  readonly v: Row | null;
+  readonly old: Row | null;
+}
+
+/** Applies `f` to both rows of a change (null: the row drops out); emits nothing when neither remains. */
+function onChange(u: Change, f: (r: Row) => Row | null): Change[] {
+  const v = u.v === null ? null : f(u.v);
+  const old = u.old === null ? null : f(u.old);
+  return v === null && old === null ? [] : [{ k: u.k, v, old }];
+}
 
 /** A SELECT's output seen as a table (a subquery in FROM). */
 function outputAsRelation(out: QueryOutput, alias: string | undefined): Relation {
