@@ -282,7 +282,8 @@ describe('EventSourcePoller against kinesis-local', () => {
         running.add(id);
         try {
           if (++calls === 1) {
-            await sleep(600);
+            // long enough that the retries finish first even on a loaded machine
+            await sleep(5_000);
             zombieFinished = true;
             return { batchItemFailures: [] };
           }
@@ -305,7 +306,7 @@ describe('EventSourcePoller against kinesis-local', () => {
     expect(invocations[0].firstSequenceNumber).toBe(invocations[1].firstSequenceNumber);
     expect(poller.stats().zombies).toBe(1);
     expect(zombieFinished).toBe(false);
-    await sleep(600);
+    for (let i = 0; i < 200 && !zombieFinished; i++) await sleep(50);
     expect(zombieFinished).toBe(true);
     expect(poller.stats().zombies).toBe(0);
     await poller.stop();
