@@ -76,8 +76,8 @@ export const STAGE_DEFAULTS = {
   batchSize: 500,
 } as const;
 
-/** Bucket prefixes the functions use (DESIGN §1). */
-export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/'] as const;
+/** Bucket prefixes the functions use (DESIGN §1); `state-blobs/` holds state rows too large for an item. */
+export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/', 'state-blobs/'] as const;
 
 export interface SluiceJobProps {
   /** the user's job (`export default` of the job module); planned once by the construct */

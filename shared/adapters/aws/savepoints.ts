@@ -42,7 +42,9 @@ import { backoffMs, sleep, withThrottleRetry } from './clients.js';
 import { DynamoControlStore, pad } from './dynamo-control-store.js';
 import { DynamoStateStore, rowPk } from './dynamo-state-store.js';
 import { listAllShards } from './kinesis.js';
+import { S3BlobStore } from './s3-blob-store.js';
 import { skipStagedEpochsBelow } from './staged-sinks.js';
+import { SPILLED, SpillingStateStore } from '../../runtime/spilling-state-store.js';
 
 export const SAVEPOINT_FORMAT = 'sluice-savepoint';
 export const SAVEPOINT_VERSION = 1;
@@ -125,6 +127,8 @@ export async function writeSavepoint(
 ): Promise<SavepointManifest> {
   const { plan, clients, bucket } = ctx;
   const control = new DynamoControlStore(clients, ctx.names.controlTable, bucket);
+  // rows too large for an item live in S3 (state-blobs/): the savepoint holds their values, not the reference
+  const spilling = new SpillingStateStore(new DynamoStateStore(clients, ctx.names.stateTable), new S3BlobStore(clients, bucket));
   // timers, watermarks and clocks from each instance's delta of n
   const timers = new Map<string, KeyGroupFile['timers']>();
   const stageInfo = new Map<string, { watermark: number | null; processingTime: number }>();
@@ -180,7 +184,11 @@ export async function writeSavepoint(
           if ((item.ckpt as number) > checkpointId) {
             throw new SluiceError(`state row ${rowPk(op.id, g)}/${String(item.sk)} was written by checkpoint ${String(item.ckpt)}, after the savepoint's ${checkpointId}`, 'SAVEPOINT_INCONSISTENT');
           }
-          const values = (item.v as Record<string, Uint8Array> | undefined) ?? {};
+          let values = (item.v as Record<string, Uint8Array> | undefined) ?? {};
+          if (values[SPILLED] !== undefined) {
+            const [whole] = await spilling.getRows([{ operatorId: op.id, keyGroup: g, key: item.sk as string }]);
+            values = whole?.values ?? {};
+          }
           if (Object.keys(values).length) rows.push([item.sk as string, values]);
         }
         start = r.LastEvaluatedKey;
@@ -332,7 +340,8 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
   await deletePrefix(clients, bucket, 'deltas/');
 
   // state rows, key group by key group
-  const stateStore = new DynamoStateStore(clients, names.stateTable);
+  // large rows spill to S3 again, as the stage functions write them
+  const stateStore = new SpillingStateStore(new DynamoStateStore(clients, names.stateTable), new S3BlobStore(clients, bucket));
   const files = m.operators.flatMap((op) => op.keyGroups.map((g) => ({ op: op.id, g })));
   const timersByOp = new Map<string, Array<[string, number, 'event-time' | 'processing-time', number]>>();
   let rows = 0;
