@@ -4,8 +4,8 @@
  * up in it by node id.
  */
 import type { Partitioning, PlanSink, PlanSource } from '../plan/plan.js';
-import type { MapStateDescriptor, StateDescriptor } from './state.js';
-import type { Key, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, RecordContext } from './types.js';
+import type { MapStateDescriptor, OperatorListStateDescriptor, StateDescriptor } from './state.js';
+import type { Key, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, KeyedProcessFunction, ProcessFunction, RecordContext } from './types.js';
 import type { WindowAssigner, WindowFunctionSpec } from './windows.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any -- the graph is heterogeneous by nature: each
@@ -86,6 +86,12 @@ export interface WindowNode extends NodeBase {
   readonly result?: (key: Key, window: { start: number; end: number }, value: unknown) => unknown;
   readonly state: readonly StateDescriptor<unknown>[];
 }
+/** A non-keyed process function with operator list state. */
+export interface OperatorProcessNode extends NodeBase {
+  readonly kind: 'operatorProcess';
+  readonly fn: ProcessFunction<any, any>;
+  readonly operatorState: readonly OperatorListStateDescriptor<unknown>[];
+}
 /** Reads a side output of its input operator. */
 export interface SideOutputNode extends NodeBase {
   readonly kind: 'sideOutput';
@@ -113,6 +119,7 @@ export type LogicalNode =
   | WindowNode
   | CoProcessNode
   | BroadcastProcessNode
+  | OperatorProcessNode
   | SideOutputNode
   | UnionNode
   | SinkNode;

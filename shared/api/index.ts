@@ -16,7 +16,7 @@ export type { JoinContext } from './job.js';
 export type { JobOptions, CheckpointOptions, KinesisSourceOptions } from './job.js';
 export { dynamoUpsertSink, collectSink, s3FileSink, kinesisSink } from './sinks.js';
 export type { DynamoUpsertSinkOptions, S3FileSinkOptions, KinesisSinkOptions } from './sinks.js';
-export { valueState, listState, mapState, reducingState, aggregatingState } from './state.js';
+export { valueState, listState, mapState, reducingState, aggregatingState, operatorListState, unionListState } from './state.js';
 export type {
   AggregateFunction,
   AggregatingState,
@@ -25,6 +25,7 @@ export type {
   ListStateDescriptor,
   MapState,
   MapStateDescriptor,
+  OperatorListStateDescriptor,
   ReducingState,
   ReducingStateDescriptor,
   StateDescriptor,
@@ -47,6 +48,8 @@ export type {
   KeyedContext,
   KeyedProcessFunction,
   OnTimerContext,
+  ProcessContext,
+  ProcessFunction,
   ReadOnlyBroadcastState,
   RecordContext,
   Serializer,

@@ -14,6 +14,7 @@ import type {
   KeyedCoProcessFunction,
   KeyedProcessFunction,
   OutputTag,
+  ProcessFunction,
   RecordContext,
 } from './types.js';
 import { assignWindows } from './windows.js';
@@ -178,6 +179,12 @@ export class DataStream<T> {
       partitioning: 'rebalance',
       ...(options.parallelism !== undefined ? { parallelism: options.parallelism } : {}),
     });
+  }
+
+  /** Runs a non-keyed process function, with per-instance operator list state. */
+  process<O>(fn: ProcessFunction<T, O>, options: NameOption = {}): DataStream<O> {
+    const id = this.job.newId('process');
+    return this.next<O>({ id, kind: 'operatorProcess', name: options.name ?? 'process', inputs: [this.node], fn, operatorState: fn.state ?? [] });
   }
 
   /** Reads what the operator producing this stream emitted to a side output. */

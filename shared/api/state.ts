@@ -104,6 +104,22 @@ export function mapState<K extends string | number, V>(name: string, options: Co
 export function reducingState<T>(name: string, reduce: (a: T, b: T) => T, options: CommonOptions<T> = {}): ReducingStateDescriptor<T> {
   return { name, kind: 'reducing', reduce, ...common(options) };
 }
+/** Non-keyed list state of an operator instance; split evenly over the instances after a rescale. */
+export interface OperatorListStateDescriptor<T> {
+  readonly name: string;
+  readonly kind: 'operator-list';
+  readonly mode: 'split' | 'union';
+  /** phantom field that carries T */
+  readonly __type?: T;
+}
+export function operatorListState<T>(name: string): OperatorListStateDescriptor<T> {
+  return { name, kind: 'operator-list', mode: 'split' };
+}
+/** Non-keyed list state of which every instance gets the union of all instances' items after a rescale. */
+export function unionListState<T>(name: string): OperatorListStateDescriptor<T> {
+  return { name, kind: 'operator-list', mode: 'union' };
+}
+
 export function aggregatingState<I, A, O>(
   name: string,
   aggregate: AggregateFunction<I, A, O>,

@@ -114,6 +114,18 @@ export interface KeyedBroadcastProcessFunction<K extends Key, I, B, O> {
   onTimer?(timestamp: number, ctx: OnTimerContext<K>, out: Collector<O>): void;
 }
 
+export interface ProcessContext extends RecordContext {
+  /** the instance's own list state (see operatorListState / unionListState) */
+  getOperatorListState<T>(descriptor: import('./state.js').OperatorListStateDescriptor<T>): import('./state.js').ListState<T>;
+  output<T>(tag: OutputTag<T>, value: T): void;
+}
+
+/** A function on a stream that is not keyed: state per instance (operator state), no timers. */
+export interface ProcessFunction<I, O> {
+  readonly state?: readonly import('./state.js').OperatorListStateDescriptor<unknown>[];
+  processElement(value: I, ctx: ProcessContext, out: Collector<O>): void;
+}
+
 export interface KeyedProcessFunction<K extends Key, I, O> {
   /** every state the function uses, declared up front so the planner and `describe` know them */
   readonly state?: readonly StateDescriptor<unknown>[];

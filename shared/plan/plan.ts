@@ -26,6 +26,7 @@ export type OperatorKind =
   | 'window'
   | 'coProcess'
   | 'broadcastProcess'
+  | 'operatorProcess'
   | 'sideOutput'
   | 'union'
   | 'exchange'
@@ -34,9 +35,9 @@ export type OperatorKind =
 export interface PlanStateDecl {
   /** state name, unique per operator */
   readonly name: string;
-  readonly kind: 'value' | 'list' | 'map' | 'reducing' | 'aggregating';
-  /** keyed: per key; broadcast: one identical copy in every instance */
-  readonly scope: 'keyed' | 'operator' | 'broadcast';
+  readonly kind: 'value' | 'list' | 'map' | 'reducing' | 'aggregating' | 'operator-list';
+  /** keyed: per key; operator: per instance (split on rescale); union: per instance (union on rescale); broadcast: one identical copy everywhere */
+  readonly scope: 'keyed' | 'operator' | 'union' | 'broadcast';
 }
 
 export interface PlanOperator {

@@ -143,7 +143,7 @@ export function planJob(job: Job): Plan {
       if (keyed.kind !== 'exchange' || keyed.partitioning !== 'key') throw new PlanError(where(job, node), 'the first input of a broadcast connection must be keyed (keyBy)');
       if (rules.kind !== 'exchange' || rules.partitioning !== 'broadcast') throw new PlanError(where(job, node), 'the second input of a broadcast connection must be broadcast()');
     }
-    if (node.kind === 'sideOutput' && !['process', 'window'].includes(input.kind)) {
+    if (node.kind === 'sideOutput' && !['process', 'window', 'operatorProcess', 'coProcess', 'broadcastProcess'].includes(input.kind)) {
       throw new PlanError(where(job, node), `side outputs come from process or window operators, not from ${input.kind}`);
     }
     if (node.kind === 'window') {
@@ -268,6 +268,9 @@ function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget:
       ...('state' in node ? node.state.map((d) => ({ name: d.name, kind: d.kind, scope: 'keyed' as const })) : []),
       ...(node.kind === 'broadcastProcess'
         ? broadcastDescriptors(node).map((d) => ({ name: d.name, kind: d.kind, scope: 'broadcast' as const }))
+        : []),
+      ...(node.kind === 'operatorProcess'
+        ? node.operatorState.map((d) => ({ name: d.name, kind: d.kind, scope: d.mode === 'union' ? ('union' as const) : ('operator' as const) }))
         : []),
     ],
   };

@@ -20,6 +20,7 @@ import type { Outbox } from './outbox.js';
 import { seededRandom } from './random.js';
 import type { Timer, TimerIndex, TimeDomain } from './timers.js';
 import { BroadcastStateStore } from './broadcast-state.js';
+import { OperatorStateStore } from './operator-state.js';
 
 /** What the runtime knows about the record being pushed through the chain. */
 export interface RecordMeta {
@@ -68,6 +69,7 @@ export function compileChain(
   clock: ChainClock,
   timers: TimerIndex,
   broadcast: BroadcastStateStore = new BroadcastStateStore(),
+  operatorState: OperatorStateStore = new OperatorStateStore(),
 ): CompiledChain {
   const graph = nodesById(job);
   const consumers = new Map<string, string[]>();
@@ -231,6 +233,28 @@ export function compileChain(
         return (v, m) => {
           current = m;
           fn.processElement(v, keyedContext(opId, declared, side, m), collector);
+        };
+      }
+      case 'operatorProcess': {
+        const fn = node.fn;
+        const opId = node.id;
+        const declared = new Map(node.operatorState.map((d) => [d.name, d]));
+        let current: RecordMeta | undefined;
+        const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+        return (v, m) => {
+          current = m;
+          fn.processElement(
+            v,
+            {
+              ...context(m),
+              getOperatorListState: (d) => {
+                if (!declared.has(d.name)) throw new Error(`operator state "${d.name}" is not declared by ${opId}: list it in the function's \`state\``);
+                return operatorState.list(opId, d.name, d.mode);
+              },
+              output: <T>(tag: OutputTag<T>, value: T) => side.get(tag.id)?.(value, m),
+            },
+            collector,
+          );
         };
       }
       case 'reduce': {

@@ -32,6 +32,7 @@ import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, 
 import { compareSeq } from './positions.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
 import { BroadcastStateStore } from './broadcast-state.js';
+import { OperatorStateStore, type OperatorListRow } from './operator-state.js';
 import { decodeUserRecord, userRecordsOf } from './source-decoding.js';
 
 export interface InstanceOptions {
@@ -75,6 +76,8 @@ interface SnapshotExtras {
   readonly finished?: boolean;
   /** broadcast state, whole (it is small and identical in every instance) */
   readonly broadcast?: ReturnType<BroadcastStateStore['toJSON']>;
+  /** operator list state of this instance (redistributed by its mode when parallelism changes) */
+  readonly operatorLists?: OperatorListRow[];
 }
 
 interface DecodedPacket {
@@ -123,6 +126,7 @@ export class StageInstance {
   private readonly channels = new Map<string, { wm: number; idle: boolean }>();
   private readonly timers = new TimerIndex();
   private readonly broadcastState = new BroadcastStateStore();
+  private readonly operatorState = new OperatorStateStore();
   private sourceClock: SourceClock = { maxTs: Number.NEGATIVE_INFINITY, emitted: Number.NEGATIVE_INFINITY, idle: false, lastActive: 0, dataSinceTick: false };
   private readonly watermarkIntervalMs: number;
   private readonly watermarkStrategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
@@ -189,6 +193,7 @@ export class StageInstance {
       { processingTime: () => this.processingTime, watermark: () => this.watermark },
       this.timers,
       this.broadcastState,
+      this.operatorState,
     );
     this.state.now = () => this.processingTime;
   }
@@ -210,6 +215,7 @@ export class StageInstance {
       for (const p of extras.ended ?? []) this.ended.add(p);
       this.finished = extras.finished ?? false;
       if (extras.broadcast) this.broadcastState.load(extras.broadcast);
+      if (extras.operatorLists) this.operatorState.load(extras.operatorLists);
     }
   }
 
@@ -592,6 +598,7 @@ export class StageInstance {
       ended: [...this.ended],
       finished: this.finished,
       broadcast: this.broadcastState.toJSON(),
+      operatorLists: this.operatorState.toJSON(),
     });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     await this.ports.control.publishSnapshot(this.id, this.fence, {

@@ -1,0 +1,63 @@
+/**
+ * Operator (non-keyed) list state: each instance keeps its own lists, saved whole in its snapshot.
+ * When a job is restored with another parallelism the lists are redistributed by their mode:
+ *
+ * - `split` (ListState): the items of all old instances, in instance order, dealt round robin to the
+ *   new instances — every item lands in exactly one instance;
+ * - `union` (UnionListState): every new instance gets all items of all old instances.
+ */
+import type { ListState } from '../api/state.js';
+
+export type OperatorListMode = 'split' | 'union';
+/** [operator, state name, mode, items] */
+export type OperatorListRow = [string, string, OperatorListMode, unknown[]];
+
+export class OperatorStateStore {
+  private readonly lists = new Map<string, { mode: OperatorListMode; items: unknown[] }>();
+
+  list<T>(operatorId: string, name: string, mode: OperatorListMode): ListState<T> {
+    const id = `${operatorId}\u0000${name}`;
+    let l = this.lists.get(id);
+    if (!l) this.lists.set(id, (l = { mode, items: [] }));
+    const cell = l;
+    return {
+      get: () => [...cell.items] as T[],
+      add: (v) => void cell.items.push(v),
+      addAll: (vs) => void cell.items.push(...vs),
+      update: (vs) => void (cell.items = [...vs]),
+      clear: () => void (cell.items = []),
+    };
+  }
+
+  toJSON(): OperatorListRow[] {
+    return [...this.lists].map(([id, l]) => {
+      const [op, name] = id.split('\u0000') as [string, string];
+      return [op, name, l.mode, [...l.items]];
+    });
+  }
+
+  load(rows: readonly OperatorListRow[]): void {
+    for (const [op, name, mode, items] of rows) this.lists.set(`${op}\u0000${name}`, { mode, items: [...items] });
+  }
+}
+
+/** New instances' operator lists from the old instances' (both in instance order). */
+export function redistributeOperatorLists(old: ReadonlyArray<readonly OperatorListRow[]>, newParallelism: number): OperatorListRow[][] {
+  const out: OperatorListRow[][] = Array.from({ length: newParallelism }, () => []);
+  const byState = new Map<string, { op: string; name: string; mode: OperatorListMode; items: unknown[] }>();
+  for (const rows of old) {
+    for (const [op, name, mode, items] of rows) {
+      const id = `${op}\u0000${name}`;
+      const s = byState.get(id) ?? { op, name, mode, items: [] };
+      s.items.push(...items);
+      byState.set(id, s);
+    }
+  }
+  for (const s of byState.values()) {
+    for (let i = 0; i < newParallelism; i++) {
+      const items = s.mode === 'union' ? [...s.items] : s.items.filter((_, j) => j % newParallelism === i);
+      out[i]!.push([s.op, s.name, s.mode, items]);
+    }
+  }
+  return out;
+}
