@@ -385,8 +385,26 @@ export class Coordinator {
 
   private async completeSavepoint(id: string, n: number, pointers: Map<string, SnapshotPointer>): Promise<void> {
     const sp = await this.getSavepoint(id);
-    if (sp?.status === 'COMPLETED') return;
-    const m = await writeSavepoint({ plan: this.plan, names: this.names, clients: this.clients, bucket: this.bucket }, id, n, pointers, this.now());
+    if (sp?.status === 'COMPLETED' || sp?.status === 'FAILED') return;
+    let m;
+    try {
+      m = await writeSavepoint({ plan: this.plan, names: this.names, clients: this.clients, bucket: this.bucket }, id, n, pointers, this.now());
+    } catch (err) {
+      // state moved past n (a later checkpoint ran before this commit was retried): the savepoint
+      // cannot be taken any more, but the commit must go on
+      if (!(err instanceof SluiceError) || err.code !== 'SAVEPOINT_INCONSISTENT') throw err;
+      await this.clients.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: 'savepoint', sk: id },
+          UpdateExpression: 'SET #status = :s, #reason = :r',
+          ExpressionAttributeNames: { '#status': 'status', '#reason': 'reason' },
+          ExpressionAttributeValues: { ':s': 'FAILED', ':r': err.message.slice(0, 1000) },
+        }),
+      );
+      this.options.telemetry?.log('warn', 'savepoint failed', { savepointId: id, checkpointId: n, error: err.message });
+      return;
+    }
     if (sp?.stop) {
       // stop-with-savepoint: no checkpoint after this one
       await this.clients.doc.send(
