@@ -7,9 +7,22 @@
  */
 import type { LogicalNode, SinkNode, WindowNode } from '../api/graph.js';
 import type { Job } from '../api/job.js';
-import type { StateDescriptor, ValueStateDescriptor } from '../api/state.js';
+import type {
+  AggregatingState,
+  AggregatingStateDescriptor,
+  ListState,
+  ListStateDescriptor,
+  MapState,
+  MapStateDescriptor,
+  ReducingState,
+  ReducingStateDescriptor,
+  StateDescriptor,
+  OperatorListStateDescriptor,
+  ValueState,
+  ValueStateDescriptor,
+} from '../api/state.js';
 import { jsonSerializer } from '../api/serializers.js';
-import type { Collector, Key, KeyedContext, OnTimerContext, OutputTag, RecordContext } from '../api/types.js';
+import type { Collector, Key, OnTimerContext, OutputTag, RecordContext, TimerService } from '../api/types.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { encodePayload } from '../codec/payload.js';
 import { keyFromString, keyGroupOf, keyString } from '../plan/key-groups.js';
@@ -55,6 +68,47 @@ export interface CompiledChain {
   readonly lateDropped: () => number;
 }
 
+const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
+
+/**
+ * `keyGroupOf(key, maxParallelism)` without encoding the key first: for a key of ASCII characters
+ * (their UTF-8 bytes are their char codes) MurmurHash3 runs on the string itself; any other key
+ * takes `keyGroupOf`. The same key group either way.
+ */
+export function keyGroupOfKey(key: string, maxParallelism: number): number {
+  const n = key.length;
+  for (let i = 0; i < n; i++) if (key.charCodeAt(i) > 0x7f) return keyGroupOf(key, maxParallelism);
+  let h = 0;
+  const blocks = n & ~3;
+  for (let i = 0; i < blocks; i += 4) {
+    let k = key.charCodeAt(i) | (key.charCodeAt(i + 1) << 8) | (key.charCodeAt(i + 2) << 16) | (key.charCodeAt(i + 3) << 24);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  const tail = n & 3;
+  if (tail) {
+    let k = 0;
+    if (tail >= 3) k ^= key.charCodeAt(blocks + 2) << 16;
+    if (tail >= 2) k ^= key.charCodeAt(blocks + 1) << 8;
+    k ^= key.charCodeAt(blocks);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+  }
+  h ^= n;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) % maxParallelism;
+}
+
 export function nodesById(job: Job): Map<string, LogicalNode> {
   return new Map(job.nodes.map((n) => [n.id, n]));
 }
@@ -78,12 +132,27 @@ export function compileChain(
   const timerHandlers = new Map<string, TimerFn>();
   let lateDropped = 0;
 
-  const context = (meta: RecordMeta): RecordContext => ({
-    timestamp: meta.timestamp,
-    currentProcessingTime: () => clock.processingTime(),
-    currentWatermark: () => clock.watermark(),
-    random: seededRandom(meta.recordId),
-  });
+  const processingTime = () => clock.processingTime();
+  const watermark = () => clock.watermark();
+
+  /**
+   * The context of one record: a small object per call, with what it offers on its prototype or
+   * shared, so pushing a record allocates no closures. `random` is made (and seeded from the
+   * record's id) only when a function asks for it.
+   */
+  class Context implements RecordContext {
+    readonly timestamp: number | undefined;
+    readonly currentProcessingTime: () => number = processingTime;
+    readonly currentWatermark: () => number = watermark;
+    private rnd: (() => number) | undefined;
+    constructor(protected readonly _meta: RecordMeta) {
+      this.timestamp = _meta.timestamp;
+    }
+    get random(): () => number {
+      return (this.rnd ??= seededRandom(this._meta.recordId));
+    }
+  }
+  const context = (meta: RecordMeta): RecordContext => new Context(meta);
 
   const fanOut = (ids: readonly string[]): Push => {
     const fns = ids.map((id) => compiled.get(id)!);
@@ -106,35 +175,84 @@ export function compileChain(
     return { next: fanOut(main), side };
   };
 
-  /** the keyed context of one (operator, key) */
-  const keyedContext = (opId: string, declared: Set<string>, side: Map<string, Push>, meta: RecordMeta, domain?: TimeDomain): OnTimerContext<Key> => {
-    const key = meta.key!;
-    const kg = meta.keyGroup;
-    const check = <D extends StateDescriptor<unknown>>(d: D): D => {
+  /** what a keyed operator's contexts share */
+  interface KeyedOperator {
+    readonly opId: string;
+    readonly side: Map<string, Push>;
+    check<D extends StateDescriptor<unknown>>(d: D): D;
+  }
+  const keyedOperator = (opId: string, declared: Set<string>, side: Map<string, Push>): KeyedOperator => ({
+    opId,
+    side,
+    check: <D extends StateDescriptor<unknown>>(d: D): D => {
       if (!declared.has(d.name)) throw new Error(`state "${d.name}" is not declared by ${opId}: list it in the function's \`state\``);
       return d;
-    };
-    const timer = (domain: TimeDomain, time: number) => ({ domain, operatorId: opId, key, keyGroup: kg, time });
-    return {
-      ...context(meta),
-      key: keyFromString(key),
-      timeDomain: domain ?? 'event-time',
-      getState: (d) => state.valueState(opId, key, kg, check(d)),
-      getListState: (d) => state.listState(opId, key, kg, check(d)),
-      getMapState: (d) => state.mapState(opId, key, kg, check(d)),
-      getReducingState: (d) => state.reducingState(opId, key, kg, check(d)),
-      getAggregatingState: (d) => state.aggregatingState(opId, key, kg, check(d)),
-      timerService: {
-        currentWatermark: () => clock.watermark(),
-        currentProcessingTime: () => clock.processingTime(),
-        registerEventTimeTimer: (t) => timers.add(timer('event-time', t)),
-        deleteEventTimeTimer: (t) => timers.delete(timer('event-time', t)),
-        registerProcessingTimeTimer: (t) => timers.add(timer('processing-time', t)),
-        deleteProcessingTimeTimer: (t) => timers.delete(timer('processing-time', t)),
-      },
-      output: <T>(tag: OutputTag<T>, value: T) => side.get(tag.id)?.(value, meta),
-    };
-  };
+    },
+  });
+
+  class Timers implements TimerService {
+    readonly currentWatermark: () => number = watermark;
+    readonly currentProcessingTime: () => number = processingTime;
+    constructor(
+      private readonly opId: string,
+      private readonly key: string,
+      private readonly kg: number,
+    ) {}
+    private timer(domain: TimeDomain, time: number): Timer {
+      return { domain, operatorId: this.opId, key: this.key, keyGroup: this.kg, time };
+    }
+    registerEventTimeTimer(t: number): void {
+      timers.add(this.timer('event-time', t));
+    }
+    deleteEventTimeTimer(t: number): void {
+      timers.delete(this.timer('event-time', t));
+    }
+    registerProcessingTimeTimer(t: number): void {
+      timers.add(this.timer('processing-time', t));
+    }
+    deleteProcessingTimeTimer(t: number): void {
+      timers.delete(this.timer('processing-time', t));
+    }
+  }
+
+  /** the keyed context of one (operator, key): state handles and timers of that key */
+  class KeyedCtx extends Context implements OnTimerContext<Key> {
+    readonly timeDomain: TimeDomain;
+    private ts: Timers | undefined;
+    constructor(
+      meta: RecordMeta,
+      private readonly _op: KeyedOperator,
+      domain?: TimeDomain,
+    ) {
+      super(meta);
+      this.timeDomain = domain ?? 'event-time';
+    }
+    get key(): Key {
+      return keyFromString(this._meta.key!);
+    }
+    get timerService(): TimerService {
+      return (this.ts ??= new Timers(this._op.opId, this._meta.key!, this._meta.keyGroup));
+    }
+    getState<T>(d: ValueStateDescriptor<T>): ValueState<T> {
+      return state.valueState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    }
+    getListState<T>(d: ListStateDescriptor<T>): ListState<T> {
+      return state.listState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    }
+    getMapState<K extends string | number, V>(d: MapStateDescriptor<K, V>): MapState<K, V> {
+      return state.mapState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    }
+    getReducingState<T>(d: ReducingStateDescriptor<T>): ReducingState<T> {
+      return state.reducingState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    }
+    getAggregatingState<I, A, O>(d: AggregatingStateDescriptor<I, A, O>): AggregatingState<I, O> {
+      return state.aggregatingState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    }
+    output<T>(tag: OutputTag<T>, value: T): void {
+      this._op.side.get(tag.id)?.(value, this._meta);
+    }
+  }
+  const keyedContext = (op: KeyedOperator, meta: RecordMeta, domain?: TimeDomain): OnTimerContext<Key> => new KeyedCtx(meta, op, domain);
 
   // compile from the exits backwards so every operator finds its consumers compiled
   for (const op of [...stage.operators].reverse()) {
@@ -172,7 +290,7 @@ export function compileChain(
           const selector = node.keySelector!;
           return (v, m) => {
             const key = keyString(selector(v));
-            outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
+            outbox.emitKeyed(toStage, keyGroupOfKey(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
           };
         }
         if (node.partitioning === 'broadcast') return (v, m) => outbox.emitBroadcast(toStage, m.timestamp, encodePayload(v), input);
@@ -180,59 +298,60 @@ export function compileChain(
       }
       case 'coProcess': {
         const fn = node.fn;
-        const declared = new Set(node.state.map((d) => d.name));
         const opId = node.id;
+        const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
         let current: RecordMeta | undefined;
         const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
         timerHandlers.set(opId, (t) => {
           if (!fn.onTimer) return;
           const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
           current = meta;
-          fn.onTimer(t.time, keyedContext(opId, declared, side, meta, t.domain), collector);
+          fn.onTimer(t.time, keyedContext(op, meta, t.domain), collector);
         });
         return (v, m) => {
           current = m;
-          const ctx = keyedContext(opId, declared, side, m);
+          const ctx = keyedContext(op, m);
           if (m.input === 1) fn.processElement2(v, ctx, collector);
           else fn.processElement1(v, ctx, collector);
         };
       }
       case 'broadcastProcess': {
         const fn = node.fn;
-        const declared = new Set(node.state.map((d) => d.name));
         const opId = node.id;
+        const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
         let current: RecordMeta | undefined;
         const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
         timerHandlers.set(opId, (t) => {
           if (!fn.onTimer) return;
           const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
           current = meta;
-          fn.onTimer(t.time, keyedContext(opId, declared, side, meta, t.domain), collector);
+          fn.onTimer(t.time, keyedContext(op, meta, t.domain), collector);
         });
+        // contexts keep their methods on their prototypes: add to them, do not spread them
         return (v, m) => {
           current = m;
           if (m.input === 1) {
-            fn.processBroadcastElement(v, { ...context(m), getBroadcastState: (d) => broadcast.writable(opId, d) }, collector);
+            fn.processBroadcastElement(v, Object.assign(context(m), { getBroadcastState: <K, V>(d: MapStateDescriptor<K & (string | number), V>) => broadcast.writable(opId, d) }), collector);
           } else {
-            fn.processElement(v, { ...keyedContext(opId, declared, side, m), getBroadcastState: (d) => broadcast.readOnly(opId, d) }, collector);
+            fn.processElement(v, Object.assign(keyedContext(op, m), { getBroadcastState: <K, V>(d: MapStateDescriptor<K & (string | number), V>) => broadcast.readOnly(opId, d) }), collector);
           }
         };
       }
       case 'process': {
         const fn = node.fn;
-        const declared = new Set(node.state.map((d) => d.name));
         const opId = node.id;
+        const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
         let current: RecordMeta | undefined;
         const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
         timerHandlers.set(opId, (t) => {
           if (!fn.onTimer) return;
           const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
           current = meta;
-          fn.onTimer(t.time, keyedContext(opId, declared, side, meta, t.domain), collector);
+          fn.onTimer(t.time, keyedContext(op, meta, t.domain), collector);
         });
         return (v, m) => {
           current = m;
-          fn.processElement(v, keyedContext(opId, declared, side, m), collector);
+          fn.processElement(v, keyedContext(op, m), collector);
         };
       }
       case 'operatorProcess': {
@@ -245,14 +364,13 @@ export function compileChain(
           current = m;
           fn.processElement(
             v,
-            {
-              ...context(m),
-              getOperatorListState: (d) => {
+            Object.assign(context(m), {
+              getOperatorListState<T>(d: OperatorListStateDescriptor<T>): ListState<T> {
                 if (!declared.has(d.name)) throw new Error(`operator state "${d.name}" is not declared by ${opId}: list it in the function's \`state\``);
-                return operatorState.list(opId, d.name, d.mode);
+                return operatorState.list(opId, d.name, d.mode) as ListState<T>;
               },
               output: <T>(tag: OutputTag<T>, value: T) => side.get(tag.id)?.(value, m),
-            },
+            }),
             collector,
           );
         };
@@ -286,7 +404,8 @@ export function compileChain(
     const lateOut = node.lateTag ? side.get(node.lateTag) : undefined;
 
     const emit = (meta: RecordMeta, w: TimeWindow, acc: unknown) => {
-      const out: RecordMeta = { ...meta, timestamp: w.end - 1 };
+      // (the runtime's metas spell their id out on demand: copy the fields, do not spread)
+      const out: RecordMeta = { timestamp: w.end - 1, recordId: meta.recordId, key: meta.key, keyGroup: meta.keyGroup, ...(meta.input !== undefined ? { input: meta.input } : {}) };
       const key = keyFromString(meta.key!);
       if (f.type === 'process') {
         f.fn.process(key, w, acc as unknown[], { collect: (v) => next(v, out) });
@@ -352,9 +471,10 @@ export function compileChain(
         let w = w0;
         if (w.end - 1 + lateness <= wm) continue; // this window is gone
         changed = true;
-        let acc = add(undefined, v);
+        let existed = false;
         if (a.kind === 'session') {
           // merge with every session the new one overlaps
+          let acc = add(undefined, v);
           const rest: typeof list = [];
           for (const [st, en, x] of list) {
             if (st < w.end && w.start < en) {
@@ -365,11 +485,20 @@ export function compileChain(
           }
           list = [...rest, [w.start, w.end, acc]];
         } else {
-          const i = list.findIndex(([st, en]) => st === w.start && en === w.end);
-          if (i >= 0) list[i] = [w.start, w.end, add(list[i]![2], v)];
-          else list.push([w.start, w.end, acc]);
+          let i = -1;
+          for (let j = 0; j < list.length; j++) {
+            if (list[j]![0] === w.start && list[j]![1] === w.end) {
+              i = j;
+              break;
+            }
+          }
+          existed = i >= 0;
+          if (existed) list[i] = [w.start, w.end, add(list[i]![2], v)];
+          else list.push([w.start, w.end, add(undefined, v)]);
         }
-        schedule(m.key!, m.keyGroup, w);
+        // a window already in the state has its timer: without lateness nothing fired or removed it
+        // (it would be gone), so adding it again would change nothing
+        if (!existed || lateness > 0) schedule(m.key!, m.keyGroup, w);
         // a late-but-allowed record updates a window that already fired: fire it again
         if (w.end - 1 <= wm) fireNow.push(w);
       }
@@ -381,7 +510,7 @@ export function compileChain(
         }
         return;
       }
-      list.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+      if (list.length > 1) list.sort(byWindow);
       s.update(list);
       for (const w of fireNow) {
         const e = list.find(([st, en]) => st === w.start && en === w.end);

@@ -23,29 +23,127 @@ import type {
 } from '../api/state.js';
 import type { StateRow, StateRowId } from './ports.js';
 
-interface KeyEntry {
-  readonly keyGroup: number;
-  /** state name → value; a missing name means cleared/never set */
-  readonly values: Map<string, unknown>;
-  /** state name → processing time of the last TTL-relevant access */
-  readonly touched: Map<string, number>;
+/** Marks a state that is cleared or was never set. */
+const ABSENT: unique symbol = Symbol('absent');
+
+/**
+ * What the cache keeps per (operator, key); opaque outside this module. Values sit in slots, one
+ * per state the operator declared (in declaration order): the first inline, so the common
+ * one-state operator reaches its value without another object. States nobody declared (a
+ * serialization error at the checkpoint) go to `extra`.
+ */
+export class KeyEntry {
+  /** slot 0's value and the processing time of its last TTL-relevant access */
+  v0: unknown = ABSENT;
+  t0: number | undefined = undefined;
+  /** slots 1… */
+  more: unknown[] | undefined = undefined;
+  moreT: Array<number | undefined> | undefined = undefined;
+  extra: Map<string, unknown> | undefined = undefined;
+  extraT: Map<string, number> | undefined = undefined;
+  /** listed in `dirty` since the last checkpoint */
+  dirty = false;
+  constructor(
+    readonly keyGroup: number,
+    slots: number,
+  ) {
+    if (slots > 1) {
+      this.more = new Array<unknown>(slots - 1).fill(ABSENT);
+      this.moreT = new Array<number | undefined>(slots - 1).fill(undefined);
+    }
+  }
+}
+
+/** Slot `i` of an entry (−1 = not declared: by name in `extra`). */
+function slotGet(e: KeyEntry, i: number, name: string): unknown {
+  if (i === 0) return e.v0;
+  if (i > 0) return e.more![i - 1];
+  return e.extra?.has(name) ? e.extra.get(name) : ABSENT;
+}
+function slotSet(e: KeyEntry, i: number, name: string, v: unknown): void {
+  if (i === 0) e.v0 = v;
+  else if (i > 0) e.more![i - 1] = v;
+  else if (v === ABSENT) e.extra?.delete(name);
+  else (e.extra ??= new Map()).set(name, v);
+}
+function touchedGet(e: KeyEntry, i: number, name: string): number | undefined {
+  if (i === 0) return e.t0;
+  if (i > 0) return e.moreT![i - 1];
+  return e.extraT?.get(name);
+}
+function touchedSet(e: KeyEntry, i: number, name: string, t: number | undefined): void {
+  if (i === 0) e.t0 = t;
+  else if (i > 0) e.moreT![i - 1] = t;
+  else if (t === undefined) e.extraT?.delete(name);
+  else (e.extraT ??= new Map()).set(name, t);
+}
+
+interface OperatorSlots {
+  readonly descriptors: ReadonlyArray<StateDescriptor<unknown>>;
+  readonly byName: ReadonlyMap<string, number>;
 }
 
 export class KeyedStateCache {
   private readonly ops = new Map<string, Map<string, KeyEntry>>();
-  private readonly dirty = new Map<string, Set<string>>();
+  /** keys written since the last checkpoint, per operator (each listed once: the entry's flag says so) */
+  private readonly dirty = new Map<string, string[]>();
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
+  private readonly slots = new Map<string, OperatorSlots>();
   /** processing time used for TTL; set by the instance */
   now: () => number = () => 0;
+  // the last operator's map and the last entry looked up: a record's state calls hit them
+  private lastOp: string | undefined;
+  private lastOpMap: Map<string, KeyEntry> | undefined;
+  private lastEntryOp: string | undefined;
+  private lastEntryKey: string | undefined;
+  private lastEntry: KeyEntry | undefined;
+  private lastSlotOp: string | undefined;
+  private lastSlotName: string | undefined;
+  private lastSlot = -1;
 
-  /** Declares an operator's state descriptors (needed to (de)serialize its rows). */
+  /** Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is used. */
   register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[]): void {
-    this.descriptors.set(operatorId, new Map(descriptors.map((d) => [d.name, d])));
+    const byName = new Map(descriptors.map((d) => [d.name, d]));
+    this.descriptors.set(operatorId, byName);
+    const list = [...byName.values()];
+    this.slots.set(operatorId, { descriptors: list, byName: new Map(list.map((d, i) => [d.name, i])) });
+    this.lastSlotOp = this.lastSlotName = undefined;
     if (!this.ops.has(operatorId)) this.ops.set(operatorId, new Map());
   }
 
+  /** @internal the slot of a state of an operator (−1: not declared) */
+  slotOf(operatorId: string, name: string): number {
+    if (name === this.lastSlotName && operatorId === this.lastSlotOp) return this.lastSlot;
+    const i = this.slots.get(operatorId)?.byName.get(name) ?? -1;
+    this.lastSlotOp = operatorId;
+    this.lastSlotName = name;
+    this.lastSlot = i;
+    return i;
+  }
+
+  private newEntry(operatorId: string, keyGroup: number): KeyEntry {
+    return new KeyEntry(keyGroup, this.slots.get(operatorId)?.descriptors.length ?? 0);
+  }
+
   has(operatorId: string, key: string): boolean {
+    if (operatorId === this.lastOp) return this.lastOpMap!.has(key);
     return this.ops.get(operatorId)?.has(key) ?? false;
+  }
+
+  /** The loaded entry of (operator, key), if any: `prime` it before the record that uses it. */
+  lookup(operatorId: string, key: string): KeyEntry | undefined {
+    return (operatorId === this.lastOp ? this.lastOpMap! : this.ops.get(operatorId))?.get(key);
+  }
+
+  /**
+   * The next state access of (operator, key) finds this entry without a lookup. `e` must come from
+   * `lookup` in the same batch (entries are only replaced by `load` of missing keys or dropped by
+   * `evictClean`, and both forget the primed entry).
+   */
+  prime(operatorId: string, key: string, e: KeyEntry): void {
+    this.lastEntryOp = operatorId;
+    this.lastEntryKey = key;
+    this.lastEntry = e;
   }
 
   /** The ids among `wanted` that are not loaded yet. */
@@ -53,8 +151,9 @@ export class KeyedStateCache {
     const out: StateRowId[] = [];
     const seen = new Set<string>();
     for (const id of wanted) {
+      if (this.has(id.operatorId, id.key)) continue;
       const tag = `${id.operatorId}\u0000${id.key}`;
-      if (seen.has(tag) || this.has(id.operatorId, id.key)) continue;
+      if (seen.has(tag)) continue;
       seen.add(tag);
       out.push(id);
     }
@@ -67,162 +166,122 @@ export class KeyedStateCache {
     for (const id of ids) {
       const row = byId.get(`${id.operatorId}\u0000${id.key}`);
       const descs = this.descriptors.get(id.operatorId);
-      const values = new Map<string, unknown>();
-      const touched = new Map<string, number>();
+      const e = this.newEntry(id.operatorId, id.keyGroup);
       if (row && descs) {
         for (const [name, bytes] of Object.entries(row.values)) {
           const d = descs.get(name);
           if (!d) continue;
+          const i = this.slotOf(id.operatorId, name);
           if (d.ttl) {
             const [t, inner] = decodePayload<[number, Uint8Array]>(bytes);
-            touched.set(name, t);
-            values.set(name, fromStored(d, d.serializer.decode(new Uint8Array(inner))));
-          } else values.set(name, fromStored(d, d.serializer.decode(bytes)));
+            touchedSet(e, i, name, t);
+            slotSet(e, i, name, fromStored(d, d.serializer.decode(new Uint8Array(inner))));
+          } else slotSet(e, i, name, fromStored(d, d.serializer.decode(bytes)));
         }
       }
-      this.opMap(id.operatorId).set(id.key, { keyGroup: id.keyGroup, values, touched });
+      this.opMap(id.operatorId).set(id.key, e);
     }
+    this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
   }
 
   private opMap(operatorId: string): Map<string, KeyEntry> {
+    if (operatorId === this.lastOp) return this.lastOpMap!;
     let m = this.ops.get(operatorId);
     if (!m) this.ops.set(operatorId, (m = new Map()));
+    this.lastOp = operatorId;
+    this.lastOpMap = m;
     return m;
   }
 
   private entry(operatorId: string, key: string, keyGroup: number): KeyEntry {
+    if (key === this.lastEntryKey && operatorId === this.lastEntryOp) return this.lastEntry!;
     const m = this.opMap(operatorId);
     let e = m.get(key);
     if (!e) {
       // not prefetched: only possible for a key with no state (prefetch loads every key of a batch)
-      e = { keyGroup, values: new Map(), touched: new Map() };
+      e = this.newEntry(operatorId, keyGroup);
       m.set(key, e);
     }
+    this.lastEntryOp = operatorId;
+    this.lastEntryKey = key;
+    this.lastEntry = e;
     return e;
   }
 
-  private markDirty(operatorId: string, key: string): void {
+  private markDirty(operatorId: string, key: string, e: KeyEntry): void {
+    if (e.dirty) return;
     let d = this.dirty.get(operatorId);
-    if (!d) this.dirty.set(operatorId, (d = new Set()));
-    d.add(key);
+    if (!d) this.dirty.set(operatorId, (d = []));
+    d.push(key);
+    e.dirty = true;
+  }
+
+  /** Dirty keys of an operator, each once (a handle kept past its entry's eviction could list a key twice). */
+  private dirtyKeys(keys: readonly string[]): Iterable<string> {
+    return new Set(keys);
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
-  private cell<T>(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>) {
-    const e = this.entry(operatorId, key, keyGroup);
-    const ttl = d.ttl;
-    return {
-      get: (): T | undefined => {
-        if (!e.values.has(d.name)) return undefined;
-        if (ttl) {
-          const t = e.touched.get(d.name) ?? 0;
-          if (this.now() - t >= ttl.ttlMs) {
-            e.values.delete(d.name);
-            e.touched.delete(d.name);
-            this.markDirty(operatorId, key);
-            return undefined;
-          }
-          if (ttl.update === 'on-read-and-write') {
-            e.touched.set(d.name, this.now());
-            this.markDirty(operatorId, key);
-          }
-        }
-        return e.values.get(d.name) as T;
-      },
-      set: (v: T): void => {
-        e.values.set(d.name, v);
-        if (ttl) e.touched.set(d.name, this.now());
-        this.markDirty(operatorId, key);
-      },
-      clear: (): void => {
-        e.values.delete(d.name);
-        e.touched.delete(d.name);
-        this.markDirty(operatorId, key);
-      },
-    };
+  private cell<T>(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>): Cell<T> {
+    return new Cell<T>(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name));
+  }
+
+  /** @internal used by Cell */
+  touch(operatorId: string, key: string, e: KeyEntry): void {
+    this.markDirty(operatorId, key, e);
   }
 
   valueState<T>(operatorId: string, key: string, keyGroup: number, d: ValueStateDescriptor<T>): ValueState<T> {
-    const c = this.cell<T>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
-    return { value: () => c.get() ?? d.defaultValue, update: (v) => c.set(v), clear: c.clear };
+    return new ValueHandle<T>(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name));
   }
 
   listState<T>(operatorId: string, key: string, keyGroup: number, d: ListStateDescriptor<T>): ListState<T> {
-    const c = this.cell<T[]>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
-    return {
-      get: () => [...(c.get() ?? [])],
-      add: (v) => c.set([...(c.get() ?? []), v]),
-      addAll: (vs) => c.set([...(c.get() ?? []), ...vs]),
-      update: (vs) => c.set([...vs]),
-      clear: c.clear,
-    };
+    return new ListHandle<T>(this.cell<T[]>(operatorId, key, keyGroup, d as StateDescriptor<unknown>));
   }
 
   mapState<K extends string | number, V>(operatorId: string, key: string, keyGroup: number, d: MapStateDescriptor<K, V>): MapState<K, V> {
-    const c = this.cell<Map<K, V>>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
-    const read = () => c.get() ?? new Map<K, V>();
-    const write = (m: Map<K, V>) => (m.size ? c.set(m) : c.clear());
-    return {
-      get: (k) => read().get(k),
-      put: (k, v) => write(new Map(read()).set(k, v)),
-      remove: (k) => {
-        const m = new Map(read());
-        m.delete(k);
-        write(m);
-      },
-      contains: (k) => read().has(k),
-      entries: () => [...read().entries()],
-      keys: () => [...read().keys()],
-      values: () => [...read().values()],
-      isEmpty: () => read().size === 0,
-      clear: c.clear,
-    };
+    return new MapHandle<K, V>(this.cell<Map<K, V>>(operatorId, key, keyGroup, d as StateDescriptor<unknown>));
   }
 
   reducingState<T>(operatorId: string, key: string, keyGroup: number, d: ReducingStateDescriptor<T>): ReducingState<T> {
-    const c = this.cell<T>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
-    return {
-      get: () => c.get(),
-      add: (v) => {
-        const cur = c.get();
-        c.set(cur === undefined ? v : d.reduce(cur, v));
-      },
-      clear: c.clear,
-    };
+    return new ReducingHandle<T>(this.cell<T>(operatorId, key, keyGroup, d as StateDescriptor<unknown>), d);
   }
 
   aggregatingState<I, A, O>(operatorId: string, key: string, keyGroup: number, d: AggregatingStateDescriptor<I, A, O>): AggregatingState<I, O> {
-    const c = this.cell<A>(operatorId, key, keyGroup, d as StateDescriptor<unknown>);
-    return {
-      get: () => {
-        const acc = c.get();
-        return acc === undefined ? undefined : d.aggregate.getResult(acc);
-      },
-      add: (v) => c.set(d.aggregate.add(v, c.get() ?? d.aggregate.createAccumulator())),
-      clear: c.clear,
-    };
+    return new AggregatingHandle<I, A, O>(this.cell<A>(operatorId, key, keyGroup, d as StateDescriptor<unknown>), d);
   }
 
   get dirtyCount(): number {
     let n = 0;
-    for (const s of this.dirty.values()) n += s.size;
+    for (const keys of this.dirty.values()) n += new Set(keys).size;
     return n;
   }
 
   /** Serializes the dirty keys into rows (an empty `values` clears the row). */
   dirtyRows(): StateRow[] {
     const rows: StateRow[] = [];
-    for (const [operatorId, keys] of this.dirty) {
+    for (const [operatorId, list] of this.dirty) {
+      const keys = this.dirtyKeys(list);
       const descs = this.descriptors.get(operatorId);
       const m = this.ops.get(operatorId)!;
+      const slots = this.slots.get(operatorId)?.descriptors ?? [];
+      const encode = (values: Record<string, Uint8Array>, d: StateDescriptor<unknown>, v: unknown, t: number | undefined) => {
+        const bytes = d.serializer.encode(toStored(d, v));
+        values[d.name] = d.ttl ? encodePayload([t ?? 0, bytes]) : bytes;
+      };
       for (const key of keys) {
         const e = m.get(key)!;
         const values: Record<string, Uint8Array> = {};
-        for (const [name, v] of e.values) {
-          const d = descs?.get(name);
-          if (!d) throw new Error(`state "${name}" of ${operatorId} has no descriptor`);
-          const bytes = d.serializer.encode(toStored(d, v));
-          values[name] = d.ttl ? encodePayload([e.touched.get(name) ?? 0, bytes]) : bytes;
+        for (let i = 0; i < slots.length; i++) {
+          const v = slotGet(e, i, slots[i]!.name);
+          if (v !== ABSENT) encode(values, slots[i]!, v, touchedGet(e, i, slots[i]!.name));
+        }
+        if (e.extra) {
+          for (const [name, v] of e.extra) {
+            const d = descs?.get(name);
+            if (!d) throw new Error(`state "${name}" of ${operatorId} has no descriptor`);
+            encode(values, d, v, e.extraT?.get(name));
+          }
         }
         rows.push({ operatorId, keyGroup: e.keyGroup, key, values });
       }
@@ -233,6 +292,14 @@ export class KeyedStateCache {
   }
 
   markClean(): void {
+    for (const [operatorId, keys] of this.dirty) {
+      const m = this.ops.get(operatorId);
+      if (!m) continue;
+      for (const key of keys) {
+        const e = m.get(key);
+        if (e) e.dirty = false;
+      }
+    }
     this.dirty.clear();
   }
 
@@ -245,10 +312,12 @@ export class KeyedStateCache {
 
   /** Drops clean entries until at most `limit` remain (dirty ones stay: they are not durable yet). */
   evictClean(limit: number): number {
+    this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
     let evicted = 0;
     const size = this.size;
     for (const [op, m] of this.ops) {
-      const d = this.dirty.get(op);
+      const list = this.dirty.get(op);
+      const d = list ? new Set(list) : undefined;
       for (const key of m.keys()) {
         if (size - evicted <= limit) return evicted;
         if (d?.has(key)) continue;
@@ -257,6 +326,161 @@ export class KeyedStateCache {
       }
     }
     return evicted;
+  }
+}
+
+/**
+ * One (operator, key, state) cell: TTL on read, dirty tracking on write. Handles are small objects
+ * with methods on their prototypes (no closures per access: user functions get a handle per record).
+ */
+class Cell<T> {
+  constructor(
+    private readonly cache: KeyedStateCache,
+    private readonly e: KeyEntry,
+    private readonly operatorId: string,
+    private readonly key: string,
+    protected readonly d: StateDescriptor<unknown>,
+    private readonly slot: number,
+  ) {}
+
+  get(): T | undefined {
+    const e = this.e;
+    const name = this.d.name;
+    const v = slotGet(e, this.slot, name);
+    if (v === ABSENT) return undefined;
+    const ttl = this.d.ttl;
+    if (ttl) {
+      const t = touchedGet(e, this.slot, name) ?? 0;
+      if (this.cache.now() - t >= ttl.ttlMs) {
+        slotSet(e, this.slot, name, ABSENT);
+        touchedSet(e, this.slot, name, undefined);
+        this.cache.touch(this.operatorId, this.key, e);
+        return undefined;
+      }
+      if (ttl.update === 'on-read-and-write') {
+        touchedSet(e, this.slot, name, this.cache.now());
+        this.cache.touch(this.operatorId, this.key, e);
+      }
+    }
+    return v as T;
+  }
+
+  set(v: T): void {
+    slotSet(this.e, this.slot, this.d.name, v);
+    if (this.d.ttl) touchedSet(this.e, this.slot, this.d.name, this.cache.now());
+    this.cache.touch(this.operatorId, this.key, this.e);
+  }
+
+  clear(): void {
+    slotSet(this.e, this.slot, this.d.name, ABSENT);
+    touchedSet(this.e, this.slot, this.d.name, undefined);
+    this.cache.touch(this.operatorId, this.key, this.e);
+  }
+}
+
+/** The most used handle is its own cell (one object per `getState`). */
+class ValueHandle<T> extends Cell<T> implements ValueState<T> {
+  constructor(cache: KeyedStateCache, e: KeyEntry, operatorId: string, key: string, d: ValueStateDescriptor<T>, slot: number) {
+    super(cache, e, operatorId, key, d as StateDescriptor<unknown>, slot);
+  }
+  value(): T | undefined {
+    return this.get() ?? (this.d as ValueStateDescriptor<T>).defaultValue;
+  }
+  update(v: T): void {
+    this.set(v);
+  }
+}
+
+class ListHandle<T> implements ListState<T> {
+  constructor(private readonly c: Cell<T[]>) {}
+  get(): T[] {
+    return [...(this.c.get() ?? [])];
+  }
+  add(v: T): void {
+    this.c.set([...(this.c.get() ?? []), v]);
+  }
+  addAll(vs: Iterable<T>): void {
+    this.c.set([...(this.c.get() ?? []), ...vs]);
+  }
+  update(vs: Iterable<T>): void {
+    this.c.set([...vs]);
+  }
+  clear(): void {
+    this.c.clear();
+  }
+}
+
+class MapHandle<K extends string | number, V> implements MapState<K, V> {
+  constructor(private readonly c: Cell<Map<K, V>>) {}
+  private read(): Map<K, V> {
+    return this.c.get() ?? new Map<K, V>();
+  }
+  private write(m: Map<K, V>): void {
+    if (m.size) this.c.set(m);
+    else this.c.clear();
+  }
+  get(k: K): V | undefined {
+    return this.read().get(k);
+  }
+  put(k: K, v: V): void {
+    this.write(new Map(this.read()).set(k, v));
+  }
+  remove(k: K): void {
+    const m = new Map(this.read());
+    m.delete(k);
+    this.write(m);
+  }
+  contains(k: K): boolean {
+    return this.read().has(k);
+  }
+  entries(): Array<[K, V]> {
+    return [...this.read().entries()];
+  }
+  keys(): K[] {
+    return [...this.read().keys()];
+  }
+  values(): V[] {
+    return [...this.read().values()];
+  }
+  isEmpty(): boolean {
+    return this.read().size === 0;
+  }
+  clear(): void {
+    this.c.clear();
+  }
+}
+
+class ReducingHandle<T> implements ReducingState<T> {
+  constructor(
+    private readonly c: Cell<T>,
+    private readonly d: ReducingStateDescriptor<T>,
+  ) {}
+  get(): T | undefined {
+    return this.c.get();
+  }
+  add(v: T): void {
+    const cur = this.c.get();
+    this.c.set(cur === undefined ? v : this.d.reduce(cur, v));
+  }
+  clear(): void {
+    this.c.clear();
+  }
+}
+
+class AggregatingHandle<I, A, O> implements AggregatingState<I, O> {
+  constructor(
+    private readonly c: Cell<A>,
+    private readonly d: AggregatingStateDescriptor<I, A, O>,
+  ) {}
+  get(): O | undefined {
+    const acc = this.c.get();
+    return acc === undefined ? undefined : this.d.aggregate.getResult(acc);
+  }
+  add(v: I): void {
+    this.c.set(this.d.aggregate.add(v, this.c.get() ?? this.d.aggregate.createAccumulator()));
+  }
+  clear(): void {
+    this.c.clear();
   }
 }
 

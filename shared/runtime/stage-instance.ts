@@ -19,14 +19,14 @@
  *   Source records are deduplicated by shard position.
  */
 import type { Job } from '../api/job.js';
-import { decodePacket, decodeSourceControl, type DataEnvelope, type EndEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
-import { decodePayload, encodePayload } from '../codec/payload.js';
-import { keyGroupOf, keyString } from '../plan/key-groups.js';
+import { decodePacketViews, decodeSourceControl, PacketDataEnvelope, SeqSet, type DataEnvelope, type EndEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
+import { decodePayload, decodePayloadAt, encodePayload } from '../codec/payload.js';
+import { keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, FencedError, PoisonRecordError, SluiceError } from '../util/errors.js';
-import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
-import { KeyedStateCache } from './keyed-state.js';
+import { compileChain, keyGroupOfKey, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
+import { KeyedStateCache, type KeyEntry } from './keyed-state.js';
 import { makeDestination, Outbox } from './outbox.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
@@ -54,6 +54,8 @@ interface Unit {
   value?: unknown;
   key?: string;
   poison?: unknown;
+  /** the first keyed operator's state entry of `key`, as prefetch found it loaded */
+  state?: KeyEntry;
 }
 
 interface SourceClock {
@@ -133,6 +135,10 @@ export class StageInstance {
   private readonly expectedCount: () => number;
   private lastTopology: readonly number[] = [];
   private spilledFrom: string | undefined;
+  // apply's memory: the channel key of the last record
+  private lastChannel = '';
+  private lastChannelProducer: string | undefined;
+  private lastChannelEpoch = -1;
   /** position of the record being processed (the frontier) */
   private current: string | undefined;
 
@@ -229,9 +235,15 @@ export class StageInstance {
       }
       return;
     }
-    const fresh = records.filter((r) => this.lastPosition === undefined || compareSeq(r.sequenceNumber, this.lastPosition) > 0);
-    const packets = fresh.map((r) => this.decodeInner(r));
-    await this.prefetch(packets.flatMap((p) => p.units));
+    const fresh: StoredRecord[] = [];
+    for (const r of records) if (this.lastPosition === undefined || compareSeq(r.sequenceNumber, this.lastPosition) > 0) fresh.push(r);
+    const packets: DecodedPacket[] = new Array(fresh.length);
+    const units: Unit[] = [];
+    for (let i = 0; i < fresh.length; i++) {
+      const p = (packets[i] = this.decodeInner(fresh[i]!));
+      for (const u of p.units) units.push(u);
+    }
+    await this.prefetch(units);
     for (let i = 0; i < fresh.length; i++) {
       await this.processPacket(fresh[i]!, packets[i]!);
       this.lastPosition = fresh[i]!.sequenceNumber;
@@ -341,14 +353,16 @@ export class StageInstance {
 
   private decodeInner(r: StoredRecord): DecodedPacket {
     try {
-      const p = decodePacket(r.data);
+      const p = decodePacketViews(r.data);
       const units: Unit[] = [];
-      p.envelopes.forEach((env, index) => {
+      const envelopes = p.envelopes;
+      for (let index = 0; index < envelopes.length; index++) {
+        const env = envelopes[index]!;
         if (env.kind !== 'barrier' && env.epoch >= this.epoch) {
-          units.push({ position: r.sequenceNumber, index, producer: p.producer, env });
+          units.push({ position: r.sequenceNumber, index, producer: p.producer, env, value: undefined, key: undefined, poison: undefined, state: undefined });
         }
-      });
-      return { producer: p.producer, envelopes: p.envelopes, units };
+      }
+      return { producer: p.producer, envelopes, units };
     } catch (error) {
       return { producer: '', envelopes: [], units: [], error };
     }
@@ -357,25 +371,41 @@ export class StageInstance {
   /** Decodes payloads and keys of units and loads the state rows they will touch. */
   private async prefetch(units: readonly Unit[]): Promise<void> {
     const selectors = this.chain.keySelectors;
+    const ops = this.chain.keyedOperators;
+    const state = this.state;
+    // only keys not in the cache become ids (`missing` would drop the others anyway)
     const ids: StateRowId[] = [];
-    for (const u of units) {
-      if (u.env.kind !== 'data') continue;
+    for (let i = 0; i < units.length; i++) {
+      const u = units[i]!;
+      const env = u.env;
+      if (env.kind !== 'data') continue;
       if (u.value !== undefined || u.poison !== undefined) {
-        if (u.key !== undefined) for (const op of this.chain.keyedOperators) ids.push({ operatorId: op, keyGroup: u.env.keyGroup, key: u.key });
+        const key = u.key;
+        if (key === undefined) continue;
+        u.state = undefined;
+        for (let o = 0; o < ops.length; o++) {
+          const e = state.lookup(ops[o]!, key);
+          if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
+          else if (o === 0) u.state = e;
+        }
         continue;
       }
       try {
-        u.value = decodePayload(u.env.payload);
-        const selector = selectors[u.env.input ?? 0];
+        u.value = env instanceof PacketDataEnvelope ? decodePayloadAt(env.packet, env.payloadStart, env.payloadEnd) : decodePayload(env.payload);
+        const selector = selectors[env.input ?? 0];
         if (selector) {
-          u.key = keyString(selector(u.value));
-          for (const op of this.chain.keyedOperators) ids.push({ operatorId: op, keyGroup: u.env.keyGroup, key: u.key });
+          const key = (u.key = keyString(selector(u.value)));
+          for (let o = 0; o < ops.length; o++) {
+            const e = state.lookup(ops[o]!, key);
+            if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
+            else if (o === 0) u.state = e;
+          }
         }
       } catch (err) {
         u.poison = err;
       }
     }
-    await this.loadRows(this.state.missing(ids));
+    if (ids.length) await this.loadRows(state.missing(ids));
   }
 
   /**
@@ -419,7 +449,11 @@ export class StageInstance {
       if (!unit || unit.index !== index) continue;
       u++;
       if (env.epoch > this.epoch) this.hold(unit);
-      else await this.applyUnit(unit);
+      else if (env.kind === 'data') {
+        // data applies synchronously; only a dead letter makes it wait
+        const pending = this.apply(unit as Unit & { env: DataEnvelope });
+        if (pending) await pending;
+      } else await this.applyUnit(unit);
       // a count satisfied by this record can complete an alignment
       if (this.barriers.has(this.epoch + 1)) await this.alignLoop();
     }
@@ -497,33 +531,45 @@ export class StageInstance {
     }
   }
 
-  private async apply(unit: Unit & { env: DataEnvelope }): Promise<void> {
-    const ch = `${unit.producer}|${unit.env.epoch}`;
-    let seen = this.seen.get(ch);
-    if (!seen) this.seen.set(ch, (seen = new Set()));
-    if (seen.has(unit.env.seq)) {
-      this.stats.duplicates++;
-      return;
+  /** Applies a data record of the current epoch; returns a promise only when it must wait (a dead letter). */
+  private apply(unit: Unit & { env: DataEnvelope }): Promise<void> | undefined {
+    const env = unit.env;
+    // the channel's key, remembered while consecutive records share producer and epoch
+    let ch = this.lastChannel;
+    if (unit.producer !== this.lastChannelProducer || env.epoch !== this.lastChannelEpoch) {
+      ch = this.lastChannel = `${unit.producer}|${env.epoch}`;
+      this.lastChannelProducer = unit.producer;
+      this.lastChannelEpoch = env.epoch;
     }
-    seen.add(unit.env.seq);
+    let seen = this.seen.get(ch);
+    if (!seen) this.seen.set(ch, (seen = new SeqSet()));
+    if (seen.has(env.seq)) {
+      this.stats.duplicates++;
+      return undefined;
+    }
+    seen.add(env.seq);
     this.received.set(ch, (this.received.get(ch) ?? 0) + 1);
     this.stats.recordsIn++;
     if (unit.poison !== undefined) {
-      await this.poison(unit.position, unit.index, unit.env.payload, `cannot decode payload from ${unit.producer}: ${errorMessage(unit.poison)}`);
-      return;
+      return this.poison(unit.position, unit.index, env.payload, `cannot decode payload from ${unit.producer}: ${errorMessage(unit.poison)}`);
     }
-    const meta: RecordMeta = {
-      timestamp: unit.env.timestamp,
-      recordId: `${unit.producer}/${unit.env.epoch}/${unit.env.seq}`,
-      key: unit.key,
-      keyGroup: unit.key !== undefined ? keyGroupOf(unit.key, this.plan.maxParallelism) : unit.env.keyGroup,
-      input: unit.env.input ?? 0,
-    };
+    const key = unit.key;
+    if (unit.state !== undefined) this.state.prime(this.chain.keyedOperators[0]!, key!, unit.state);
+    const meta = new InnerRecordMeta(
+      env.timestamp,
+      unit.producer,
+      env.epoch,
+      env.seq,
+      key,
+      key !== undefined ? keyGroupOfKey(key, this.plan.maxParallelism) : env.keyGroup,
+      env.input ?? 0,
+    );
     try {
       this.chain.push(unit.value, meta);
     } catch (err) {
-      await this.poison(unit.position, unit.index, unit.env.payload, `user function failed: ${errorMessage(err)}`);
+      return this.poison(unit.position, unit.index, env.payload, `user function failed: ${errorMessage(err)}`);
     }
+    return undefined;
   }
 
   private canAlign(): boolean {
@@ -660,6 +706,22 @@ export class StageInstance {
       held: this.held.length,
       waitingBarriers: [...this.barriers].map(([n, m]) => `${n}:${[...m.keys()].join(',')}`),
     };
+  }
+}
+
+/** An inner record's meta: its id (which seeds `ctx.random()`) is only spelled out when asked for. */
+class InnerRecordMeta implements RecordMeta {
+  constructor(
+    readonly timestamp: number | undefined,
+    private readonly producer: string,
+    private readonly epoch: number,
+    private readonly seq: number,
+    readonly key: string | undefined,
+    readonly keyGroup: number,
+    readonly input: number,
+  ) {}
+  get recordId(): string {
+    return `${this.producer}/${this.epoch}/${this.seq}`;
   }
 }
 
