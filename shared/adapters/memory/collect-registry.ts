@@ -2,7 +2,10 @@
  * The store behind `collectSink`: outputs staged per (producer, epoch, seq) and published when a
  * checkpoint commits — every unpublished epoch below it, in a deterministic order. It lives in the
  * memory of the process running the job (tests and the local runner), shared by all simulated
- * execution environments, as an external system would be.
+ * execution environments, as an external system would be. With the in-memory ports every
+ * transactional sink (collect, S3 file, Kinesis) stages here, so a job written for S3 or Kinesis
+ * output runs unchanged in unit tests; on AWS those sinks stage in S3 instead
+ * (shared/adapters/aws/staged-sinks.ts).
  */
 import type { CollectSinkStore, StagedOutput } from '../../runtime/ports.js';
 
