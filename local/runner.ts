@@ -101,6 +101,7 @@ export class LocalJobRunner {
   private ownEmulators = false;
   private stepFunctions!: LocalStepFunctions;
   private pollers: EventSourcePoller[] = [];
+  private restartTimer: NodeJS.Timeout | undefined;
   private readonly envs = new Map<string, Env[]>();
   private rng: () => number;
   private invocations = 0;
@@ -225,6 +226,16 @@ export class LocalJobRunner {
       poller.start();
     }
     await this.stepFunctions.startExecution({ iteration: 0 });
+    // as the stack's EventBridge rule does on AWS: a coordinator execution that failed or timed out
+    // is started again (a stopped one is left alone)
+    this.restartTimer = setInterval(() => {
+      const latest = this.stepFunctions.executions().at(-1);
+      if (latest && (latest.status === 'FAILED' || latest.status === 'TIMED_OUT') && this.running !== false) {
+        this.telemetry.log('warn', 'coordinator execution ended; starting a new one', { execution: latest.arn, error: latest.error });
+        this.stepFunctions.startExecution({ iteration: 0 }).catch(() => undefined);
+      }
+    }, 1_000);
+    this.restartTimer.unref();
   }
 
   /** Deletes the inner stages' streams (a restore creates them again with the plan's parallelism). */
@@ -420,6 +431,7 @@ export class LocalJobRunner {
 
   /** Stops pollers, the workflow and (if started here) the emulators. Idempotent. */
   async stop(): Promise<void> {
+    if (this.restartTimer) clearInterval(this.restartTimer);
     await Promise.all(this.pollers.map((p) => p.stop()));
     this.pollers = [];
     await this.stepFunctions?.stop();

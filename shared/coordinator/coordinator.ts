@@ -161,7 +161,16 @@ export class Coordinator {
     const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
     const last = (state.Item?.last as number | undefined) ?? 0;
     const inFlight = state.Item?.inFlight as number | undefined;
-    if (inFlight !== undefined) throw new CheckpointInFlightError(inFlight);
+    if (inFlight !== undefined) {
+      // a checkpoint still open past its timeout was left by an execution that died (or whose
+      // allocate lost its answer): nobody waits for it any more, so abort it — which still delivers
+      // its barrier everywhere — and go on with the next one
+      const open = await this.get(inFlight);
+      const age = open ? this.now().getTime() - Date.parse(open.startedAt) : Number.POSITIVE_INFINITY;
+      if (age <= this.plan.checkpoint.timeoutMs) throw new CheckpointInFlightError(inFlight);
+      await this.abort(inFlight, 'left in flight past its timeout by a coordinator execution that ended');
+      return this.allocate(savepoint);
+    }
     const stoppedAt = state.Item?.stoppedAt as number | undefined;
     if (stoppedAt !== undefined) throw new JobStoppedError(stoppedAt);
     const n = last + 1;
