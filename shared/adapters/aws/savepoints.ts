@@ -33,6 +33,7 @@ import { BatchWriteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand } 
 import { decodePayload, encodePayload } from '../../codec/payload.js';
 import type { Plan, PlanStage } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
+import { redistributeOperatorLists, type OperatorListRow } from '../../runtime/operator-state.js';
 import { makeDestination } from '../../runtime/outbox.js';
 import type { ReplayPoint, SnapshotPointer, StateRow } from '../../runtime/ports.js';
 import { decodeDelta, encodeDelta, instanceIdOf } from '../../runtime/stage-instance.js';
@@ -50,6 +51,7 @@ export const SAVEPOINT_FORMAT = 'sluice-savepoint';
 export const SAVEPOINT_VERSION = 1;
 
 type Extras = NonNullable<ReturnType<typeof decodeDelta>['extras']>;
+type BroadcastRows = NonNullable<Extras['broadcast']>;
 type SourceClock = NonNullable<Extras['source']>;
 
 export interface SavepointManifest {
@@ -70,7 +72,16 @@ export interface SavepointManifest {
     readonly watermark: number | null;
     readonly clock: SourceClock | null;
   }>;
-  readonly stages: ReadonlyArray<{ readonly id: string; readonly parallelism: number; readonly watermark: number | null; readonly processingTime: number }>;
+  readonly stages: ReadonlyArray<{
+    readonly id: string;
+    readonly parallelism: number;
+    readonly watermark: number | null;
+    readonly processingTime: number;
+    /** operator list state per old instance (in shard order), redistributed by its mode on restore */
+    readonly operatorLists?: OperatorListRow[][];
+    /** broadcast state (identical in every instance) */
+    readonly broadcast?: BroadcastRows;
+  }>;
   readonly rows: number;
   readonly timers: number;
   readonly bytes: number;
@@ -132,6 +143,8 @@ export async function writeSavepoint(
   // timers, watermarks and clocks from each instance's delta of n
   const timers = new Map<string, KeyGroupFile['timers']>();
   const stageInfo = new Map<string, { watermark: number | null; processingTime: number }>();
+  const operatorLists = new Map<string, Array<[string, OperatorListRow[]]>>();
+  const broadcast = new Map<string, BroadcastRows>();
   const sources: Array<SavepointManifest['sources'][number]> = [];
   for (const [instanceId, pointer] of pointers) {
     if (pointer.checkpointId !== checkpointId) {
@@ -143,6 +156,10 @@ export async function writeSavepoint(
     const stage = plan.stages.find((s) => s.id === stageId);
     if (!stage) continue;
     const wm = extras?.watermark ?? null;
+    const lists = operatorLists.get(stageId) ?? [];
+    lists.push([shardId, extras?.operatorLists ?? []]);
+    operatorLists.set(stageId, lists);
+    if (!broadcast.has(stageId)) broadcast.set(stageId, extras?.broadcast ?? []);
     const info = stageInfo.get(stageId);
     stageInfo.set(stageId, {
       watermark: info === undefined ? wm : info.watermark === null || wm === null ? null : Math.min(info.watermark, wm),
@@ -218,7 +235,14 @@ export async function writeSavepoint(
     maxParallelism: plan.maxParallelism,
     operators,
     sources,
-    stages: plan.stages.map((s) => ({ id: s.id, parallelism: s.parallelism, watermark: stageInfo.get(s.id)?.watermark ?? null, processingTime: stageInfo.get(s.id)?.processingTime ?? 0 })),
+    stages: plan.stages.map((s) => ({
+      id: s.id,
+      parallelism: s.parallelism,
+      watermark: stageInfo.get(s.id)?.watermark ?? null,
+      processingTime: stageInfo.get(s.id)?.processingTime ?? 0,
+      operatorLists: (operatorLists.get(s.id) ?? []).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, rows]) => rows),
+      broadcast: broadcast.get(s.id) ?? [],
+    })),
     rows: rowCount,
     timers: timerCount,
     bytes,
@@ -380,6 +404,9 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
         l.push([domain, op.id, key, g, time]);
       }
     }
+    // operator list state dealt to the new instances by its mode; broadcast state copied to each
+    const lists = redistributeOperatorLists(saved?.operatorLists ?? [], Math.max(1, open.length));
+    const listsOf = new Map(dest.shards.map((sh, i) => [sh.shardId, lists[i] ?? []]));
     for (const shard of all) {
       const instanceId = instanceIdOf(stage.id, shard.shardId);
       let replayPoint: ReplayPoint = { from: 'start' };
@@ -399,6 +426,8 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
         watermark,
         processingTime: saved?.processingTime ?? 0,
         source,
+        operatorLists: listsOf.get(shard.shardId) ?? [],
+        broadcast: saved?.broadcast ?? [],
       };
       const ref = await control.writeDelta(instanceId, epoch, encodeDelta([], extras));
       const pointer: SnapshotPointer = { checkpointId: epoch, replayPoint, delta: ref, meta: { restoredFrom: id, watermark, timers: extras.timers.length } };
