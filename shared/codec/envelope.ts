@@ -185,7 +185,7 @@ export function isPacket(bytes: Uint8Array): boolean {
 }
 
 export function decodePacket(bytes: Uint8Array): Packet {
-  return decode(bytes, false);
+  return decode(bytes, undefined);
 }
 
 /**
@@ -212,15 +212,31 @@ export class PacketDataEnvelope implements DataEnvelope {
   }
 }
 
+/** Makes the `PacketDataEnvelope` (or a subclass) for a data envelope of a packet. */
+export type PacketDataEnvelopeFactory = (
+  epoch: number,
+  seq: number,
+  keyGroup: number,
+  timestamp: number | undefined,
+  packet: Uint8Array,
+  payloadStart: number,
+  payloadEnd: number,
+  input: number | undefined,
+) => PacketDataEnvelope;
+
+const makePacketDataEnvelope: PacketDataEnvelopeFactory = (epoch, seq, keyGroup, timestamp, packet, start, end, input) =>
+  new PacketDataEnvelope(epoch, seq, keyGroup, timestamp, packet, start, end, input);
+
 /**
  * Decodes a packet like `decodePacket` (same envelopes, same errors), but data envelopes are
- * `PacketDataEnvelope`s: no payload copy or view per record on the engine's hot path.
+ * `PacketDataEnvelope`s: no payload copy or view per record on the engine's hot path. `make` lets
+ * the engine make its own subclass (one object per record).
  */
-export function decodePacketViews(bytes: Uint8Array): Packet {
-  return decode(bytes, true);
+export function decodePacketViews(bytes: Uint8Array, make: PacketDataEnvelopeFactory = makePacketDataEnvelope): Packet {
+  return decode(bytes, make);
 }
 
-function decode(bytes: Uint8Array, views: boolean): Packet {
+function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined): Packet {
   if (!isPacket(bytes)) throw new RangeError('not a Sluice packet (bad magic or version)');
   const r = new ByteReader(bytes);
   r.pos = 2;
@@ -249,7 +265,7 @@ function decode(bytes: Uint8Array, views: boolean): Packet {
           const start = r.pos;
           if (start + n > bytes.length) throw new RangeError('unexpected end of packet');
           r.pos = start + n;
-          envelopes[i] = new PacketDataEnvelope(epoch, seq, keyGroup, timestamp, bytes, start, start + n, input || undefined);
+          envelopes[i] = views(epoch, seq, keyGroup, timestamp, bytes, start, start + n, input || undefined);
         } else {
           const payload = r.bytes();
           envelopes[i] = input ? { kind: 'data', epoch, seq, keyGroup, timestamp, payload, input } : { kind: 'data', epoch, seq, keyGroup, timestamp, payload };

@@ -25,10 +25,10 @@ import { jsonSerializer } from '../api/serializers.js';
 import type { Collector, Key, OnTimerContext, OutputTag, RecordContext, TimerService } from '../api/types.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { encodePayload } from '../codec/payload.js';
-import { keyFromString, keyGroupOf, keyString } from '../plan/key-groups.js';
+import { keyFromString, keyString } from '../plan/key-groups.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import type { KeyedStateCache } from './keyed-state.js';
+import { keyGroupOfKey, type KeyedStateCache } from './keyed-state.js';
 import type { Outbox } from './outbox.js';
 import { seededRandom } from './random.js';
 import type { Timer, TimerIndex, TimeDomain } from './timers.js';
@@ -70,45 +70,6 @@ export interface CompiledChain {
 
 const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
 
-/**
- * `keyGroupOf(key, maxParallelism)` without encoding the key first: for a key of ASCII characters
- * (their UTF-8 bytes are their char codes) MurmurHash3 runs on the string itself; any other key
- * takes `keyGroupOf`. The same key group either way.
- */
-export function keyGroupOfKey(key: string, maxParallelism: number): number {
-  const n = key.length;
-  for (let i = 0; i < n; i++) if (key.charCodeAt(i) > 0x7f) return keyGroupOf(key, maxParallelism);
-  let h = 0;
-  const blocks = n & ~3;
-  for (let i = 0; i < blocks; i += 4) {
-    let k = key.charCodeAt(i) | (key.charCodeAt(i + 1) << 8) | (key.charCodeAt(i + 2) << 16) | (key.charCodeAt(i + 3) << 24);
-    k = Math.imul(k, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  const tail = n & 3;
-  if (tail) {
-    let k = 0;
-    if (tail >= 3) k ^= key.charCodeAt(blocks + 2) << 16;
-    if (tail >= 2) k ^= key.charCodeAt(blocks + 1) << 8;
-    k ^= key.charCodeAt(blocks);
-    k = Math.imul(k, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-  }
-  h ^= n;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return (h >>> 0) % maxParallelism;
-}
-
 export function nodesById(job: Job): Map<string, LogicalNode> {
   return new Map(job.nodes.map((n) => [n.id, n]));
 }
@@ -132,27 +93,54 @@ export function compileChain(
   const timerHandlers = new Map<string, TimerFn>();
   let lateDropped = 0;
 
+  /** Routes an operator's due timers to its `onTimer`, with a context bound to the timer's key. */
+  const onTimers = (
+    opId: string,
+    onTimer: ((time: number, ctx: OnTimerContext<Key>, out: Collector<unknown>) => void) | undefined,
+    contextFor: (t: Timer, meta: RecordMeta) => OnTimerContext<Key>,
+    out: Collector<unknown>,
+  ) => {
+    if (!onTimer) return;
+    timerHandlers.set(opId, (t) => {
+      const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+      onTimer(t.time, contextFor(t, meta), out);
+    });
+  };
+
   const processingTime = () => clock.processingTime();
   const watermark = () => clock.watermark();
 
   /**
-   * The context of one record: a small object per call, with what it offers on its prototype or
-   * shared, so pushing a record allocates no closures. `random` is made (and seeded from the
-   * record's id) only when a function asks for it.
+   * The context of a record, with what it offers on its prototype or shared, so pushing a record
+   * allocates no closures. `random` is made (and seeded from the record's id) only when a function
+   * asks for it. A context is valid only during the call that received it (the API says so), so an
+   * operator keeps one and points it at each record in turn (`rebind`).
    */
   class Context implements RecordContext {
-    readonly timestamp: number | undefined;
+    timestamp: number | undefined;
     readonly currentProcessingTime: () => number = processingTime;
     readonly currentWatermark: () => number = watermark;
-    private rnd: (() => number) | undefined;
-    constructor(protected readonly _meta: RecordMeta) {
+    private rnd: (() => number) | undefined = undefined;
+    constructor(protected _meta: RecordMeta) {
       this.timestamp = _meta.timestamp;
     }
     get random(): () => number {
       return (this.rnd ??= seededRandom(this._meta.recordId));
     }
+    rebind(meta: RecordMeta): this {
+      this._meta = meta;
+      this.timestamp = meta.timestamp;
+      this.rnd = undefined;
+      return this;
+    }
   }
   const context = (meta: RecordMeta): RecordContext => new Context(meta);
+  const NO_META: RecordMeta = { timestamp: undefined, recordId: '', key: undefined, keyGroup: 0 };
+  /** one context per operator, pointed at each record */
+  const reusableContext = () => {
+    const ctx = new Context(NO_META);
+    return (meta: RecordMeta): RecordContext => ctx.rebind(meta);
+  };
 
   const fanOut = (ids: readonly string[]): Push => {
     const fns = ids.map((id) => compiled.get(id)!);
@@ -217,8 +205,8 @@ export function compileChain(
 
   /** the keyed context of one (operator, key): state handles and timers of that key */
   class KeyedCtx extends Context implements OnTimerContext<Key> {
-    readonly timeDomain: TimeDomain;
-    private ts: Timers | undefined;
+    timeDomain: TimeDomain;
+    private ts: Timers | undefined = undefined;
     constructor(
       meta: RecordMeta,
       private readonly _op: KeyedOperator,
@@ -226,6 +214,12 @@ export function compileChain(
     ) {
       super(meta);
       this.timeDomain = domain ?? 'event-time';
+    }
+    rebindKeyed(meta: RecordMeta, domain?: TimeDomain): this {
+      this.rebind(meta);
+      this.timeDomain = domain ?? 'event-time';
+      this.ts = undefined;
+      return this;
     }
     get key(): Key {
       return keyFromString(this._meta.key!);
@@ -253,6 +247,11 @@ export function compileChain(
     }
   }
   const keyedContext = (op: KeyedOperator, meta: RecordMeta, domain?: TimeDomain): OnTimerContext<Key> => new KeyedCtx(meta, op, domain);
+  /** one keyed context per operator (and path: records, timers), pointed at each record */
+  const reusableKeyedContext = (op: KeyedOperator) => {
+    const ctx = new KeyedCtx(NO_META, op);
+    return (meta: RecordMeta, domain?: TimeDomain): OnTimerContext<Key> => ctx.rebindKeyed(meta, domain);
+  };
 
   // compile from the exits backwards so every operator finds its consumers compiled
   for (const op of [...stage.operators].reverse()) {
@@ -270,18 +269,21 @@ export function compileChain(
         return next;
       case 'map': {
         const fn = node.fn;
-        return (v, m) => next(fn(v, context(m)), m);
+        const ctx = reusableContext();
+        return (v, m) => next(fn(v, ctx(m)), m);
       }
       case 'filter': {
         const fn = node.fn;
+        const ctx = reusableContext();
         return (v, m) => {
-          if (fn(v, context(m))) next(v, m);
+          if (fn(v, ctx(m))) next(v, m);
         };
       }
       case 'flatMap': {
         const fn = node.fn;
+        const ctx = reusableContext();
         return (v, m) => {
-          for (const out of fn(v, context(m))) next(out, m);
+          for (const out of fn(v, ctx(m))) next(out, m);
         };
       }
       case 'exchange': {
@@ -302,12 +304,10 @@ export function compileChain(
         const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
         let current: RecordMeta | undefined;
         const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
-        timerHandlers.set(opId, (t) => {
-          if (!fn.onTimer) return;
-          const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+        onTimers(opId, fn.onTimer?.bind(fn), (t, meta) => {
           current = meta;
-          fn.onTimer(t.time, keyedContext(op, meta, t.domain), collector);
-        });
+          return keyedContext(op, meta, t.domain);
+        }, collector);
         return (v, m) => {
           current = m;
           const ctx = keyedContext(op, m);
@@ -321,12 +321,10 @@ export function compileChain(
         const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
         let current: RecordMeta | undefined;
         const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
-        timerHandlers.set(opId, (t) => {
-          if (!fn.onTimer) return;
-          const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+        onTimers(opId, fn.onTimer?.bind(fn), (t, meta) => {
           current = meta;
-          fn.onTimer(t.time, keyedContext(op, meta, t.domain), collector);
-        });
+          return keyedContext(op, meta, t.domain);
+        }, collector);
         // contexts keep their methods on their prototypes: add to them, do not spread them
         return (v, m) => {
           current = m;
@@ -343,15 +341,15 @@ export function compileChain(
         const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
         let current: RecordMeta | undefined;
         const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
-        timerHandlers.set(opId, (t) => {
-          if (!fn.onTimer) return;
-          const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+        const elementCtx = reusableKeyedContext(op);
+        const timerCtx = reusableKeyedContext(op);
+        onTimers(opId, fn.onTimer?.bind(fn), (t, meta) => {
           current = meta;
-          fn.onTimer(t.time, keyedContext(op, meta, t.domain), collector);
-        });
+          return timerCtx(meta, t.domain);
+        }, collector);
         return (v, m) => {
           current = m;
-          fn.processElement(v, keyedContext(op, m), collector);
+          fn.processElement(v, elementCtx(m), collector);
         };
       }
       case 'operatorProcess': {

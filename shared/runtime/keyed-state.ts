@@ -21,7 +21,47 @@ import type {
   ValueState,
   ValueStateDescriptor,
 } from '../api/state.js';
+import { keyGroupOf } from '../plan/key-groups.js';
 import type { StateRow, StateRowId } from './ports.js';
+
+/**
+ * `keyGroupOf(key, maxParallelism)` without encoding the key first: for a key of ASCII characters
+ * (their UTF-8 bytes are their char codes) MurmurHash3 runs on the string itself; any other key
+ * takes `keyGroupOf`. The same key group either way.
+ */
+export function keyGroupOfKey(key: string, maxParallelism: number): number {
+  const n = key.length;
+  for (let i = 0; i < n; i++) if (key.charCodeAt(i) > 0x7f) return keyGroupOf(key, maxParallelism);
+  let h = 0;
+  const blocks = n & ~3;
+  for (let i = 0; i < blocks; i += 4) {
+    let k = key.charCodeAt(i) | (key.charCodeAt(i + 1) << 8) | (key.charCodeAt(i + 2) << 16) | (key.charCodeAt(i + 3) << 24);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  const tail = n & 3;
+  if (tail) {
+    let k = 0;
+    if (tail >= 3) k ^= key.charCodeAt(blocks + 2) << 16;
+    if (tail >= 2) k ^= key.charCodeAt(blocks + 1) << 8;
+    k ^= key.charCodeAt(blocks);
+    k = Math.imul(k, 0xcc9e2d51);
+    k = (k << 15) | (k >>> 17);
+    k = Math.imul(k, 0x1b873593);
+    h ^= k;
+  }
+  h ^= n;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return (h >>> 0) % maxParallelism;
+}
 
 /** Marks a state that is cleared or was never set. */
 const ABSENT: unique symbol = Symbol('absent');
@@ -43,6 +83,8 @@ export class KeyEntry {
   extraT: Map<string, number> | undefined = undefined;
   /** listed in `dirty` since the last checkpoint */
   dirty = false;
+  /** keyGroupOf(the entry's key), once asked for */
+  private ownGroup = -1;
   constructor(
     readonly keyGroup: number,
     slots: number,
@@ -51,6 +93,11 @@ export class KeyEntry {
       this.more = new Array<unknown>(slots - 1).fill(ABSENT);
       this.moreT = new Array<number | undefined>(slots - 1).fill(undefined);
     }
+  }
+
+  /** The key group of this entry's key (computed once; `key` must be the entry's key). */
+  groupOfKey(key: string, maxParallelism: number): number {
+    return this.ownGroup >= 0 ? this.ownGroup : (this.ownGroup = keyGroupOfKey(key, maxParallelism));
   }
 }
 

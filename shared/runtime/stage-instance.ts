@@ -25,8 +25,8 @@ import { keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, FencedError, PoisonRecordError, SluiceError } from '../util/errors.js';
-import { compileChain, keyGroupOfKey, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
-import { KeyedStateCache, type KeyEntry } from './keyed-state.js';
+import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
+import { KeyedStateCache, keyGroupOfKey, type KeyEntry } from './keyed-state.js';
 import { makeDestination, Outbox } from './outbox.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
@@ -139,6 +139,8 @@ export class StageInstance {
   private lastChannel = '';
   private lastChannelProducer: string | undefined;
   private lastChannelEpoch = -1;
+  private lastChannelSeen: Set<number> | undefined;
+  private readonly recordMeta = new InnerRecordMeta();
   /** position of the record being processed (the frontier) */
   private current: string | undefined;
 
@@ -244,8 +246,11 @@ export class StageInstance {
       for (const u of p.units) units.push(u);
     }
     await this.prefetch(units);
+    units.length = 0;
     for (let i = 0; i < fresh.length; i++) {
       await this.processPacket(fresh[i]!, packets[i]!);
+      // what a packet decoded is garbage once it is applied (held units are kept by `held`)
+      packets[i] = EMPTY_PACKET;
       this.lastPosition = fresh[i]!.sequenceNumber;
     }
   }
@@ -353,13 +358,19 @@ export class StageInstance {
 
   private decodeInner(r: StoredRecord): DecodedPacket {
     try {
-      const p = decodePacketViews(r.data);
+      const p = decodePacketViews(r.data, makeDataUnit);
       const units: Unit[] = [];
       const envelopes = p.envelopes;
       for (let index = 0; index < envelopes.length; index++) {
         const env = envelopes[index]!;
         if (env.kind !== 'barrier' && env.epoch >= this.epoch) {
-          units.push({ position: r.sequenceNumber, index, producer: p.producer, env, value: undefined, key: undefined, poison: undefined, state: undefined });
+          if (env instanceof DataUnit) {
+            // a data envelope is its own unit
+            env.position = r.sequenceNumber;
+            env.index = index;
+            env.producer = p.producer;
+            units.push(env);
+          } else units.push({ position: r.sequenceNumber, index, producer: p.producer, env, value: undefined, key: undefined, poison: undefined, state: undefined });
         }
       }
       return { producer: p.producer, envelopes, units };
@@ -534,15 +545,18 @@ export class StageInstance {
   /** Applies a data record of the current epoch; returns a promise only when it must wait (a dead letter). */
   private apply(unit: Unit & { env: DataEnvelope }): Promise<void> | undefined {
     const env = unit.env;
-    // the channel's key, remembered while consecutive records share producer and epoch
+    // the channel's key and dedupe set, remembered while consecutive records share producer and
+    // epoch (sets are only dropped for epochs below the instance's, which never apply again)
     let ch = this.lastChannel;
-    if (unit.producer !== this.lastChannelProducer || env.epoch !== this.lastChannelEpoch) {
+    let seen = this.lastChannelSeen;
+    if (unit.producer !== this.lastChannelProducer || env.epoch !== this.lastChannelEpoch || seen === undefined) {
       ch = this.lastChannel = `${unit.producer}|${env.epoch}`;
       this.lastChannelProducer = unit.producer;
       this.lastChannelEpoch = env.epoch;
+      seen = this.seen.get(ch);
+      if (!seen) this.seen.set(ch, (seen = new SeqSet()));
+      this.lastChannelSeen = seen;
     }
-    let seen = this.seen.get(ch);
-    if (!seen) this.seen.set(ch, (seen = new SeqSet()));
     if (seen.has(env.seq)) {
       this.stats.duplicates++;
       return undefined;
@@ -555,13 +569,13 @@ export class StageInstance {
     }
     const key = unit.key;
     if (unit.state !== undefined) this.state.prime(this.chain.keyedOperators[0]!, key!, unit.state);
-    const meta = new InnerRecordMeta(
+    const meta = this.recordMeta.set(
       env.timestamp,
       unit.producer,
       env.epoch,
       env.seq,
       key,
-      key !== undefined ? keyGroupOfKey(key, this.plan.maxParallelism) : env.keyGroup,
+      key === undefined ? env.keyGroup : unit.state !== undefined ? unit.state.groupOfKey(key, this.plan.maxParallelism) : keyGroupOfKey(key, this.plan.maxParallelism),
       env.input ?? 0,
     );
     try {
@@ -710,20 +724,54 @@ export class StageInstance {
 }
 
 /** An inner record's meta: its id (which seeds `ctx.random()`) is only spelled out when asked for. */
+/**
+ * The meta of the inner record being applied. One per instance, pointed at each record in turn:
+ * the chain uses a meta only while the record is pushed (contexts are valid only during the call;
+ * windows and timers copy what they keep). Its id (which seeds `ctx.random()`) is only spelled out
+ * when asked for.
+ */
 class InnerRecordMeta implements RecordMeta {
-  constructor(
-    readonly timestamp: number | undefined,
-    private readonly producer: string,
-    private readonly epoch: number,
-    private readonly seq: number,
-    readonly key: string | undefined,
-    readonly keyGroup: number,
-    readonly input: number,
-  ) {}
+  timestamp: number | undefined = undefined;
+  key: string | undefined = undefined;
+  keyGroup = 0;
+  input = 0;
+  private producer = '';
+  private epoch = 0;
+  private seq = 0;
+  set(timestamp: number | undefined, producer: string, epoch: number, seq: number, key: string | undefined, keyGroup: number, input: number): this {
+    this.timestamp = timestamp;
+    this.producer = producer;
+    this.epoch = epoch;
+    this.seq = seq;
+    this.key = key;
+    this.keyGroup = keyGroup;
+    this.input = input;
+    return this;
+  }
   get recordId(): string {
     return `${this.producer}/${this.epoch}/${this.seq}`;
   }
 }
+
+/**
+ * A data envelope of an inner packet that is its own unit: decoding makes one object per record
+ * instead of an envelope and a unit around it.
+ */
+class DataUnit extends PacketDataEnvelope implements Unit {
+  position = '';
+  index = 0;
+  producer = '';
+  readonly env: DataEnvelope = this;
+  value: unknown = undefined;
+  key: string | undefined = undefined;
+  poison: unknown = undefined;
+  state: KeyEntry | undefined = undefined;
+}
+
+const EMPTY_PACKET: DecodedPacket = { producer: '', envelopes: [], units: [] };
+
+const makeDataUnit = (epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, packet: Uint8Array, start: number, end: number, input: number | undefined) =>
+  new DataUnit(epoch, seq, keyGroup, timestamp, packet, start, end, input);
 
 const unitId = (u: Unit) => `${u.producer}|${u.env.kind}|${u.env.epoch}|${u.env.kind === 'data' ? u.env.seq : `${u.position}/${u.index}`}`;
 
