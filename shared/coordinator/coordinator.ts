@@ -269,22 +269,7 @@ export class Coordinator {
   }
 
   async listSavepoints(): Promise<SavepointRecord[]> {
-    const out: SavepointRecord[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const r = await this.clients.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': 'savepoint' },
-          ConsistentRead: true,
-          ...(start ? { ExclusiveStartKey: start } : {}),
-        }),
-      );
-      for (const item of r.Items ?? []) out.push(toSavepoint(item));
-      start = r.LastEvaluatedKey;
-    } while (start);
-    return out.sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
+    return (await this.queryPartition('savepoint')).map(toSavepoint).sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
   }
 
   /** Puts barrier n into every open shard of every source stream. Safe to repeat: sources ignore old barriers. */
@@ -570,19 +555,24 @@ export class Coordinator {
 
   /** Every checkpoint record, oldest first. */
   async list(): Promise<CheckpointRecord[]> {
-    const out: CheckpointRecord[] = [];
+    return (await this.queryPartition('checkpoint')).map(toRecord);
+  }
+
+  /** Every item of one partition of the control table, in sort-key order (consistent reads, paged). */
+  private async queryPartition(pk: string): Promise<Array<Record<string, unknown>>> {
+    const out: Array<Record<string, unknown>> = [];
     let start: Record<string, unknown> | undefined;
     do {
       const r = await this.clients.doc.send(
         new QueryCommand({
           TableName: this.table,
           KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': 'checkpoint' },
+          ExpressionAttributeValues: { ':pk': pk },
           ConsistentRead: true,
           ...(start ? { ExclusiveStartKey: start } : {}),
         }),
       );
-      for (const item of r.Items ?? []) out.push(toRecord(item));
+      out.push(...(r.Items ?? []));
       start = r.LastEvaluatedKey;
     } while (start);
     return out;
