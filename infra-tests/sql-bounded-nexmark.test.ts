@@ -71,5 +71,8 @@ describe('SQL over bounded input on the emulated stack (Nexmark max-bids)', () =
     const stats = await runner.stats();
     expect(stats.deadLetters).toBe(0);
     expect(stats.completed).toBeGreaterThanOrEqual(1);
+    // every instance saw the end of the input: the job finished by itself with a committed checkpoint
+    const finishedAt = await runner.awaitFinished(120_000);
+    expect((await runner.coordinator.get(finishedAt))?.status).toBe('COMPLETED');
   });
 });

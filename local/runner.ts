@@ -228,12 +228,21 @@ export class LocalJobRunner {
     await this.stepFunctions.startExecution({ iteration: 0 });
     // as the stack's EventBridge rule does on AWS: a coordinator execution that failed or timed out
     // is started again (a stopped one is left alone)
+    let restarting = false;
     this.restartTimer = setInterval(() => {
       const latest = this.stepFunctions.executions().at(-1);
-      if (latest && (latest.status === 'FAILED' || latest.status === 'TIMED_OUT') && this.running !== false) {
-        this.telemetry.log('warn', 'coordinator execution ended; starting a new one', { execution: latest.arn, error: latest.error });
-        this.stepFunctions.startExecution({ iteration: 0 }).catch(() => undefined);
-      }
+      if (restarting || !latest || (latest.status !== 'FAILED' && latest.status !== 'TIMED_OUT') || !this.running) return;
+      restarting = true;
+      void this.coordinator
+        .jobStatus()
+        .then(async (st) => {
+          // a stopped or finished job takes no more checkpoints: its workflow stays down
+          if (st.stoppedAt !== undefined) return;
+          this.telemetry.log('warn', 'coordinator execution ended; starting a new one', { execution: latest.arn, error: latest.error });
+          await this.stepFunctions.startExecution({ iteration: 0 });
+        })
+        .catch(() => undefined)
+        .finally(() => (restarting = false));
     }, 1_000);
     this.restartTimer.unref();
   }
@@ -380,6 +389,17 @@ export class LocalJobRunner {
       }
     }
     return out;
+  }
+
+  /** Waits until a bounded job has read all of its input and committed the checkpoint that covers it. */
+  async awaitFinished(timeoutMs = 120_000): Promise<number> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const st = await this.coordinator.jobStatus();
+      if (st.finishedAt !== undefined) return st.finishedAt;
+      if (Date.now() > deadline) throw new Error(`the job did not finish within ${timeoutMs} ms (has every source received its end of input?)`);
+      await sleep(200);
+    }
   }
 
   /** Every row of an upsert sink's table. */

@@ -320,12 +320,41 @@ export class Coordinator {
     if (ck.status === 'IN_FLIGHT') await this.finish(n, 'COMPLETED', ck);
     else if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
     const pointers = ck.instances ? undefined : await this.recordInstanceStats(n);
+    if (pointers) await this.finishJobIfDone(n, ck, pointers);
     // publishing is idempotent: a commit retried after a crash publishes what is left
     let published = 0;
     for (const t of this.commitTargets) published += await t.publish(n);
     if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
     const gc = await this.gc();
     return { checkpointId: n, published, deltasDeleted: gc.deleted };
+  }
+
+  /**
+   * A bounded job is done when every instance's snapshot n says it saw the end of its input: the
+   * commit of n then covers every record, and the job takes no further checkpoints.
+   */
+  private async finishJobIfDone(n: number, ck: CheckpointRecord, pointers: Map<string, SnapshotPointer>): Promise<void> {
+    const mine = [...pointers.values()].filter((p) => p.checkpointId === n);
+    if (mine.length < ck.expected || !mine.every((p) => p.meta.finished === true)) return;
+    await this.clients.doc.send(
+      new UpdateCommand({
+        TableName: this.table,
+        Key: { pk: 'coordinator', sk: 'state' },
+        UpdateExpression: 'SET finishedAt = :n, stoppedAt = if_not_exists(stoppedAt, :n)',
+        ExpressionAttributeValues: { ':n': n },
+      }),
+    );
+    this.options.telemetry?.log('info', 'the job read all of its bounded input and finished', { checkpointId: n });
+  }
+
+  /** Whether the job stopped (stop-with-savepoint) or finished (end of bounded input), and at which checkpoint. */
+  async jobStatus(): Promise<{ stoppedAt?: number; finishedAt?: number }> {
+    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
+    const item = r.Item ?? {};
+    return {
+      ...(typeof item.stoppedAt === 'number' ? { stoppedAt: item.stoppedAt } : {}),
+      ...(typeof item.finishedAt === 'number' ? { finishedAt: item.finishedAt } : {}),
+    };
   }
 
   /** The acked instances' snapshot pointers of checkpoint n (their leases point at n until n+1 starts). */

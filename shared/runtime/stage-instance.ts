@@ -666,7 +666,7 @@ export class StageInstance {
       replayPoint,
       delta: ref,
       // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
-      meta: { watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size, bytes: delta.length, keys: rows.length },
+      meta: { watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size, bytes: delta.length, keys: rows.length, finished: this.finished },
     });
     await this.ports.state.applyRows(n, this.fence, rows);
     this.state.markClean();
