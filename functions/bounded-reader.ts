@@ -10,6 +10,7 @@
  * watermark delay covering that disorder, or HOLD_UNTIL_END (SQL tables with connector 's3' hold by
  * default). The job module is bundled beside it, like the stage and coordinator functions.
  */
+import { PowertoolsTelemetry } from './telemetry.js';
 import type { Context } from 'aws-lambda';
 import { BoundedReader, endInput, type BoundedFormat } from '../shared/bounded/bounded-reader.js';
 import { kinesisSourceWriter, s3ObjectStore } from '../shared/bounded/aws.js';
@@ -37,6 +38,8 @@ export function boundedReaderHandler(job: Job) {
   const names = resourceNames(plan, requireEnv(ENV.prefix));
   const defaultBucket = optionalEnv(ENV.bucket) ?? names.bucket;
   const clients = createAwsClients();
+  const telemetry = new PowertoolsTelemetry(plan.job, 'bounded-reader');
+  for (const c of [clients.kinesis, clients.s3]) telemetry.tracer.captureAWSv3Client(c);
   const store = s3ObjectStore(clients.s3);
   const writer = kinesisSourceWriter(clients.kinesis);
   const reader = new BoundedReader(store, writer);
@@ -45,7 +48,7 @@ export function boundedReaderHandler(job: Job) {
     if (!src) throw new Error(`job "${plan.job}" has no source "${name}" (sources: ${plan.sources.map((s) => s.name).join(', ')})`);
     return names.sourceStream(src);
   };
-  return async (task: BoundedReaderTask, _context?: Context): Promise<unknown> => {
+  const run = async (task: BoundedReaderTask): Promise<unknown> => {
     const stream = streamOf(task.source);
     switch (task.action) {
       case 'list': {
@@ -57,6 +60,16 @@ export function boundedReaderHandler(job: Job) {
       case 'end':
         await endInput(writer, stream);
         return { ended: stream };
+    }
+  };
+  return async (task: BoundedReaderTask, context?: Context): Promise<unknown> => {
+    if (context) telemetry.logger.addContext(context);
+    try {
+      const out = await run(task);
+      telemetry.log('info', `bounded reader ${task.action}`, { source: task.source, ...(task.action === 'read' ? { key: task.key } : {}) });
+      return out;
+    } finally {
+      telemetry.flush();
     }
   };
 }

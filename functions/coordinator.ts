@@ -22,6 +22,7 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
   const telemetry = new PowertoolsTelemetry(plan.job, 'coordinator');
   const bucket = optionalEnv(ENV.bucket) ?? names.bucket;
   const clients = createAwsClients();
+  for (const c of [clients.kinesis, clients.dynamodb, clients.s3, clients.sfn]) telemetry.tracer.captureAWSv3Client(c);
   const coordinator = new Coordinator(plan, names, clients, stagedSinkPublishers(plan, names, clients, bucket, telemetry), undefined, { bucket, telemetry });
   return async (input, context) => {
     if (context) telemetry.logger.addContext(context);
