@@ -2,16 +2,19 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   decodePacket,
+  decodePacketViews,
   decodeSourceControl,
   encodePacket,
   encodeSourceControl,
   isPacket,
   PacketBuilder,
+  PacketDataEnvelope,
+  SeqSet,
   type DataEnvelope,
   type Envelope,
   type SourceControl,
 } from './envelope.js';
-import { encodePayload } from './payload.js';
+import { decodePayload, decodePayloadAt, encodePayload } from './payload.js';
 
 const nat = fc.nat({ max: 2 ** 40 });
 /** event times in ms: integers, within ±2^47 so deltas between them stay codable */
@@ -238,5 +241,83 @@ describe('source control records', () => {
     const b = encodeSourceControl({ kind: 'end' });
     b[b.length - 1] = 6;
     expect(() => decodeSourceControl(b)).toThrow(RangeError);
+  });
+});
+
+describe('decodePacketViews (the engine hot path)', () => {
+  const plain = (e: Envelope) =>
+    e.kind === 'data'
+      ? { kind: e.kind, epoch: e.epoch, seq: e.seq, keyGroup: e.keyGroup, timestamp: e.timestamp, payload: [...e.payload], input: e.input || undefined }
+      : e;
+
+  it('decodes the same envelopes as decodePacket, data payloads pointing into the packet', () => {
+    fc.assert(
+      fc.property(fc.string(), fc.array(envelope, { maxLength: 30 }), (producer, envelopes) => {
+        const bytes = encodePacket(producer, envelopes);
+        const a = decodePacket(bytes);
+        const b = decodePacketViews(bytes);
+        expect(b.producer).toBe(a.producer);
+        expect(b.envelopes.map(plain)).toEqual(a.envelopes.map(plain));
+        for (const e of b.envelopes) {
+          if (e.kind !== 'data') continue;
+          expect(e).toBeInstanceOf(PacketDataEnvelope);
+          const v = e as PacketDataEnvelope;
+          expect(v.packet).toBe(bytes);
+          expect([...bytes.subarray(v.payloadStart, v.payloadEnd)]).toEqual([...v.payload]);
+        }
+      }),
+    );
+  });
+
+  it('fails on truncated packets as decodePacket does', () => {
+    const bytes = encodePacket('p', [{ kind: 'data', epoch: 0, seq: 0, keyGroup: 1, timestamp: 5, payload: encodePayload({ a: 1 }) }]);
+    for (let n = 2; n < bytes.length; n++) {
+      const cut = bytes.subarray(0, n);
+      let expected: unknown;
+      try {
+        decodePacket(cut);
+      } catch (err) {
+        expected = err;
+      }
+      if (expected) expect(() => decodePacketViews(cut)).toThrow((expected as Error).message);
+    }
+  });
+
+  it('decodePayloadAt reads the value at a range of the packet, as decodePayload reads a copy', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.uint8Array({ maxLength: 20 }), fc.uint8Array({ maxLength: 20 }), (value, before, after) => {
+        const p = encodePayload(value);
+        const buf = new Uint8Array([...before, ...p, ...after]);
+        expect(decodePayloadAt(buf, before.length, before.length + p.length)).toEqual(decodePayload(p));
+      }),
+    );
+    // an empty range is malformed either way
+    expect(() => decodePayloadAt(new Uint8Array([0x90, 0x90]), 1, 1)).toThrow();
+  });
+});
+
+describe('SeqSet (the dedupe set of a channel)', () => {
+  it('behaves as a Set<number> for any sequence of adds, deletes and lookups', () => {
+    const value = fc.oneof(fc.nat(5000), fc.integer({ min: -5, max: 5 }), fc.double(), fc.constant(2 ** 27), fc.constant(-0));
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.constantFrom('add', 'delete', 'has'), value), { maxLength: 200 }), (ops) => {
+        const a = new Set<number>();
+        const b = new SeqSet();
+        for (const [op, x] of ops) {
+          if (op === 'add') {
+            a.add(x);
+            expect(b.add(x)).toBe(b);
+          } else expect(b[op](x)).toBe(a[op](x));
+          expect(b.size).toBe(a.size);
+        }
+        const sorted = (s: Iterable<number>) => [...s].sort((x, y) => x - y);
+        expect(sorted(b)).toEqual(sorted(a));
+        expect(sorted(b.keys())).toEqual(sorted(a));
+        expect(b).toBeInstanceOf(Set);
+        b.clear();
+        expect(b.size).toBe(0);
+        expect([...b]).toEqual([]);
+      }),
+    );
   });
 });

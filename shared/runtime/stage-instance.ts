@@ -416,7 +416,21 @@ export class StageInstance {
         u.poison = err;
       }
     }
-    if (ids.length) await this.loadRows(state.missing(ids));
+    if (!ids.length) return;
+    const missing = state.missing(ids);
+    if (missing.length <= PREFETCH_CHUNK) {
+      await this.loadRows(missing);
+      return;
+    }
+    // many keys to read (a cold cache: after a takeover, or a burst of new keys): read them in
+    // chunks of a BatchGetItem's size, several at a time, instead of one chunk after another
+    const chunks: StateRowId[][] = [];
+    for (let i = 0; i < missing.length; i += PREFETCH_CHUNK) chunks.push(missing.slice(i, i + PREFETCH_CHUNK));
+    let next = 0;
+    const worker = async () => {
+      while (next < chunks.length) await this.loadRows(chunks[next++]!);
+    };
+    await Promise.all(Array.from({ length: Math.min(PREFETCH_CONCURRENCY, chunks.length) }, worker));
   }
 
   /**
@@ -767,6 +781,10 @@ class DataUnit extends PacketDataEnvelope implements Unit {
   poison: unknown = undefined;
   state: KeyEntry | undefined = undefined;
 }
+
+/** keys per state read (a BatchGetItem takes 100), and reads in flight at once */
+const PREFETCH_CHUNK = 100;
+const PREFETCH_CONCURRENCY = 8;
 
 const EMPTY_PACKET: DecodedPacket = { producer: '', envelopes: [], units: [] };
 
