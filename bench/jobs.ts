@@ -1,0 +1,96 @@
+/**
+ * The jobs the benchmark runs. Events are `{ k, v, ts }`: a key (user id), a value and an event
+ * time; stage s0 parses the JSON and keys the stream; stage s1 holds the keyed state.
+ */
+import { collectSink, job, TumblingEventTimeWindows, valueState, WatermarkStrategies, type Job, type KeyedProcessFunction } from '../shared/api/index.js';
+
+export interface Ev {
+  readonly k: string;
+  readonly v: number;
+  readonly ts: number;
+}
+
+export const WINDOW_MS = 10_000;
+
+export interface BenchJobOptions {
+  readonly maxParallelism?: number;
+  readonly sourceShards?: number;
+  readonly parallelism?: number;
+  readonly checkpointIntervalMs?: number;
+}
+
+const count = valueState<number>('count');
+
+/** Keyed count: one ValueState per key, nothing emitted per record. */
+const countFn: KeyedProcessFunction<string, Ev, never> = {
+  state: [count],
+  processElement(_e, ctx) {
+    const s = ctx.getState(count);
+    s.update((s.value() ?? 0) + 1);
+  },
+};
+
+export function keyedCountJob(o: BenchJobOptions = {}): Job {
+  const j = job('bench-count', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
+  j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
+    .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
+    .process(countFn, { name: 'count' })
+    .sinkTo(collectSink('counts'));
+  return j;
+}
+
+/** Tumbling event-time window of 10 s per key: count and sum, emitted when the watermark passes. */
+export function windowJob(o: BenchJobOptions = {}): Job {
+  const j = job('bench-window', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
+  j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
+    .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
+    .window(TumblingEventTimeWindows.of(WINDOW_MS))
+    .aggregate(
+      {
+        createAccumulator: () => ({ n: 0, sum: 0 }),
+        add: (e: Ev, a: { n: number; sum: number }) => ({ n: a.n + 1, sum: a.sum + e.v }),
+        getResult: (a: { n: number; sum: number }) => a,
+      },
+      { name: 'window-sum', result: (key, w, a) => ({ k: key, start: w.start, n: a.n, sum: a.sum }) },
+    )
+    .sinkTo(collectSink('windows'));
+  return j;
+}
+
+/** Deterministic events: `keys` users drawn by a small PRNG, event time 1 ms apart. */
+export function makeEvents(count: number, keys: number, seed = 7, start = Date.UTC(2026, 0, 1)): Ev[] {
+  let s = seed >>> 0;
+  const out: Ev[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    s = (s + 0x6d2b79f5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    const r = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    out[i] = { k: `user-${Math.floor(r * keys)}`, v: 1 + (i % 7), ts: start + i };
+  }
+  return out;
+}
+
+export interface TimedEv extends Ev {
+  readonly id: number;
+}
+
+/** End to end: counts per key and emits every update (with the event's id and send time) to a collect sink. */
+export function e2eJob(): Job {
+  const n = valueState<number>('n');
+  const fn: KeyedProcessFunction<string, TimedEv, { id: number; k: string; n: number; ts: number }> = {
+    state: [n],
+    processElement(e, ctx, out) {
+      const s = ctx.getState(n);
+      const next = (s.value() ?? 0) + 1;
+      s.update(next);
+      out.collect({ id: e.id, k: e.k, n: next, ts: e.ts });
+    },
+  };
+  const j = job('bench-e2e', { maxParallelism: 64, checkpoint: { intervalMs: 1_000, timeoutMs: 30_000 } });
+  j.source<TimedEv>({ name: 'events', shards: 2, timestamp: (e) => e.ts })
+    .keyBy((e) => e.k, { parallelism: 2 })
+    .process(fn, { name: 'count' })
+    .sinkTo(collectSink('out'));
+  return j;
+}

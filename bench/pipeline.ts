@@ -1,0 +1,185 @@
+/**
+ * A whole job in this process on the in-memory twins, driven like production: each simulated
+ * second producers put that second's events on the source stream, then every shard of every stage
+ * gets one ESM batch per second (more when a second holds more than the batch size), and every
+ * `checkpointEverySeconds` the coordinator takes a checkpoint. Every port call is metered as the AWS
+ * adapters would issue it (see metering.ts); invocations and their durations are counted per stage.
+ */
+import { performance } from 'node:perf_hooks';
+import { createJobStreams, createMemoryPorts, MemoryCoordinator } from '../shared/adapters/memory/memory-ports.js';
+import type { Job } from '../shared/api/job.js';
+import { encodePayload } from '../shared/codec/payload.js';
+import { hashKeyOfEvenShard } from '../shared/plan/key-groups.js';
+import { planJob } from '../shared/plan/planner.js';
+import { resourceNames } from '../shared/plan/resources.js';
+import type { CollectSinkStore, RuntimePorts } from '../shared/runtime/ports.js';
+import { compareSeq } from '../shared/runtime/positions.js';
+import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { makeEvents } from './jobs.js';
+import { Meter, meterPorts, putPayloadUnits } from './metering.js';
+
+export interface PipelineOptions {
+  readonly job: Job;
+  readonly eventsPerSecond: number;
+  readonly seconds: number;
+  readonly checkpointEverySeconds: number;
+  /** ESM batch size (the CDK construct's default is 500) */
+  readonly maxBatch: number;
+  readonly keys: number;
+  readonly seed?: number;
+  /** seconds run first and not counted (caches fill, keys get their first rows); a multiple of the checkpoint interval */
+  readonly warmupSeconds?: number;
+}
+
+export interface StageStats {
+  readonly stage: string;
+  readonly shards: number;
+  invocations: number;
+  ms: number;
+  cpuMs: number;
+  records: number;
+}
+
+export interface PipelineResult {
+  readonly events: number;
+  readonly checkpoints: number;
+  readonly seconds: number;
+  readonly stages: StageStats[];
+  readonly meter: Meter;
+  /** bytes of the user's payloads as the exchange encodes them (MessagePack) */
+  readonly payloadBytes: number;
+  /** what the keyed stage's stream received: records and bytes (data + partition key) */
+  readonly exchange: { records: number; bytes: number };
+  readonly sourceBytes: number;
+  readonly outputs: number;
+  readonly topology: number[];
+}
+
+export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
+  const plan = planJob(o.job);
+  const names = resourceNames(plan);
+  let clock = 0;
+  const mem = createMemoryPorts({ seed: o.seed ?? 1, now: () => clock });
+  createJobStreams(mem.kinesis, plan, names);
+  const meter = new Meter();
+  let outputs = 0;
+  const collectSink: CollectSinkStore = {
+    async stage(_s, out) {
+      outputs += out.length;
+    },
+  };
+  const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter);
+  const coordinator = new MemoryCoordinator(plan, names, mem.kinesis, mem.control, mem.notifier, [], () => clock);
+  const runners = plan.stages.map((s) => new StageRunner(o.job, plan, s, names, ports));
+  const stats: StageStats[] = plan.stages.map((s) => ({ stage: s.id, shards: s.parallelism, invocations: 0, ms: 0, cpuMs: 0, records: 0 }));
+  const cursors = new Map<string, string>();
+  const sourceStage = plan.stages.find((s) => s.input.kind === 'source')!;
+  const sourceStream = names.streamOf(sourceStage);
+  const sourceShards = sourceStage.parallelism;
+  const start = Date.UTC(2026, 0, 1);
+  const warm = o.warmupSeconds ?? 0;
+  const total = o.eventsPerSecond * (o.seconds + warm);
+  const events = makeEvents(total, o.keys, o.seed ?? 7, start).map((e, i) => ({ ...e, ts: start + Math.floor((i * 1000) / o.eventsPerSecond) }));
+  let payloadBytes = 0;
+  let sourceBytes = 0;
+  const enc = new TextEncoder();
+
+  const runStage = async (i: number, until?: string): Promise<boolean> => {
+    const stage = plan.stages[i]!;
+    const stream = names.streamOf(stage);
+    let progressed = false;
+    for (const shard of mem.kinesis.listShards(stream)) {
+      const key = `${stream}/${shard.shardId}`;
+      const last = cursors.get(key);
+      const all = mem.kinesis.records(stream, shard.shardId);
+      const fresh = last === undefined ? all : all.filter((r) => compareSeq(r.sequenceNumber, last) > 0);
+      for (let b = 0; b < fresh.length; b += o.maxBatch) {
+        const batch = fresh.slice(b, b + o.maxBatch);
+        const c0 = process.cpuUsage();
+        const t0 = performance.now();
+        await runners[i]!.run(shard.shardId, batch);
+        const st = stats[i]!;
+        st.ms += performance.now() - t0;
+        const dc = process.cpuUsage(c0);
+        st.cpuMs += (dc.user + dc.system) / 1000;
+        st.invocations++;
+        st.records += batch.length;
+        cursors.set(key, batch[batch.length - 1]!.sequenceNumber);
+        progressed = true;
+      }
+    }
+    void until;
+    return progressed;
+  };
+  const runAll = async () => {
+    for (let progressed = true; progressed; ) {
+      progressed = false;
+      for (let i = 0; i < plan.stages.length; i++) if (await runStage(i)) progressed = true;
+    }
+  };
+
+  let checkpoints = 0;
+  const s1 = plan.stages.find((x) => x.input.kind === 'exchange')!;
+  const s1Stream = names.streamOf(s1);
+  const s1Counts = () => mem.kinesis.listShards(s1Stream).map((sh) => mem.kinesis.records(s1Stream, sh.shardId).length);
+  let s1Before = s1Counts();
+  for (let s = 0; s < o.seconds + warm; s++) {
+    if (s === warm && warm > 0) {
+      // the measured part starts here
+      meter.reset();
+      for (const st of stats) Object.assign(st, { invocations: 0, ms: 0, cpuMs: 0, records: 0 });
+      payloadBytes = 0;
+      sourceBytes = 0;
+      checkpoints = 0;
+      outputs = 0;
+      s1Before = s1Counts();
+    }
+    clock = start + s * 1000;
+    const slice = events.slice(s * o.eventsPerSecond, (s + 1) * o.eventsPerSecond);
+    for (let b = 0; b < slice.length; b += 500) {
+      const entries = slice.slice(b, b + 500).map((e, j) => {
+        const data = enc.encode(JSON.stringify(e));
+        sourceBytes += data.length + e.k.length;
+        payloadBytes += encodePayload(e).length;
+        meter.add('kinesis.put.source', j === 0 ? 1 : 0, 1, putPayloadUnits(data.length + e.k.length), data.length + e.k.length);
+        return { data, partitionKey: e.k, explicitHashKey: hashKeyOfEvenShard((b + j) % sourceShards, sourceShards) };
+      });
+      mem.kinesis.putRecords(sourceStream, entries);
+    }
+    // one ESM poll per shard per second: each stage in turn sees what arrived
+    for (let i = 0; i < plan.stages.length; i++) await runStage(i);
+    if ((s + 1) % o.checkpointEverySeconds === 0) {
+      const { checkpointId: n } = coordinator.allocate();
+      const topology = coordinator.topology();
+      meter.coordinatorCheckpoint(n, topology, sourceShards, plan.sources.length);
+      await coordinator.inject(n);
+      await coordinator.await(n, `token-${n}`);
+      await runAll();
+      const ck = mem.control.checkpoint(n)!;
+      if (ck.acks.size < ck.expected) throw new Error(`bench pipeline: checkpoint ${n} has ${ck.acks.size} of ${ck.expected} acks`);
+      await coordinator.commit(n);
+      checkpoints++;
+    }
+  }
+  await runAll();
+  let exRecords = 0;
+  let exBytes = 0;
+  mem.kinesis.listShards(s1Stream).forEach((sh, i) => {
+    for (const r of mem.kinesis.records(s1Stream, sh.shardId).slice(s1Before[i] ?? 0)) {
+      exRecords++;
+      exBytes += r.data.length + r.partitionKey.length;
+    }
+  });
+  return {
+    events: o.eventsPerSecond * o.seconds,
+    checkpoints,
+    seconds: o.seconds,
+    stages: stats,
+    meter,
+    payloadBytes,
+    exchange: { records: exRecords, bytes: exBytes },
+    sourceBytes,
+    outputs,
+    topology: plan.stages.map((s) => s.parallelism),
+  };
+}
