@@ -1,0 +1,58 @@
+/**
+ * `npm run chaos -- --seeds N [--from S] [--only-kind K]`: runs the chaos harness and prints one line
+ * per seed (its faults and verdict), then exactly one summary line:
+ *
+ *   chaos: seeds=N faults=F kinds=K outputs=O lost=L duplicated=D mismatched=M dead-lettered=X poison=P
+ *
+ * Exit code 1 when anything was lost, duplicated or mismatched, when the dead letters differ from the
+ * poison records, or when a seed stopped completing checkpoints.
+ */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { FAULT_KINDS, PROFILE_NAMES, type FaultKind } from './faults.js';
+import { runChaos } from './harness.js';
+import type { ChaosVariant } from './job.js';
+
+const int = (name: string, min: number) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}, got ${v}`);
+  return n;
+};
+
+const program = new Command()
+  .name('chaos')
+  .description('Runs the chaos job on the emulated AWS stack under seeded faults and checks it against the oracle.')
+  .option('--seeds <n>', 'number of seeds', int('--seeds', 1), 10)
+  .option('--from <s>', 'first seed', int('--from', 0), 1)
+  .addOption(new Option('--only-kind <kind>', 'inject only this fault kind').choices([...FAULT_KINDS]))
+  .addOption(new Option('--profile <name>', 'force one fault profile for every seed').choices(PROFILE_NAMES))
+  .addOption(new Option('--variant <v>', 'job shape').choices(['two-stage', 'three-stage', 'alternate']).default('alternate'))
+  .option('--records <n>', 'input records per seed (±25 %)', int('--records', 12), 160)
+  .option('--concurrency <n>', 'seeds run at once on the shared emulators', int('--concurrency', 1), 1)
+  .option('--quiet-timeout <ms>', 'how long the quiet phase waits for its checkpoints', int('--quiet-timeout', 1000), 120_000)
+  .option('--verbose', 'print engine warnings and errors to stderr')
+  .action(async (o: { seeds: number; from: number; onlyKind?: FaultKind; profile?: string; variant: ChaosVariant | 'alternate'; records: number; concurrency: number; quietTimeout: number; verbose?: boolean }) => {
+    const seeds = Array.from({ length: o.seeds }, (_, i) => o.from + i);
+    const t0 = Date.now();
+    const summary = await runChaos({
+      seeds,
+      variant: o.variant,
+      records: o.records,
+      concurrency: o.concurrency,
+      quietTimeoutMs: o.quietTimeout,
+      ...(o.onlyKind ? { onlyKind: o.onlyKind } : {}),
+      ...(o.profile ? { profile: o.profile } : {}),
+      ...(o.verbose ? { engineLog: (l: string) => process.stderr.write(l + '\n') } : {}),
+      onSeed: (_r, line) => console.log(line),
+    });
+    const kinds = [...summary.faultsByKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
+    console.log(`faults by kind: ${kinds || 'none'}`);
+    console.log(`duration: ${((Date.now() - t0) / 1000).toFixed(1)}s${summary.stalled ? `, ${summary.stalled} seed(s) stopped completing checkpoints` : ''}`);
+    console.log(summary.line);
+    process.exitCode = summary.ok ? 0 : 1;
+  });
+
+await program.parseAsync(process.argv);
+// emulators and pollers are stopped, but a zombie's stall or an idle keep-alive socket may still
+// hold the event loop: flush stdout, then exit
+await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+process.exit(process.exitCode ?? 0);
