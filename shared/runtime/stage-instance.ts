@@ -128,6 +128,8 @@ export class StageInstance {
   private readonly channels = new Map<string, { wm: number; idle: boolean }>();
   private readonly timers = new TimerIndex();
   private readonly broadcastState = new BroadcastStateStore();
+  /** `mode: 'at-least-once'`: barriers are tracked, not aligned */
+  private readonly atLeastOnce: boolean;
   private readonly operatorState = new OperatorStateStore();
   private sourceClock: SourceClock = { maxTs: Number.NEGATIVE_INFINITY, emitted: Number.NEGATIVE_INFINITY, idle: false, lastActive: 0, dataSinceTick: false };
   private readonly watermarkIntervalMs: number;
@@ -162,6 +164,7 @@ export class StageInstance {
     options: InstanceOptions = {},
   ) {
     this.id = instanceIdOf(stage.id, shardId);
+    this.atLeastOnce = plan.mode === 'at-least-once';
     this.outbox = new Outbox(this.id);
     this.stageIndex = plan.stages.indexOf(stage);
     this.maxHeld = options.maxHeldRecords ?? 50_000;
@@ -363,7 +366,7 @@ export class StageInstance {
       const envelopes = p.envelopes;
       for (let index = 0; index < envelopes.length; index++) {
         const env = envelopes[index]!;
-        if (env.kind !== 'barrier' && env.epoch >= this.epoch) {
+        if (env.kind !== 'barrier' && (env.epoch >= this.epoch || this.atLeastOnce)) {
           if (env instanceof DataUnit) {
             // a data envelope is its own unit
             env.position = r.sequenceNumber;
@@ -467,13 +470,16 @@ export class StageInstance {
         await this.alignLoop();
         continue;
       }
-      if (env.kind === 'data' && env.epoch < this.epoch) continue; // already in the snapshot
+      // already in the snapshot (at-least-once: never drop, a late record is applied after all)
+      if (env.kind === 'data' && env.epoch < this.epoch && !this.atLeastOnce) continue;
       // units were built for data envelopes of epoch ≥ the epoch at decode time, in order
       let unit = p.units[u];
       while (unit && unit.index < index) unit = p.units[++u];
       if (!unit || unit.index !== index) continue;
       u++;
-      if (env.epoch > this.epoch) this.hold(unit);
+      // at-least-once does not align: nothing is held back, so a snapshot may include records of
+      // the next epoch, which a restore then replays again (duplicates, never losses)
+      if (env.epoch > this.epoch && !this.atLeastOnce) this.hold(unit);
       else if (env.kind === 'data') {
         // data applies synchronously; only a dead letter makes it wait
         const pending = this.apply(unit as Unit & { env: DataEnvelope });
@@ -607,6 +613,7 @@ export class StageInstance {
     const first = bs.values().next().value as BarrierInfo;
     this.lastTopology = first.topology;
     if (bs.size < this.expectedProducers(first.topology)) return false;
+    if (this.atLeastOnce) return true;
     for (const [producer, b] of bs) if ((this.received.get(`${producer}|${n - 1}`) ?? 0) < b.count) return false;
     return true;
   }
