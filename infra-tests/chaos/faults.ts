@@ -342,7 +342,7 @@ export const ZOMBIE_POINTS = ['start', 'putAll', 'upsert', 'collect', 'writeDelt
 export type ZombiePoint = (typeof ZOMBIE_POINTS)[number];
 
 interface EnvState {
-  zombie?: { point: ZombiePoint; armed: boolean; fired: boolean };
+  zombie?: { point: ZombiePoint; armed: boolean };
 }
 
 export interface ChaosHookOptions {
@@ -392,7 +392,6 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     const z = envs.get(env)?.zombie;
     if (!z || !z.armed || z.point !== point) return;
     z.armed = false;
-    z.fired = true;
     schedule.count('zombie');
     schedule.observe(`zombie@${point}`);
     await sleep(zombieDelay());
@@ -548,7 +547,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       const st = envState(ctx.environment);
       if ((!opts.zombieStages || opts.zombieStages.includes(ctx.stage.id)) && schedule.chance('zombie')) {
         // counted only when it actually stalls (maybeStall)
-        st.zombie = { point: zombiePoints[schedule.int(zombiePoints.length)]!, armed: true, fired: false };
+        st.zombie = { point: zombiePoints[schedule.int(zombiePoints.length)]!, armed: true };
       } else st.zombie = undefined;
       try {
         const slow = opts.slowHandlerMs?.(ctx.stage.id, event) ?? 0;

@@ -71,6 +71,8 @@ export interface SeedResult {
   readonly seed: number;
   readonly variant: ChaosVariant;
   readonly profile: string;
+  /** shards of the source stream and of each inner stream */
+  readonly shards: string;
   readonly records: number;
   /** poison records produced */
   readonly poison: number;
@@ -413,7 +415,11 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   const limitsRng = prng(seed * 131 + 7);
   const tight = limitsRng() < 0.5;
   const engineLimits = tight ? { maxHeldRecords: 1 + Math.floor(limitsRng() * 4), maxCachedKeys: 1 + Math.floor(limitsRng() * 3) } : undefined;
-  const base = { seed, variant, profile: schedule.profile + (tight ? '+tight' : ''), records: input.records, poison: input.poison };
+  // shards per stream: 2 by default, 1–3 on a third of the seeds
+  const shardsDrawn = limitsRng() < 0.33 ? { sourceShards: 1 + Math.floor(limitsRng() * 3), innerShards: 1 + Math.floor(limitsRng() * 3) } : {};
+  const job = { ...shardsDrawn, ...options.job };
+  const shards = `${job.sourceShards ?? 2}x${job.innerShards ?? 2}`;
+  const base = { seed, variant, profile: schedule.profile + (tight ? '+tight' : ''), shards, records: input.records, poison: input.poison };
   const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0 };
   let run: ChaosRun | undefined;
   try {
@@ -422,7 +428,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       emulators,
       variant,
       schedule,
-      ...(options.job ? { job: options.job } : {}),
+      job,
       ...(options.hookOptions ? { hookOptions: options.hookOptions } : {}),
       ...(options.runnerOptions || engineLimits ? { runnerOptions: { ...(engineLimits ? { runner: engineLimits } : {}), ...options.runnerOptions } } : {}),
       ...(options.prefixTag ? { prefix: `chaos-${seed}-${variant === 'two-stage' ? 'a' : 'b'}${options.prefixTag}` } : {}),
@@ -509,7 +515,7 @@ export function seedLine(r: SeedResult): string {
   const v = r.verdict;
   const bad = v.lost || v.duplicated || v.mismatched || r.deadLettered !== r.poison || !r.live;
   return (
-    `seed=${r.seed} ${r.variant} profile=${r.profile} records=${r.records} faults=${r.totalFaults} [${faults}]` +
+    `seed=${r.seed} ${r.variant} shards=${r.shards} profile=${r.profile} records=${r.records} faults=${r.totalFaults} [${faults}]` +
     ` observed[${obs}] checkpoints=${r.checkpoints.completed}/${r.checkpoints.aborted}aborted hit=${r.cacheHitRate.toFixed(2)}` +
     ` outputs=${v.outputs} lost=${v.lost} duplicated=${v.duplicated} mismatched=${v.mismatched} dead-lettered=${r.deadLettered} poison=${r.poison}` +
     ` ${(r.durationMs / 1000).toFixed(1)}s (start ${(r.phasesMs.start / 1000).toFixed(1)} fault ${(r.phasesMs.fault / 1000).toFixed(1)} quiet ${(r.phasesMs.quiet / 1000).toFixed(1)})${bad ? ' FAIL' : ''}` +
