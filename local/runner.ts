@@ -313,6 +313,8 @@ export class LocalJobRunner {
       const done = (await this.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > since.getTime());
       onProgress?.(done.length);
       if (done.length >= count) return done;
+      // a bounded job that finished takes no more checkpoints: its last one covers every record
+      if ((await this.coordinator.jobStatus()).finishedAt !== undefined) return done;
       if (Date.now() > deadline) {
         const all = await this.coordinator.list();
         throw new Error(
