@@ -320,10 +320,11 @@ export class Coordinator {
     if (ck.status === 'IN_FLIGHT') await this.finish(n, 'COMPLETED', ck);
     else if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
     const pointers = ck.instances ? undefined : await this.recordInstanceStats(n);
-    if (pointers) await this.finishJobIfDone(n, ck, pointers);
     // publishing is idempotent: a commit retried after a crash publishes what is left
     let published = 0;
     for (const t of this.commitTargets) published += await t.publish(n);
+    // only once n's outputs are published: whoever waits for the end finds them there
+    await this.finishJobIfDone(n, ck, pointers ?? (await this.pointersOf(n)));
     if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
     const gc = await this.gc();
     return { checkpointId: n, published, deltasDeleted: gc.deleted };
