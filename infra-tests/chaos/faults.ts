@@ -14,8 +14,7 @@
  * profiles, so a handful of seeds covers every kind.
  */
 import {
-  GetRecordsCommand,
-  KinesisServiceException,
+  GetShardIteratorCommand,
   ProvisionedThroughputExceededException as KinesisThrottle,
   PutRecordCommand,
   PutRecordsCommand,
@@ -362,8 +361,11 @@ export interface ChaosHookOptions {
   readonly beforeCoordinatorTask?: (input: CoordinatorTaskInput) => Promise<void>;
   /** called after every coordinator task that succeeded (a targeted test can fail it after its work) */
   readonly afterCoordinatorTask?: (input: CoordinatorTaskInput, output: unknown) => Promise<void>;
-  /** extra client faults used by targeted tests (called before the schedule's own) */
-  readonly clientFault?: (service: keyof AwsClients, command: object, ctx: { stage: PlanStage; environment: string }) => void | Promise<void>;
+  /**
+   * extra client faults used by targeted tests (called before the schedule's own); one may throw, or
+   * return another command to send instead
+   */
+  readonly clientFault?: (service: keyof AwsClients, command: object, ctx: { stage: PlanStage; environment: string }) => object | void | Promise<object | void>;
 }
 
 export interface ChaosHooks {
@@ -497,8 +499,8 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   const wrapClients = (clients: AwsClients, ctx: { stage: PlanStage; environment: string }): AwsClients => {
     const wrap = <C extends object>(service: keyof AwsClients, client: C, before: (cmd: object) => Promise<unknown> | undefined): C => {
       const send = (client as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> }).send.bind(client);
-      const wrapped = async (cmd: object, ...rest: unknown[]) => {
-        if (opts.clientFault) await opts.clientFault(service, cmd, ctx);
+      const wrapped = async (original: object, ...rest: unknown[]) => {
+        const cmd = (opts.clientFault && (await opts.clientFault(service, original, ctx))) || original;
         const r = await before(cmd);
         if (r !== undefined) return r;
         return send(cmd, ...rest);
@@ -703,18 +705,18 @@ async function partialPutRecords(kinesis: KinesisClient, cmd: PutRecordsCommand,
 }
 
 /**
- * Client fault for targeted tests: the engine's replay reads (GetRecords through the stage's own
- * clients; the ESM poller uses other clients) answer TrimmedDataAccessException while `active()`.
+ * Client fault for targeted tests: while `active()`, the engine's replay reads (through the stage's
+ * own clients; the ESM poller uses other clients) find the record they start from trimmed away, as a
+ * replay point older than the stream's retention would. Kinesis does not refuse such a position: an
+ * iterator at or after a trimmed sequence number starts at the oldest record still retained. So every
+ * iterator asked for at or after a sequence number is served just after it.
  */
 export function trimmedReplayFault(active: () => boolean, onFault?: () => void) {
-  return (service: keyof AwsClients, command: object): void => {
-    if (service !== 'kinesis' || !active() || !(command instanceof GetRecordsCommand)) return;
+  return (service: keyof AwsClients, command: object): object | void => {
+    if (service !== 'kinesis' || !active() || !(command instanceof GetShardIteratorCommand)) return;
+    const { ShardIteratorType: type, StartingSequenceNumber: seq } = command.input;
+    if ((type !== 'AT_SEQUENCE_NUMBER' && type !== 'AFTER_SEQUENCE_NUMBER') || !seq) return;
     onFault?.();
-    throw new KinesisServiceException({
-      name: 'TrimmedDataAccessException',
-      $fault: 'client',
-      message: 'chaos: the requested records are past the stream retention period',
-      $metadata: { httpStatusCode: 400 },
-    });
+    return new GetShardIteratorCommand({ ...command.input, ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' });
   };
 }

@@ -316,14 +316,17 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
     }
   }, 240_000);
 
-  // §6 "a replay point older than the stream's retention (a job stalled > 24 h): fail loudly
-  // (TrimmedDataAccessException), never skip silently". Every invocation restores and replays
-  // (environments always recycled); while the replay reads answer TrimmedDataAccessException, every
-  // batch must fail with REPLAY_TRIMMED and nothing after the snapshot may be published. Once the
-  // data is readable again the job goes on, and nothing was skipped. A reader that treated the error
-  // as the end of the shard would skip the replay and reuse output ids: records lost.
+  // §6 "a replay point older than the stream's retention (a job stalled > 24 h): fail loudly, never
+  // skip silently". Kinesis raises no error for a trimmed position: the iterator starts at the oldest
+  // record still retained. Every invocation restores and replays (environments always recycled);
+  // while the record each replay starts from reads as trimmed (the stream answers from the record
+  // after it), every batch that replays must fail with REPLAY_TRIMMED and nothing after the snapshot
+  // may be published. Once the data is readable again the job goes on, and nothing was skipped. A
+  // reader that trusted the iterator would replay from whatever came back and never fail: without
+  // the check that the first record is the one asked for, no REPLAY_TRIMMED and records lost.
   it('a replay point older than the retention fails loudly (REPLAY_TRIMMED) and skips nothing', async () => {
     let trimmed = false;
+    let served = 0;
     const codes = new Map<string, number>();
     const s = 311;
     const run = await ChaosRun.start({
@@ -331,7 +334,7 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
       emulators,
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
-      hookOptions: { clientFault: trimmedReplayFault(() => trimmed) },
+      hookOptions: { clientFault: trimmedReplayFault(() => trimmed, () => served++) },
       runnerOptions: {
         recycleProbability: 1,
         batchSize: 10,
@@ -354,7 +357,7 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
       }
       const deadline = Date.now() + 30_000;
       while ((codes.get('REPLAY_TRIMMED') ?? 0) < 3 && Date.now() < deadline) await sleep(200);
-      expect(codes.get('REPLAY_TRIMMED') ?? 0, JSON.stringify([...codes])).toBeGreaterThanOrEqual(3);
+      expect(codes.get('REPLAY_TRIMMED') ?? 0, JSON.stringify({ codes: [...codes], served })).toBeGreaterThanOrEqual(3);
       await sleep(3_000);
       const during = run.runner.collected.published<ChaosOutput>(OUTPUTS_SINK).filter((o) => Number(o.id.slice(o.id.indexOf('-') + 1)) >= 20);
       expect(during, 'records after the snapshot were published while the replay could not read').toEqual([]);

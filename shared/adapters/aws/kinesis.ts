@@ -15,6 +15,7 @@ import {
 import { SluiceError } from '../../util/errors.js';
 import type { OutgoingRecord, ReplayPoint, ShardDirectory, ShardInfo, ShardReader, StoredRecord, StreamWriter, Telemetry } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
+import { replayTrimmed } from '../replay-trimmed.js';
 import type { AwsClients } from './clients.js';
 import { backoffMs, sleep, withThrottleRetry } from './clients.js';
 
@@ -97,22 +98,30 @@ export class KinesisShardReader implements ShardReader {
   ) {}
 
   async *read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]> {
-    const iteratorFor = async (point: ReplayPoint): Promise<string> => {
-      const r = await withThrottleRetry(() =>
-        this.clients.kinesis.send(
-          new GetShardIteratorCommand({
-            StreamName: stream,
-            ShardId: shardId,
-            ...(point.from === 'start'
-              ? { ShardIteratorType: 'TRIM_HORIZON' }
-              : { ShardIteratorType: point.from === 'at' ? 'AT_SEQUENCE_NUMBER' : 'AFTER_SEQUENCE_NUMBER', StartingSequenceNumber: point.sequenceNumber }),
-          }),
-        ),
-      );
-      return r.ShardIterator!;
-    };
-    let iterator: string | undefined = await iteratorFor(from);
+    // Kinesis does not refuse a trimmed position: an iterator there starts at the oldest record still
+    // retained (or walks the trimmed range as empty pages). So a replay point is read AT the record it
+    // names, which must come back first; for 'after' it is then skipped.
+    let anchor: string | undefined = from.from === 'start' ? undefined : from.sequenceNumber;
     let last: string | undefined;
+    const iteratorFor = async (): Promise<string> => {
+      const position =
+        last !== undefined
+          ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: last }
+          : anchor !== undefined
+            ? { ShardIteratorType: 'AT_SEQUENCE_NUMBER' as const, StartingSequenceNumber: anchor }
+            : { ShardIteratorType: 'TRIM_HORIZON' as const };
+      try {
+        const r = await withThrottleRetry(() => this.clients.kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shardId, ...position })));
+        return r.ShardIterator!;
+      } catch (err) {
+        // a sequence number this shard gave out and no longer accepts is one it has trimmed
+        if (anchor !== undefined && last === undefined && (err as { name?: string }).name === 'InvalidArgumentException') {
+          throw replayTrimmed(stream, shardId, from, undefined, err);
+        }
+        throw err;
+      }
+    };
+    let iterator: string | undefined = await iteratorFor();
     let idle = 0;
     for (let attempt = 0; iterator; ) {
       let r;
@@ -125,16 +134,8 @@ export class KinesisShardReader implements ShardReader {
           continue;
         }
         if (err instanceof ExpiredIteratorException) {
-          iterator = await iteratorFor(last ? { from: 'after', sequenceNumber: last } : from);
+          iterator = await iteratorFor();
           continue;
-        }
-        if (name === 'TrimmedDataAccessException') {
-          throw new SluiceError(
-            `replay of ${stream}/${shardId} from ${JSON.stringify(from)} needs records past the stream's retention: the job was stalled too long; restore from a savepoint`,
-            'REPLAY_TRIMMED',
-            false,
-            { cause: err },
-          );
         }
         throw err;
       }
@@ -143,6 +144,14 @@ export class KinesisShardReader implements ShardReader {
       let reached = false;
       for (const rec of r.Records ?? []) {
         const seq = rec.SequenceNumber!;
+        if (anchor !== undefined) {
+          if (seq !== anchor) throw replayTrimmed(stream, shardId, from, seq);
+          anchor = undefined;
+          if (from.from === 'after') {
+            last = seq;
+            continue;
+          }
+        }
         if (untilExclusive !== undefined && compareSeq(seq, untilExclusive) >= 0) {
           reached = true;
           break;
@@ -159,11 +168,20 @@ export class KinesisShardReader implements ShardReader {
       if (reached) return;
       iterator = r.NextShardIterator;
       if (!r.Records?.length) {
-        if (untilExclusive === undefined && (r.MillisBehindLatest ?? 0) === 0) return;
+        const atTip = (r.MillisBehindLatest ?? 0) === 0;
+        if (anchor !== undefined) {
+          // nothing yet: an empty page behind the tip is normal, but at the tip (or the end of a
+          // closed shard) the record the replay point names is not there
+          if (atTip || !iterator) throw replayTrimmed(stream, shardId, from, undefined);
+          await sleep(200);
+          continue;
+        }
+        if (untilExclusive === undefined && atTip) return;
         // the record we must reach exists (it is in the batch being handled): keep reading
         if (++idle > 200) throw new SluiceError(`replay of ${stream}/${shardId} never reached ${untilExclusive}`, 'REPLAY_STALLED', true);
         await sleep(Math.min(1000, 20 * idle));
       } else idle = 0;
     }
+    if (anchor !== undefined) throw replayTrimmed(stream, shardId, from, undefined); // a closed shard ended before it
   }
 }

@@ -180,10 +180,11 @@ describe('shard directory, writer and reader', () => {
     expect(at.map((r) => text(r.data))).toEqual(['r4', 'r5', 'r6', 'r7']);
     const after = (await readAll(m.ports.reader.read('s', 'shardId-000000000000', { from: 'after', sequenceNumber: recs[4]!.sequenceNumber }, recs[6]!.sequenceNumber))).flat();
     expect(after.map((r) => text(r.data))).toEqual(['r5']);
-    // a position between two sequence numbers
+    // a replay point names a record of the shard: a position between two records cannot be checked
     const between = (BigInt(recs[2]!.sequenceNumber) + 1n).toString();
-    const b = (await readAll(m.ports.reader.read('s', 'shardId-000000000000', { from: 'at', sequenceNumber: between }, recs[4]!.sequenceNumber))).flat();
-    expect(b.map((r) => text(r.data))).toEqual(['r3']);
+    await expect(readAll(m.ports.reader.read('s', 'shardId-000000000000', { from: 'at', sequenceNumber: between }, recs[4]!.sequenceNumber))).rejects.toMatchObject({
+      code: 'REPLAY_TRIMMED',
+    });
   });
 
   it('backs off and retries when throttled', async () => {
@@ -199,18 +200,53 @@ describe('shard directory, writer and reader', () => {
     expect(calls).toBeGreaterThan(3);
   });
 
-  it('fails loudly when the replay point was trimmed', async () => {
+  it('fails loudly when the record a replay point names was trimmed, even though the shard answers', async () => {
     const m = createMemoryPorts();
     m.kinesis.createStream('s', 1);
+    const shard = 'shardId-000000000000';
     for (let i = 0; i < 5; i++) m.kinesis.putRecord('s', { data: bytes(`r${i}`), partitionKey: 'p' });
-    const recs = [...m.kinesis.records('s', 'shardId-000000000000')];
-    m.kinesis.trim('s', 'shardId-000000000000', 2);
-    await expect(readAll(m.ports.reader.read('s', 'shardId-000000000000', { from: 'at', sequenceNumber: recs[1]!.sequenceNumber }, undefined))).rejects.toMatchObject({
+    const recs = [...m.kinesis.records('s', shard)];
+    m.kinesis.trim('s', shard, 2);
+    // like Kinesis, a trimmed position is not refused: the records start at the oldest retained one
+    expect(m.kinesis.getRecords('s', shard, { from: 'at', sequenceNumber: recs[0]!.sequenceNumber }, 10).map((r) => text(r.data))).toEqual(['r2', 'r3', 'r4']);
+    for (const from of ['at', 'after'] as const) {
+      for (const until of [undefined, recs[4]!.sequenceNumber]) {
+        const err = await readAll(m.ports.reader.read('s', shard, { from, sequenceNumber: recs[1]!.sequenceNumber }, until)).catch((e: unknown) => e);
+        expect(err, `${from} ${until}`).toMatchObject({ code: 'REPLAY_TRIMMED', retryable: false });
+        expect((err as Error).message).toContain(`${shard}`);
+        expect((err as Error).message).toContain(recs[1]!.sequenceNumber);
+        expect((err as Error).message).toContain(`first record available is ${recs[2]!.sequenceNumber}`);
+      }
+    }
+    // a shard emptied by retention: nothing at all from the replay point on
+    m.kinesis.trim('s', shard, 3);
+    await expect(readAll(m.ports.reader.read('s', shard, { from: 'after', sequenceNumber: recs[4]!.sequenceNumber }, undefined))).rejects.toMatchObject({
       code: 'REPLAY_TRIMMED',
+      message: expect.stringContaining('holds no record from there on'),
     });
-    // just after the last trimmed record is still readable
-    const ok = (await readAll(m.ports.reader.read('s', 'shardId-000000000000', { from: 'after', sequenceNumber: recs[1]!.sequenceNumber }, undefined))).flat();
-    expect(ok.map((r) => text(r.data))).toEqual(['r2', 'r3', 'r4']);
+  });
+
+  it('replays from a retained record: at it, just after it, after the last record of the shard', async () => {
+    const m = createMemoryPorts({ pageSize: 2 });
+    m.kinesis.createStream('s', 1);
+    const shard = 'shardId-000000000000';
+    for (let i = 0; i < 5; i++) m.kinesis.putRecord('s', { data: bytes(`r${i}`), partitionKey: 'p' });
+    const recs = [...m.kinesis.records('s', shard)];
+    m.kinesis.trim('s', shard, 1);
+    const read = async (from: 'at' | 'after', i: number, until?: number) =>
+      (await readAll(m.ports.reader.read('s', shard, { from, sequenceNumber: recs[i]!.sequenceNumber }, until === undefined ? undefined : recs[until]!.sequenceNumber)))
+        .flat()
+        .map((r) => text(r.data));
+    expect(await read('at', 1)).toEqual(['r1', 'r2', 'r3', 'r4']);
+    expect(await read('after', 1)).toEqual(['r2', 'r3', 'r4']);
+    expect(await read('at', 2, 4)).toEqual(['r2', 'r3']);
+    expect(await read('after', 2, 3)).toEqual([]);
+    expect(await read('after', 4)).toEqual([]);
+    // the replay point was the last record when it was taken; the shard has grown since
+    m.kinesis.putRecord('s', { data: bytes('r5'), partitionKey: 'p' });
+    m.kinesis.putRecord('s', { data: bytes('r6'), partitionKey: 'p' });
+    recs.push(...m.kinesis.records('s', shard).slice(-2));
+    expect(await read('after', 4, 6)).toEqual(['r5']);
   });
 
   it('reports a replay that can never reach its bound', async () => {

@@ -59,6 +59,7 @@ import type {
 } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
+import { replayTrimmed } from '../replay-trimmed.js';
 import { CountingTelemetry } from '../telemetry.js';
 import { CollectRegistry } from './collect-registry.js';
 
@@ -205,8 +206,6 @@ interface MemShard {
   endingSequenceNumber?: string;
   /** retained records, in sequence order */
   readonly records: StoredRecord[];
-  /** sequence number of the last record trimmed away (retention) */
-  trimmedThrough?: string;
 }
 
 interface MemStream {
@@ -372,23 +371,19 @@ export class MemoryKinesis {
     return this.shard(stream, shardId).records;
   }
 
-  /** Records of a shard from a position, at most `limit` of them. Throws like Kinesis for trimmed positions. */
+  /**
+   * Records of a shard from a position, at most `limit` of them. Like Kinesis, a trimmed position is
+   * not refused: the records start at the oldest one still retained.
+   */
   getRecords(stream: string, shardId: string, from: ReplayPoint, limit: number): StoredRecord[] {
     this.stats.getRecords++;
     const shard = this.shard(stream, shardId);
-    const i = this.indexOf(stream, shard, from);
+    const i = this.indexOf(shard, from);
     return shard.records.slice(i, i + limit);
   }
 
-  private indexOf(stream: string, shard: MemShard, from: ReplayPoint): number {
+  private indexOf(shard: MemShard, from: ReplayPoint): number {
     if (from.from === 'start') return 0;
-    const t = shard.trimmedThrough;
-    if (t !== undefined) {
-      const c = compareSeq(from.sequenceNumber, t);
-      if (c < 0 || (c === 0 && from.from === 'at')) {
-        throw awsError('TrimmedDataAccessException', `${stream}/${shard.shardId}: ${from.sequenceNumber} is past the retention period`);
-      }
-    }
     // first record at (or after) the position: binary search on sequence numbers
     let lo = 0;
     let hi = shard.records.length;
@@ -404,8 +399,7 @@ export class MemoryKinesis {
   /** Drops the oldest `count` records of a shard (retention expiry). */
   trim(stream: string, shardId: string, count: number): void {
     const shard = this.shard(stream, shardId);
-    const gone = shard.records.splice(0, Math.min(count, shard.records.length));
-    if (gone.length) shard.trimmedThrough = gone[gone.length - 1]!.sequenceNumber;
+    shard.records.splice(0, Math.min(count, shard.records.length));
   }
 
   /**
@@ -492,7 +486,10 @@ export class MemoryStreamWriter implements StreamWriter {
   }
 }
 
-/** Like KinesisShardReader: pages from a replay point up to (not including) a sequence number. */
+/**
+ * Like KinesisShardReader: pages from a replay point up to (not including) a sequence number; the
+ * record a replay point names must be the first one read, else the replay fails with REPLAY_TRIMMED.
+ */
 export class MemoryShardReader implements ShardReader {
   constructor(
     private readonly kinesis: MemoryKinesis,
@@ -502,28 +499,28 @@ export class MemoryShardReader implements ShardReader {
   ) {}
 
   async *read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]> {
-    let position = from;
+    let anchor: string | undefined = from.from === 'start' ? undefined : from.sequenceNumber;
+    let position: ReplayPoint = anchor === undefined ? from : { from: 'at', sequenceNumber: anchor };
     let idle = 0;
     for (;;) {
-      let records: StoredRecord[];
-      try {
-        records = await serviceCall(this.kinesis.faults, 'kinesis.getRecords', { stream, shardId }, () =>
-          this.kinesis.getRecords(stream, shardId, position, this.pageSize),
-        );
-      } catch (err) {
-        if ((err as { name?: string }).name === 'TrimmedDataAccessException') {
-          throw new SluiceError(
-            `replay of ${stream}/${shardId} from ${JSON.stringify(from)} needs records past the stream's retention: the job was stalled too long; restore from a savepoint`,
-            'REPLAY_TRIMMED',
-            false,
-            { cause: err },
-          );
+      const at = position;
+      const records = await serviceCall(this.kinesis.faults, 'kinesis.getRecords', { stream, shardId }, () =>
+        this.kinesis.getRecords(stream, shardId, at, this.pageSize),
+      );
+      let fresh = records;
+      if (anchor !== undefined) {
+        // in memory every record is visible at once: nothing at the anchor means it is gone
+        const first = records[0]?.sequenceNumber;
+        if (first !== anchor) throw replayTrimmed(stream, shardId, from, first);
+        anchor = undefined;
+        if (from.from === 'after') {
+          fresh = records.slice(1);
+          position = from;
         }
-        throw err;
       }
       const page: StoredRecord[] = [];
       let reached = false;
-      for (const r of records) {
+      for (const r of fresh) {
         if (untilExclusive !== undefined && compareSeq(r.sequenceNumber, untilExclusive) >= 0) {
           reached = true;
           break;
