@@ -18,8 +18,7 @@
 import { mkdirSync, writeFileSync, existsSync, readFileSync } from 'node:fs';
 import { isAbsolute, join, resolve, sep } from 'node:path';
 import { Duration } from 'aws-cdk-lib';
-import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -27,7 +26,7 @@ import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { ENV } from '../shared/plan/resources.js';
 import { REPO_ROOT, defaultEntriesDir } from './function-entry.js';
-import { LAMBDA_RUNTIME, type SluiceJob } from './sluice-job.js';
+import { sluiceFunction, type SluiceJob } from './sluice-job.js';
 
 export interface BoundedReaderWorkflowProps {
   /** the deployed job */
@@ -76,30 +75,13 @@ export class BoundedReaderWorkflow extends Construct {
     ].join('\n');
     if (!existsSync(entry) || readFileSync(entry, 'utf8') !== text) writeFileSync(entry, text);
 
-    this.readerFunction = new NodejsFunction(this, 'Function', {
+    this.readerFunction = sluiceFunction(this, 'Function', {
       description: `Sluice ${job.plan.job}: bounded reader of source ${source}`.slice(0, 256),
       entry,
-      handler: 'handler',
-      runtime: LAMBDA_RUNTIME,
-      architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 1024,
       timeout: props.readTimeout ?? Duration.minutes(15),
       environment: { [ENV.prefix]: job.names.prefix, [ENV.bucket]: bucket.bucketName },
       logGroup: new logs.LogGroup(this, 'Logs', { retention: logs.RetentionDays.ONE_MONTH }),
-      depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
-      projectRoot: REPO_ROOT,
-      bundling: {
-        forceDockerBundling: false,
-        format: OutputFormat.ESM,
-        target: 'node22',
-        mainFields: ['module', 'main'],
-        minify: true,
-        sourceMap: true,
-        sourcesContent: false,
-        externalModules: [],
-        banner: "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
-        tsconfig: join(REPO_ROOT, 'tsconfig.json'),
-      },
     });
     bucket.grantRead(this.readerFunction);
     stream.grantWrite(this.readerFunction);

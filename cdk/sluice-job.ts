@@ -190,6 +190,37 @@ function bundlingOptions(): BundlingOptions {
   };
 }
 
+/** What differs between Sluice's functions; everything else is set alike by `sluiceFunction`. */
+export interface SluiceFunctionProps {
+  readonly functionName?: string;
+  readonly description: string;
+  /** the generated entry module (it exports `handler`) */
+  readonly entry: string;
+  readonly memorySize: number;
+  readonly timeout: Duration;
+  readonly role?: iam.IRole;
+  readonly logGroup: logs.ILogGroup;
+  readonly environment: Record<string, string>;
+  readonly reservedConcurrentExecutions?: number;
+}
+
+/** A function of Sluice: Node.js 22 on ARM, bundled from the repository with `bundlingOptions()`. */
+export function sluiceFunction(scope: Construct, id: string, props: SluiceFunctionProps): NodejsFunction {
+  const { reservedConcurrentExecutions, functionName, role, ...rest } = props;
+  return new NodejsFunction(scope, id, {
+    ...rest,
+    ...(functionName !== undefined ? { functionName } : {}),
+    ...(role !== undefined ? { role } : {}),
+    ...(reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions } : {}),
+    handler: 'handler',
+    runtime: LAMBDA_RUNTIME,
+    architecture: lambda.Architecture.ARM_64,
+    depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
+    projectRoot: REPO_ROOT,
+    bundling: bundlingOptions(),
+  });
+}
+
 /**
  * One deployed Sluice job.
  *
@@ -466,22 +497,16 @@ export class SluiceJob extends Construct {
         ...kmsStatements(),
       ];
       const role = this.role(`Role-${stage.id}`, `Sluice ${plan.job} stage ${stage.id}`, statements);
-      const fn = new NodejsFunction(this, `Function-${stage.id}`, {
+      const fn = sluiceFunction(this, `Function-${stage.id}`, {
         functionName,
         description: truncate(`Sluice ${plan.job} stage ${stage.id}: ${stage.name}`, 256),
         entry: entries.operator,
-        handler: 'handler',
-        runtime: LAMBDA_RUNTIME,
-        architecture: lambda.Architecture.ARM_64,
         memorySize: s.memorySize,
         timeout: s.timeout,
         role,
         logGroup,
         ...(s.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: s.reservedConcurrency } : {}),
         environment: { ...baseEnv, [ENV.stage]: stage.id },
-        depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
-        projectRoot: REPO_ROOT,
-        bundling: bundlingOptions(),
       });
       this.acknowledgeRuntime(fn);
       const esm = new lambda.EventSourceMapping(this, `Input-${stage.id}`, {
@@ -541,21 +566,15 @@ export class SluiceJob extends Construct {
       taskResponse(),
       ...kmsStatements(),
     ]);
-    this.coordinatorFunction = new NodejsFunction(this, 'Function-coordinator', {
+    this.coordinatorFunction = sluiceFunction(this, 'Function-coordinator', {
       functionName: names.coordinatorFunction,
       description: truncate(`Sluice ${plan.job} checkpoint coordinator tasks`, 256),
       entry: entries.coordinator,
-      handler: 'handler',
-      runtime: LAMBDA_RUNTIME,
-      architecture: lambda.Architecture.ARM_64,
       memorySize: 512,
       timeout: Duration.seconds(60),
       role: coordinatorRole,
       logGroup: coordinatorLogs,
       environment: { ...baseEnv },
-      depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
-      projectRoot: REPO_ROOT,
-      bundling: bundlingOptions(),
     });
     this.acknowledgeRuntime(this.coordinatorFunction);
 

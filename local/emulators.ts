@@ -254,6 +254,45 @@ interface Started {
   stop(): Promise<void>;
 }
 
+/** An emulator that runs as a child process and serves HTTP on the first of its ports. */
+interface ChildEmulator<C extends { destroy(): void }> {
+  /** names the emulator in errors */
+  label: string;
+  logFile: string;
+  /** how many free ports the child needs */
+  ports: number;
+  spec(ports: readonly number[]): Omit<ChildSpec, 'logFile'>;
+  client(endpoint: string): C;
+  /** a real SDK call that succeeds once the emulator serves */
+  ready(client: C): Promise<unknown>;
+}
+
+/**
+ * Spawns the child on free ports and waits until it answers; a child that exits before that (it may
+ * have lost the race for a port) is started again on other ports, up to three times in all.
+ */
+async function startChildEmulator<C extends { destroy(): void }>(e: ChildEmulator<C>, readyMs: number): Promise<Started> {
+  for (let attempt = 1; ; attempt++) {
+    const ports: number[] = [];
+    while (ports.length < e.ports) {
+      const p = await freePort();
+      if (!ports.includes(p)) ports.push(p);
+    }
+    const child = spawnChild({ ...e.spec(ports), logFile: e.logFile });
+    const endpoint = `http://127.0.0.1:${ports[0]}`;
+    const client = e.client(endpoint);
+    try {
+      await waitReady(e.label, e.logFile, () => e.ready(client), readyMs, child);
+      return { endpoint, pid: child.pid, stop: () => killChild(child) };
+    } catch (err) {
+      await killChild(child);
+      if (!(err instanceof EmulatorStartError && err.retryable && attempt < 3)) throw err;
+    } finally {
+      client.destroy();
+    }
+  }
+}
+
 /**
  * kinesis-mock has no host setting: it binds 0.0.0.0 (hard-coded in its KinesisMockService).
  * A preload module rewrites a missing/wildcard host in `net.Server#listen` to 127.0.0.1, which
@@ -274,44 +313,38 @@ net.Server.prototype.listen = function (...args) {
 };
 `;
 
-async function startKinesis(logDir: string, readyMs: number): Promise<Started> {
+function startKinesis(logDir: string, readyMs: number): Promise<Started> {
   // kinesis-mock reads server.json (its TLS certificate) from the working directory.
   const pkgDir = dirname(require.resolve('kinesis-local/package.json'));
-  const logFile = join(logDir, 'kinesis.log');
-  for (let attempt = 1; ; attempt++) {
-    const [plain, tls] = [await freePort(), await freePort()];
-    const child = spawnChild({
-      name: 'kinesis',
-      args: ['--import', `data:text/javascript,${encodeURIComponent(LOOPBACK_PRELOAD)}`, 'main.js'],
-      cwd: pkgDir,
-      env: {
-        KINESIS_MOCK_PLAIN_PORT: String(plain),
-        KINESIS_MOCK_TLS_PORT: String(tls),
-        CREATE_STREAM_DURATION: '0ms',
-        DELETE_STREAM_DURATION: '0ms',
-        UPDATE_SHARD_COUNT_DURATION: '0ms',
-        SPLIT_SHARD_DURATION: '0ms',
-        MERGE_SHARDS_DURATION: '0ms',
-        REGISTER_STREAM_CONSUMER_DURATION: '0ms',
-        DEREGISTER_STREAM_CONSUMER_DURATION: '0ms',
-        LOG_LEVEL: 'ERROR',
-        AWS_REGION: LOCAL_REGION,
-        AWS_ACCOUNT_ID: LOCAL_ACCOUNT_ID,
-      },
-      logFile,
-    });
-    const endpoint = `http://127.0.0.1:${plain}`;
-    const client = localKinesisClient(endpoint);
-    try {
-      await waitReady('kinesis (kinesis-local)', logFile, () => client.send(new ListStreamsCommand({})), readyMs, child);
-      return { endpoint, pid: child.pid, stop: () => killChild(child) };
-    } catch (err) {
-      await killChild(child);
-      if (!(err instanceof EmulatorStartError && err.retryable && attempt < 3)) throw err;
-    } finally {
-      client.destroy();
-    }
-  }
+  return startChildEmulator(
+    {
+      label: 'kinesis (kinesis-local)',
+      logFile: join(logDir, 'kinesis.log'),
+      ports: 2,
+      spec: ([plain, tls]) => ({
+        name: 'kinesis',
+        args: ['--import', `data:text/javascript,${encodeURIComponent(LOOPBACK_PRELOAD)}`, 'main.js'],
+        cwd: pkgDir,
+        env: {
+          KINESIS_MOCK_PLAIN_PORT: String(plain),
+          KINESIS_MOCK_TLS_PORT: String(tls),
+          CREATE_STREAM_DURATION: '0ms',
+          DELETE_STREAM_DURATION: '0ms',
+          UPDATE_SHARD_COUNT_DURATION: '0ms',
+          SPLIT_SHARD_DURATION: '0ms',
+          MERGE_SHARDS_DURATION: '0ms',
+          REGISTER_STREAM_CONSUMER_DURATION: '0ms',
+          DEREGISTER_STREAM_CONSUMER_DURATION: '0ms',
+          LOG_LEVEL: 'ERROR',
+          AWS_REGION: LOCAL_REGION,
+          AWS_ACCOUNT_ID: LOCAL_ACCOUNT_ID,
+        },
+      }),
+      client: localKinesisClient,
+      ready: (client) => client.send(new ListStreamsCommand({})),
+    },
+    readyMs,
+  );
 }
 
 /**
@@ -335,31 +368,25 @@ const app = buildApp({ logger: false });
 await app.listen({ port: Number(process.env.FAUXQS_PORT), host: '127.0.0.1' });
 `;
 
-async function startS3(logDir: string, readyMs: number): Promise<Started> {
+function startS3(logDir: string, readyMs: number): Promise<Started> {
   const pkgDir = packageDir('fauxqs');
   const entry = pathToFileURL(join(pkgDir, 'dist', 'app.js')).href;
-  const logFile = join(logDir, 's3.log');
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    const child = spawnChild({
-      name: 's3',
-      args: ['--input-type=module', '-e', FAUXQS_BOOTSTRAP],
-      cwd: pkgDir,
-      env: { FAUXQS_PORT: String(port), FAUXQS_LOGGER: 'false', SLUICE_FAUXQS_ENTRY: entry },
-      logFile,
-    });
-    const endpoint = `http://127.0.0.1:${port}`;
-    const client = localS3Client(endpoint);
-    try {
-      await waitReady('s3 (fauxqs)', logFile, () => client.send(new ListBucketsCommand({})), readyMs, child);
-      return { endpoint, pid: child.pid, stop: () => killChild(child) };
-    } catch (err) {
-      await killChild(child);
-      if (!(err instanceof EmulatorStartError && err.retryable && attempt < 3)) throw err;
-    } finally {
-      client.destroy();
-    }
-  }
+  return startChildEmulator(
+    {
+      label: 's3 (fauxqs)',
+      logFile: join(logDir, 's3.log'),
+      ports: 1,
+      spec: ([port]) => ({
+        name: 's3',
+        args: ['--input-type=module', '-e', FAUXQS_BOOTSTRAP],
+        cwd: pkgDir,
+        env: { FAUXQS_PORT: String(port), FAUXQS_LOGGER: 'false', SLUICE_FAUXQS_ENTRY: entry },
+      }),
+      client: localS3Client,
+      ready: (client) => client.send(new ListBucketsCommand({})),
+    },
+    readyMs,
+  );
 }
 
 type DynaliteFactory = (opts: Record<string, unknown>) => Server;
