@@ -317,10 +317,10 @@ describe('IAM, least privilege', () => {
     expect(st.CheckpointTaskResponse).toBeDefined();
   });
 
-  it('the coordinator lists the shards of every stage stream (topology, delta GC)', () => {
+  it('the coordinator lists and reshards the shards of every stage stream (topology, delta GC, in-place rescale)', () => {
     const { template, job } = three;
     const st = byId(inlineStatements(template, job.coordinatorFunction.role!));
-    expect(actionsOf(st.ListStageShards!)).toEqual(['kinesis:ListShards']);
+    expect(actionsOf(st.ListStageShards!)).toEqual(['kinesis:ListShards', 'kinesis:DescribeStreamSummary', 'kinesis:UpdateShardCount']);
     expect(resourcesOf(st.ListStageShards!)).toEqual(['s0', 's1', 's2'].map((s) => getAtt(job.streams.get(s)!)));
     expect(st.PublishKinesisSinks).toBeUndefined();
   });

@@ -544,10 +544,11 @@ export class SluiceJob extends Construct {
         actions: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:ListShards'],
         resources: sourceStreamArns,
       }),
-      // topology at allocate, instances whose deltas the commit garbage-collects
+      // topology at allocate, instances whose deltas the commit garbage-collects; an in-place
+      // rescale reshards a stage's stream at a checkpoint boundary and waits for it to be ACTIVE
       new iam.PolicyStatement({
         sid: 'ListStageShards',
-        actions: ['kinesis:ListShards'],
+        actions: ['kinesis:ListShards', 'kinesis:DescribeStreamSummary', 'kinesis:UpdateShardCount'],
         resources: [...new Set([...streams.values()].map((st) => st.streamArn))],
       }),
       ...(sinkStreams.size

@@ -113,6 +113,30 @@ async function waitForSavepoint(t: Target, id: string, timeoutMs: number): Promi
   }
 }
 
+async function rescaleInPlace(t: Target, stage: string, shards: number, timeoutMs: number): Promise<void> {
+  const req = await t.coordinator.rescales.request(stage, shards);
+  const phases = ['requested', 'draining', 'resharding', 'done'];
+  const bar = new cliProgress.SingleBar({ format: 'rescale {stage} {bar} {phase}', stream: process.stderr, hideCursor: true }, cliProgress.Presets.shades_classic);
+  bar.start(phases.length - 1, 0, { stage, phase: 'requested' });
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      const r = await t.coordinator.rescales.get();
+      const phase = r?.phase ?? 'requested';
+      bar.update(Math.max(0, phases.indexOf(phase)), { stage, phase: r?.checkpointId !== undefined ? `${phase} (announced by checkpoint ${r.checkpointId})` : phase });
+      if (phase === 'done') break;
+      if (Date.now() > deadline) throw new Error(`the rescale is still ${phase} after ${timeoutMs} ms: is the coordinator workflow running? (the request stays until it is done)`);
+      await sleep(500);
+    }
+  } finally {
+    bar.stop();
+  }
+  console.log(
+    `stage ${stage}: ${req.fromShards} → ${shards} shards. Set its parallelism to ${shards} in the job module before the next deploy, ` +
+      'or the deploy reshards the stream back.',
+  );
+}
+
 async function restore(t: Target, id: string, startWorkflow: boolean): Promise<void> {
   const m = await readManifest(t, id);
   const why = restoreIncompatibility(t.plan, m);
@@ -192,14 +216,22 @@ export function addLifecycleCommands(program: Command): void {
     program
       .command('rescale')
       .description(
-        'change the parallelism of a job at a checkpoint boundary: without --savepoint, stop it with a savepoint ' +
-          '(then deploy the job module with the new parallelism); with --savepoint, restore that savepoint into the redeployed job',
+        'change the parallelism of a job at a checkpoint boundary. With --stage and --shards, in place: the stage\'s input ' +
+          'stream is resharded while the job runs. Otherwise without --savepoint, stop it with a savepoint (then deploy the job ' +
+          'module with the new parallelism); with --savepoint, restore that savepoint into the redeployed job',
       ),
   )
     .option('--savepoint <id>', 'the stop-with-savepoint to restore')
-    .option('--timeout <ms>', 'how long to wait for the savepoint', (v) => Number(v), 300_000)
-    .action(async (jobPath: string, opts: TargetOptions & { savepoint?: string; timeout: number }) => {
+    .option('--stage <id>', 'rescale this stage in place (see `sluice plan` for stage ids)')
+    .option('--shards <n>', 'its new number of shards (between half and double the current one)', (v) => Number(v))
+    .option('--timeout <ms>', 'how long to wait for the savepoint or the reshard', (v) => Number(v), 300_000)
+    .action(async (jobPath: string, opts: TargetOptions & { savepoint?: string; stage?: string; shards?: number; timeout: number }) => {
       const t = await target(jobPath, opts);
+      if (opts.stage !== undefined || opts.shards !== undefined) {
+        if (opts.stage === undefined || opts.shards === undefined) throw new Error('an in-place rescale needs both --stage and --shards');
+        await rescaleInPlace(t, opts.stage, opts.shards, opts.timeout);
+        return;
+      }
       if (opts.savepoint === undefined) {
         const req = await t.coordinator.requestSavepoint({ stop: true });
         const sp = await waitForSavepoint(t, req.id, opts.timeout);

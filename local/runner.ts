@@ -27,6 +27,7 @@ import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
+import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
@@ -353,6 +354,26 @@ export class LocalJobRunner {
       if (sp?.status === 'FAILED') throw new Error(`savepoint ${req.id} failed: ${sp.reason ?? 'unknown reason'}`);
       if (Date.now() > deadline) throw new Error(`savepoint ${req.id} did not complete in ${options.timeoutMs ?? 60_000} ms (status ${sp?.status})`);
       await sleep(50);
+    }
+  }
+
+  /**
+   * Rescales a stage while the job runs: reshards its input stream at a checkpoint boundary (see
+   * shared/coordinator/rescale.ts) and waits until the first checkpoint on the new shards completed.
+   */
+  async rescaleInPlace(stageId: string, shards: number, options: { timeoutMs?: number; onProgress?: (phase: string) => void } = {}): Promise<RescaleRecord> {
+    await this.coordinator.rescales.request(stageId, shards);
+    const deadline = Date.now() + (options.timeoutMs ?? 120_000);
+    for (;;) {
+      const r = await this.coordinator.rescales.get();
+      options.onProgress?.(r?.phase ?? 'requested');
+      if (r?.phase === 'done') {
+        // the stream has its new shards; a checkpoint taken on them proves every instance took over
+        await this.awaitCheckpoints(1, new Date(Date.parse(r.finishedAt!) - 1), Math.max(1, deadline - Date.now()));
+        return r;
+      }
+      if (Date.now() > deadline) throw new Error(`rescale of ${stageId} to ${shards} shards did not finish in ${options.timeoutMs ?? 120_000} ms (phase ${r?.phase})`);
+      await sleep(100);
     }
   }
 

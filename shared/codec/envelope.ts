@@ -35,6 +35,12 @@ export interface BarrierEnvelope {
   /** instances per stage when the checkpoint started (index = stage number) */
   readonly topology: readonly number[];
   readonly savepoint: boolean;
+  /**
+   * stages (by number) whose input stream will be resharded once this checkpoint completes: from
+   * this barrier on, producers route records to those stages one key group per packet, so that a
+   * packet lands in the right shard whichever layout the stream has when it arrives
+   */
+  readonly reshard?: readonly number[];
 }
 
 export interface WatermarkEnvelope {
@@ -70,6 +76,7 @@ const F_SAME_EPOCH = 0x10;
 const F_NEXT_SEQ = 0x20;
 const F_INPUT = 0x40;
 const F_SAVEPOINT = 0x08;
+const F_RESHARD = 0x10;
 const F_IDLE = 0x08;
 
 const utf8 = new TextEncoder();
@@ -139,11 +146,11 @@ export class PacketBuilder {
         return;
       }
       case 'barrier':
-        w.byte(KIND.barrier | (e.savepoint ? F_SAVEPOINT : 0));
+        w.byte(KIND.barrier | (e.savepoint ? F_SAVEPOINT : 0) | (e.reshard?.length ? F_RESHARD : 0));
         w.varint(e.checkpointId);
         w.varint(e.count);
-        w.varint(e.topology.length);
-        for (const t of e.topology) w.varint(t);
+        writeCounts(w, e.topology);
+        if (e.reshard?.length) writeCounts(w, e.reshard);
         return;
       case 'watermark':
         w.byte(KIND.watermark | (e.idle ? F_IDLE : 0));
@@ -277,10 +284,9 @@ function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined)
       case KIND.barrier: {
         const checkpointId = r.varint();
         const c = r.varint();
-        const n = r.varint();
-        const topology: number[] = [];
-        for (let j = 0; j < n; j++) topology.push(r.varint());
-        envelopes[i] = { kind: 'barrier', checkpointId, count: c, topology, savepoint: (h & F_SAVEPOINT) !== 0 };
+        const topology = readCounts(r);
+        const savepoint = (h & F_SAVEPOINT) !== 0;
+        envelopes[i] = h & F_RESHARD ? { kind: 'barrier', checkpointId, count: c, topology, savepoint, reshard: readCounts(r) } : { kind: 'barrier', checkpointId, count: c, topology, savepoint };
         break;
       }
       case KIND.watermark:
@@ -311,6 +317,8 @@ export type SourceControl =
       readonly checkpointId: number;
       readonly topology: readonly number[];
       readonly savepoint: boolean;
+      /** see BarrierEnvelope.reshard */
+      readonly reshard?: readonly number[];
       /** the coordinator's clock when it injected the barrier: processing time enters the log here */
       readonly time: number;
     }
@@ -322,10 +330,10 @@ export function encodeSourceControl(c: SourceControl): Uint8Array {
   w.raw(CONTROL_PREFIX);
   switch (c.kind) {
     case 'barrier':
-      w.byte(KIND.barrier | (c.savepoint ? F_SAVEPOINT : 0));
+      w.byte(KIND.barrier | (c.savepoint ? F_SAVEPOINT : 0) | (c.reshard?.length ? F_RESHARD : 0));
       w.varint(c.checkpointId);
-      w.varint(c.topology.length);
-      for (const t of c.topology) w.varint(t);
+      writeCounts(w, c.topology);
+      if (c.reshard?.length) writeCounts(w, c.reshard);
       w.varint(c.time);
       break;
     case 'tick':
@@ -348,10 +356,13 @@ export function decodeSourceControl(bytes: Uint8Array): SourceControl | undefine
   switch (h & 0x07) {
     case KIND.barrier: {
       const checkpointId = r.varint();
-      const n = r.varint();
-      const topology: number[] = [];
-      for (let j = 0; j < n; j++) topology.push(r.varint());
-      return { kind: 'barrier', checkpointId, topology, savepoint: (h & F_SAVEPOINT) !== 0, time: r.varint() };
+      const topology = readCounts(r);
+      const savepoint = (h & F_SAVEPOINT) !== 0;
+      if (h & F_RESHARD) {
+        const reshard = readCounts(r);
+        return { kind: 'barrier', checkpointId, topology, savepoint, reshard, time: r.varint() };
+      }
+      return { kind: 'barrier', checkpointId, topology, savepoint, time: r.varint() };
     }
     case KIND.tick:
       return { kind: 'tick', time: r.varint() };
@@ -452,3 +463,16 @@ Object.defineProperty(SeqSet.prototype, 'size', {
     return (this as unknown as { count: number }).count + (Reflect.get(Set.prototype, 'size', this) as number);
   },
 });
+
+/** A list of small non-negative integers: its length, then each. */
+function writeCounts(w: ByteWriter, xs: readonly number[]): void {
+  w.varint(xs.length);
+  for (const x of xs) w.varint(x);
+}
+
+function readCounts(r: ByteReader): number[] {
+  const n = r.varint();
+  const out: number[] = [];
+  for (let j = 0; j < n; j++) out.push(r.varint());
+  return out;
+}

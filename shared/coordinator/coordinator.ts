@@ -31,13 +31,14 @@ import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import { deltasToDelete } from './gc.js';
+import { InPlaceRescale } from './rescale.js';
 import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput } from './protocol.js';
 import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
 
 export class CheckpointInFlightError extends SluiceError {
   override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
+  constructor(n: number, why?: string) {
+    super(why ?? `checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
   }
 }
 
@@ -80,6 +81,8 @@ export interface CheckpointRecord {
   readonly keys?: number;
   /** set on the checkpoint a restore creates */
   readonly restoredFrom?: string;
+  /** stages whose input stream is resharded once this checkpoint completes */
+  readonly reshard?: readonly number[];
 }
 
 export type SavepointStatus = 'REQUESTED' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
@@ -116,6 +119,8 @@ export interface CommitTarget {
 
 export class Coordinator {
   private readonly shards: KinesisShardDirectory;
+  /** in-place rescales of a running stage (see rescale.ts) */
+  readonly rescales: InPlaceRescale;
 
   constructor(
     private readonly plan: Plan,
@@ -126,6 +131,7 @@ export class Coordinator {
     private readonly options: CoordinatorOptions = {},
   ) {
     this.shards = new KinesisShardDirectory(clients);
+    this.rescales = new InPlaceRescale(plan, names, clients, now);
   }
 
   private get bucket(): string {
@@ -174,6 +180,9 @@ export class Coordinator {
     const stoppedAt = state.Item?.stoppedAt as number | undefined;
     if (stoppedAt !== undefined) throw new JobStoppedError(stoppedAt);
     const n = last + 1;
+    // a stream being resharded takes no checkpoint until its new shards are open
+    const step = await this.rescales.beforeAllocate(async (id) => (await this.get(id))?.status);
+    if (!step.proceed) throw new CheckpointInFlightError(n, `no checkpoint yet: ${step.why}`);
     // a savepoint asked for by a user turns this checkpoint into one
     const request = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConsistentRead: true }));
     const savepointId = request.Item?.id as string | undefined;
@@ -198,7 +207,7 @@ export class Coordinator {
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: `SET #status = :s, #expected = :e, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}`,
+        UpdateExpression: `SET #status = :s, #expected = :e, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}${step.reshard.length ? ', reshard = :rs' : ''}`,
         ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#topology': 'topology', '#savepoint': 'savepoint' },
         ExpressionAttributeValues: {
           ':s': 'IN_FLIGHT',
@@ -207,9 +216,11 @@ export class Coordinator {
           ':now': this.now().toISOString(),
           ':sp': savepoint,
           ...(savepointId !== undefined ? { ':spid': savepointId } : {}),
+          ...(step.reshard.length ? { ':rs': step.reshard } : {}),
         },
       }),
     );
+    if (step.reshard.length) await this.rescales.announced(n);
     if (savepointId !== undefined) {
       await this.clients.doc.send(
         new UpdateCommand({
@@ -276,7 +287,14 @@ export class Coordinator {
   async inject(n: number): Promise<InjectOutput> {
     const ck = await this.get(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const data = encodeSourceControl({ kind: 'barrier', checkpointId: n, topology: ck.topology, savepoint: ck.savepoint, time: this.now().getTime() });
+    const data = encodeSourceControl({
+      kind: 'barrier',
+      checkpointId: n,
+      topology: ck.topology,
+      savepoint: ck.savepoint,
+      ...(ck.reshard?.length ? { reshard: ck.reshard } : {}),
+      time: this.now().getTime(),
+    });
     let shards = 0;
     for (const stage of this.plan.stages) {
       if (stage.input.kind !== 'source') continue;
@@ -636,6 +654,7 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
     ...(item.bytes !== undefined ? { bytes: item.bytes as number } : {}),
     ...(item.keys !== undefined ? { keys: item.keys as number } : {}),
     ...(item.restoredFrom !== undefined ? { restoredFrom: item.restoredFrom as string } : {}),
+    ...(Array.isArray(item.reshard) && item.reshard.length ? { reshard: item.reshard as number[] } : {}),
     expected: (item.expected as number | undefined) ?? 0,
     acks: (item.acks as Set<string> | undefined)?.size ?? 0,
     topology: (item.topology as number[] | undefined) ?? [],

@@ -350,6 +350,15 @@ export class KeyedStateCache {
     this.dirty.clear();
   }
 
+  /**
+   * Takes over rows that are not durable yet (a parent shard's instance hands the keys of a child's
+   * key groups to the child): they stay dirty until the child's next snapshot writes them.
+   */
+  adoptDirty(rows: readonly StateRow[]): void {
+    this.load(rows, rows);
+    for (const r of rows) this.markDirty(r.operatorId, r.key, this.opMap(r.operatorId).get(r.key)!);
+  }
+
   /** Number of cached keys, for eviction decisions and metrics. */
   get size(): number {
     let n = 0;

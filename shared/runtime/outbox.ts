@@ -7,6 +7,7 @@
 import type { Envelope } from '../codec/envelope.js';
 import { PacketBuilder } from '../codec/envelope.js';
 import { hashKeyOfKeyGroup } from '../plan/key-groups.js';
+import { SluiceError } from '../util/errors.js';
 import type { OutgoingRecord, ShardInfo, StagedOutput, UpsertWrite } from './ports.js';
 
 /** Kinesis takes 1 MiB per record; stay well below so a packet never needs splitting on retry. */
@@ -41,12 +42,69 @@ interface Channel {
   readonly done: Uint8Array[];
 }
 
+/**
+ * Routing of an epoch whose destination stream is about to be resharded: each packet carries one key
+ * group and goes to that key group's own hash key, so it lands in the shard owning the key group in
+ * the old layout and in the new one alike. Sequence numbers run over the whole destination (a
+ * receiver may get several key groups of this producer), and each key group counts its envelopes so
+ * that the barrier closing the epoch can tell every shard of the new layout what it should have got.
+ */
+class KeyGroupRouting {
+  seq = 0;
+  /** data envelopes sent to every key group (broadcasts): each shard receives them once */
+  everywhere = 0;
+  readonly counts: Int32Array;
+  readonly groups: Channel[];
+  readonly hashKeys: string[];
+  constructor(maxParallelism: number) {
+    this.counts = new Int32Array(maxParallelism);
+    this.groups = Array.from({ length: maxParallelism }, (_, g) => ({ shardIndex: g, seq: 0, builder: undefined, done: [] }));
+    this.hashKeys = Array.from({ length: maxParallelism }, (_, g) => hashKeyOfKeyGroup(g, maxParallelism));
+  }
+}
+
+function drainGroups(r: KeyGroupRouting): OutgoingRecord[] {
+  const out: OutgoingRecord[] = [];
+  for (let g = 0; g < r.groups.length; g++) {
+    const c = r.groups[g]!;
+    if (c.builder) {
+      c.done.push(c.builder.finish());
+      c.builder = undefined;
+    }
+    for (const data of c.done) out.push({ hashKey: r.hashKeys[g]!, data });
+    c.done.length = 0;
+  }
+  return out;
+}
+
 class DestinationBuffer {
-  readonly channels: Channel[];
+  channels: Channel[];
+  /** set for an epoch whose destination stream is resharded when the epoch's checkpoint completes */
+  private routingOfEpoch: KeyGroupRouting | undefined;
+  /** packets of a routing that ended with its epoch, not yet written */
+  private readonly leftover: OutgoingRecord[] = [];
   constructor(
-    readonly dest: Destination,
+    public dest: Destination,
     private readonly producer: string,
+    /** the destination stage's number in the plan (barriers name resharded stages by number) */
+    readonly stageIndex: number,
   ) {
+    this.channels = dest.shards.map((_, i) => ({ shardIndex: i, seq: 0, builder: undefined, done: [] }));
+  }
+
+  get routing(): KeyGroupRouting | undefined {
+    return this.routingOfEpoch;
+  }
+
+  set routing(next: KeyGroupRouting | undefined) {
+    const r = this.routingOfEpoch;
+    if (r) this.leftover.push(...drainGroups(r));
+    this.routingOfEpoch = next;
+  }
+
+  /** Switches to the shards of a resharded stream (their channels start empty). */
+  replace(dest: Destination): void {
+    this.dest = dest;
     this.channels = dest.shards.map((_, i) => ({ shardIndex: i, seq: 0, builder: undefined, done: [] }));
   }
 
@@ -60,8 +118,19 @@ class DestinationBuffer {
     }
   }
 
+  /** Barrier counts of the epoch that ends: per channel, or per shard of the (new) layout when routed by key group. */
+  counts(): number[] {
+    const r = this.routing;
+    if (!r) return this.channels.map((c) => c.seq);
+    const out = this.channels.map(() => r.everywhere);
+    for (let g = 0; g < r.counts.length; g++) out[this.dest.shardOfKeyGroup[g]!]! += r.counts[g]!;
+    return out;
+  }
+
   drain(): OutgoingRecord[] {
-    const out: OutgoingRecord[] = [];
+    // key-group packets first: a barrier then follows the data it counts in each shard
+    const out: OutgoingRecord[] = this.leftover.splice(0);
+    if (this.routingOfEpoch) out.push(...drainGroups(this.routingOfEpoch));
     for (const c of this.channels) {
       if (c.builder) {
         c.done.push(c.builder.finish());
@@ -75,8 +144,9 @@ class DestinationBuffer {
   }
 
   get pending(): number {
-    let n = 0;
+    let n = this.leftover.length;
     for (const c of this.channels) n += c.done.length + (c.builder ? 1 : 0);
+    if (this.routingOfEpoch) for (const c of this.routingOfEpoch.groups) n += c.done.length + (c.builder ? 1 : 0);
     return n;
   }
 }
@@ -98,8 +168,24 @@ export class Outbox {
 
   constructor(readonly producer: string) {}
 
-  addDestination(toStage: string, dest: Destination): void {
-    this.dests.set(toStage, new DestinationBuffer(dest, this.producer));
+  addDestination(toStage: string, dest: Destination, stageIndex = -1): void {
+    this.dests.set(toStage, new DestinationBuffer(dest, this.producer, stageIndex));
+  }
+
+  /**
+   * Points a destination at its stream's new shards (after a reshard). Only an epoch routed by key
+   * group can switch: its barrier counts do not depend on the layout the records were sent to.
+   */
+  replaceDestination(toStage: string, dest: Destination): void {
+    const d = this.dests.get(toStage);
+    if (!d) throw new Error(`${this.producer} has no destination for stage ${toStage}`);
+    if (!d.routing && d.channels.some((c) => c.seq > 0)) {
+      throw new SluiceError(
+        `${this.producer}: the stream of stage ${toStage} was resharded while records were routed by its old shards; reshard inner streams only with \`sluice rescale --in-place\``,
+        'RESHARD_UNCOORDINATED',
+      );
+    }
+    d.replace(dest);
   }
 
   destination(toStage: string): Destination {
@@ -111,6 +197,13 @@ export class Outbox {
   /** Emits a data envelope to the shard owning `keyGroup`. */
   emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     const d = this.dests.get(toStage)!;
+    const r = d.routing;
+    if (r) {
+      r.counts[keyGroup]!++;
+      d.push(r.groups[keyGroup]!, { kind: 'data', epoch: this.epoch, seq: r.seq++, keyGroup, timestamp, payload, input });
+      this.dataOut++;
+      return;
+    }
     const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
     d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup, timestamp, payload, input });
     this.dataOut++;
@@ -119,7 +212,16 @@ export class Outbox {
   /** Emits a data envelope to the next shard in round-robin order. */
   emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     const d = this.dests.get(toStage)!;
+    const r = d.routing;
     const i = this.rr.get(toStage) ?? 0;
+    if (r) {
+      // round robin over key groups: whichever shard owns the group applies the record
+      this.rr.set(toStage, (i + 1) % r.groups.length);
+      r.counts[i]!++;
+      d.push(r.groups[i]!, { kind: 'data', epoch: this.epoch, seq: r.seq++, keyGroup: i, timestamp, payload, input });
+      this.dataOut++;
+      return;
+    }
     this.rr.set(toStage, (i + 1) % d.channels.length);
     const ch = d.channels[i]!;
     d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
@@ -129,13 +231,22 @@ export class Outbox {
   /** Emits a data envelope to every shard. */
   emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     const d = this.dests.get(toStage)!;
+    const r = d.routing;
+    if (r) {
+      // one sequence number for every copy: a shard holding several key groups applies it once
+      const seq = r.seq++;
+      r.everywhere++;
+      for (let g = 0; g < r.groups.length; g++) d.push(r.groups[g]!, { kind: 'data', epoch: this.epoch, seq, keyGroup: g, timestamp, payload, input });
+      this.dataOut++;
+      return;
+    }
     for (const ch of d.channels) d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
     this.dataOut += d.channels.length;
   }
 
   /** Sends a control envelope (watermark, tick, end) to every shard of every destination. */
   emitControl(e: Envelope): void {
-    for (const d of this.dests.values()) for (const ch of d.channels) d.push(ch, e);
+    for (const d of this.dests.values()) for (const ch of d.routing ? d.routing.groups : d.channels) d.push(ch, e);
   }
 
   private nextSinkSeq(sink: string): number {
@@ -158,24 +269,32 @@ export class Outbox {
 
   /**
    * Closes the current epoch on every channel with barrier n (carrying each channel's count) and
-   * starts epoch n: sequence numbers and round-robin cursors restart.
+   * starts epoch n: sequence numbers and round-robin cursors restart. `reshard` names the stages
+   * whose streams are resharded after checkpoint n: epoch n routes to them by key group.
    */
-  closeEpoch(checkpointId: number, topology: readonly number[], savepoint: boolean): void {
+  closeEpoch(checkpointId: number, topology: readonly number[], savepoint: boolean, reshard: readonly number[] = []): void {
     for (const d of this.dests.values()) {
-      for (const ch of d.channels) {
-        d.push(ch, { kind: 'barrier', checkpointId, count: ch.seq, topology, savepoint });
-        ch.seq = 0;
-      }
+      const counts = d.counts();
+      d.channels.forEach((ch, i) => d.push(ch, reshard.length ? { kind: 'barrier', checkpointId, count: counts[i]!, topology, savepoint, reshard } : { kind: 'barrier', checkpointId, count: counts[i]!, topology, savepoint }));
     }
-    this.startEpoch(checkpointId);
+    this.startEpoch(checkpointId, reshard);
   }
 
   /** Sets the epoch after a restore (no barrier is sent: the snapshot's barrier was sent before it was made). */
-  startEpoch(epoch: number): void {
+  startEpoch(epoch: number, reshard: readonly number[] = []): void {
     this.epoch = epoch;
     this.sinkSeq.clear();
     this.rr.clear();
-    for (const d of this.dests.values()) for (const ch of d.channels) ch.seq = 0;
+    for (const d of this.dests.values()) {
+      for (const ch of d.channels) ch.seq = 0;
+      // a routing's unsent packets were taken by the drain before the barrier
+      d.routing = reshard.includes(d.stageIndex) ? new KeyGroupRouting(d.dest.shardOfKeyGroup.length) : undefined;
+    }
+  }
+
+  /** Drops everything pending (a parent instance replayed only to hand its state to a child emits nothing). */
+  discard(): void {
+    this.take();
   }
 
   /** Takes everything pending, grouped for writing. */

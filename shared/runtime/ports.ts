@@ -89,6 +89,8 @@ export interface ShardInfo {
 /** Shards of a stream, as ListShards reports them. */
 export interface ShardDirectory {
   openShards(stream: string): Promise<readonly ShardInfo[]>;
+  /** every shard still listed, closed ones included (a child instance finds its parents here) */
+  allShards(stream: string): Promise<readonly ShardInfo[]>;
 }
 
 export interface OutgoingRecord {

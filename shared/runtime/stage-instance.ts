@@ -32,7 +32,7 @@ import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, 
 import { compareSeq } from './positions.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
 import { BroadcastStateStore } from './broadcast-state.js';
-import { OperatorStateStore, type OperatorListRow } from './operator-state.js';
+import { OperatorStateStore, redistributeOperatorLists, type OperatorListRow } from './operator-state.js';
 import { decodeUserRecord, userRecordsOf } from './source-decoding.js';
 
 export interface InstanceOptions {
@@ -80,6 +80,8 @@ interface SnapshotExtras {
   readonly broadcast?: ReturnType<BroadcastStateStore['toJSON']>;
   /** operator list state of this instance (redistributed by its mode when parallelism changes) */
   readonly operatorLists?: OperatorListRow[];
+  /** stages whose input stream is resharded after this checkpoint (the epoch routes to them by key group) */
+  readonly reshard?: number[];
 }
 
 interface DecodedPacket {
@@ -95,6 +97,7 @@ interface BarrierInfo {
   readonly count: number;
   readonly topology: readonly number[];
   readonly savepoint: boolean;
+  readonly reshard: readonly number[] | undefined;
 }
 
 export const instanceIdOf = (stageId: string, shardId: string) => `${stageId}:${shardId}`;
@@ -145,6 +148,13 @@ export class StageInstance {
   private readonly recordMeta = new InnerRecordMeta();
   /** position of the record being processed (the frontier) */
   private current: string | undefined;
+  /** stages whose input stream is resharded after the current epoch's checkpoint */
+  private reshard: readonly number[] = [];
+  /**
+   * Set while this instance stands for a closed parent shard, replayed only to hand a child shard
+   * its state: data envelopes of key groups the child does not own (0) are skipped.
+   */
+  private ownedKeyGroups: Uint8Array | undefined;
 
   processingTime = 0;
   watermark = Number.NEGATIVE_INFINITY;
@@ -192,7 +202,7 @@ export class StageInstance {
       const target = this.plan.stages.find((s) => s.id === op.exchange!.toStage)!;
       const stream = this.names.streamOf(target);
       const shards = await this.ports.shards.openShards(stream);
-      this.outbox.addDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism));
+      this.outbox.addDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism), this.plan.stages.indexOf(target));
     }
     this.chain = compileChain(
       this.job,
@@ -215,7 +225,8 @@ export class StageInstance {
     const { rows, extras } = decodeDelta(await this.ports.control.readDelta(pointer.delta));
     await this.ports.state.applyRows(pointer.checkpointId, this.fence, rows);
     this.epoch = pointer.checkpointId;
-    this.outbox.startEpoch(pointer.checkpointId);
+    this.reshard = extras?.reshard ?? [];
+    this.outbox.startEpoch(pointer.checkpointId, this.reshard);
     this.skipThrough = pointer.replayPoint;
     if (extras) {
       for (const [domain, operatorId, key, keyGroup, time] of extras.timers) this.timers.add({ domain, operatorId, key, keyGroup, time });
@@ -266,7 +277,7 @@ export class StageInstance {
       if (control.kind === 'barrier' && control.checkpointId > this.epoch) {
         this.sourceTick(control.time);
         this.emitSourceWatermark(true);
-        await this.snapshot(control.checkpointId, control.topology, control.savepoint, { from: 'after', sequenceNumber: r.sequenceNumber });
+        await this.snapshot(control.checkpointId, control.topology, control.savepoint, { from: 'after', sequenceNumber: r.sequenceNumber }, control.reshard);
       } else if (control.kind === 'tick') {
         this.sourceTick(control.time);
       } else if (control.kind === 'end') {
@@ -364,8 +375,10 @@ export class StageInstance {
       const p = decodePacketViews(r.data, makeDataUnit);
       const units: Unit[] = [];
       const envelopes = p.envelopes;
+      const owned = this.ownedKeyGroups;
       for (let index = 0; index < envelopes.length; index++) {
         const env = envelopes[index]!;
+        if (owned !== undefined && env.kind === 'data' && owned[env.keyGroup] !== 1) continue;
         if (env.kind !== 'barrier' && (env.epoch >= this.epoch || this.atLeastOnce)) {
           if (env instanceof DataUnit) {
             // a data envelope is its own unit
@@ -465,7 +478,7 @@ export class StageInstance {
         if (env.checkpointId <= this.epoch) continue;
         let bs = this.barriers.get(env.checkpointId);
         if (!bs) this.barriers.set(env.checkpointId, (bs = new Map()));
-        if (!bs.has(p.producer)) bs.set(p.producer, { count: env.count, topology: env.topology, savepoint: env.savepoint });
+        if (!bs.has(p.producer)) bs.set(p.producer, { count: env.count, topology: env.topology, savepoint: env.savepoint, reshard: env.reshard });
         if (env.checkpointId > this.epoch + 1) this.futureBarriers.push({ n: env.checkpointId, position: r.sequenceNumber });
         await this.alignLoop();
         continue;
@@ -621,14 +634,22 @@ export class StageInstance {
   private async alignLoop(): Promise<void> {
     while (this.canAlign()) {
       const n = this.epoch + 1;
-      const info = this.barriers.get(n)!.values().next().value as BarrierInfo;
+      const bs = this.barriers.get(n)!;
+      const info = bs.values().next().value as BarrierInfo;
       let rp = this.current!;
       for (const h of this.held) if (compareSeq(h.position, rp) < 0) rp = h.position;
       for (const f of this.futureBarriers) if (f.n > n && compareSeq(f.position, rp) < 0) rp = f.position;
       if (this.spilledFrom !== undefined && compareSeq(this.spilledFrom, rp) < 0) rp = this.spilledFrom;
       this.barriers.delete(n);
       this.futureBarriers = this.futureBarriers.filter((f) => f.n > n);
-      await this.snapshot(n, info.topology, info.savepoint, { from: 'at', sequenceNumber: rp });
+      // every producer of the checkpoint's topology sent barrier n: one that did not was a parent
+      // shard's instance upstream, retired by a reshard — its last watermark must not hold ours back.
+      // Dropped before the barrier goes on, so what it fires belongs to epoch n-1 (and replays alike).
+      const retired = [...this.channels.keys()].filter((p) => !bs.has(p));
+      for (const p of retired) this.channels.delete(p);
+      for (const p of [...this.ended]) if (!bs.has(p)) this.ended.delete(p);
+      if (retired.length) await this.advanceWatermark();
+      await this.snapshot(n, info.topology, info.savepoint, { from: 'at', sequenceNumber: rp }, info.reshard);
       // forget what only older epochs needed
       for (const k of [...this.seen.keys()]) if (Number(k.slice(k.lastIndexOf('|') + 1)) < n) this.seen.delete(k);
       for (const k of [...this.received.keys()]) if (Number(k.slice(k.lastIndexOf('|') + 1)) < n) this.received.delete(k);
@@ -661,12 +682,112 @@ export class StageInstance {
     this.lastPosition = lastPosition;
   }
 
+  // ---------------------------------------------------------------- resharding
+
+  /**
+   * A barrier's topology announces a destination stream with another number of shards (it was
+   * resharded after the previous checkpoint): forward the barrier to the new shards. The coordinator
+   * injects the barrier only once the reshard is done, so ListShards already shows them.
+   */
+  private async refreshDestinations(topology: readonly number[]): Promise<void> {
+    for (const op of this.stage.operators) {
+      if (!op.exchange) continue;
+      const target = this.plan.stages.find((s) => s.id === op.exchange!.toStage)!;
+      const want = topology[this.plan.stages.indexOf(target)];
+      if (!want || this.outbox.destination(target.id).shards.length === want) continue;
+      const stream = this.names.streamOf(target);
+      let shards = await this.ports.shards.openShards(stream);
+      for (let attempt = 0; shards.length !== want && attempt < 20; attempt++) {
+        await new Promise((r) => setTimeout(r, 250));
+        shards = await this.ports.shards.openShards(stream);
+      }
+      if (shards.length !== want) {
+        throw new SluiceError(`${this.id}: ${stream} has ${shards.length} open shards, checkpoint topology says ${want}`, 'TOPOLOGY_MISMATCH', true);
+      }
+      this.outbox.replaceDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism));
+      this.ports.telemetry.log('info', 'destination resharded: barriers and records go to its new shards', { instance: this.id, stream, shards: shards.length });
+    }
+  }
+
+  /**
+   * Makes this instance stand for a closed parent shard, replayed only so that a child shard can take
+   * over its state: data of key groups the child does not own is skipped, what it emits is dropped
+   * by the caller (the parent wrote all of it before its shard closed), and it never snapshots.
+   */
+  standForChild(ownedKeyGroups: readonly number[]): void {
+    const mask = new Uint8Array(this.plan.maxParallelism);
+    for (const g of ownedKeyGroups) mask[g] = 1;
+    this.ownedKeyGroups = mask;
+  }
+
+  /**
+   * Starts a child shard's instance from its parents, each restored and replayed to the end of its
+   * closed shard (see standForChild). Streams are resharded only at a checkpoint boundary, so every
+   * parent is in the same epoch with nothing held back; the child goes on with that epoch as a new
+   * producer. Keyed state, timers and dedupe sets come from the key groups the child owns; operator
+   * lists are dealt out by their mode; broadcast state is the same everywhere.
+   */
+  adoptParents(parents: ReadonlyArray<{ readonly instance: StageInstance; readonly childIndex: number; readonly children: number }>): void {
+    const first = parents[0]!.instance;
+    for (const { instance: p } of parents) {
+      if (p.epoch !== first.epoch) {
+        throw new SluiceError(`${this.id}: parent shards are in epochs ${first.epoch} and ${p.epoch}; a stream is resharded only at a checkpoint boundary`, 'RESHARD_INVALID');
+      }
+      if (p.held.length || p.barriers.size || p.spilledFrom !== undefined) {
+        throw new SluiceError(`${this.id}: parent ${p.id} was still aligning a checkpoint when its shard closed`, 'RESHARD_INVALID');
+      }
+    }
+    this.epoch = first.epoch;
+    this.reshard = first.reshard;
+    this.outbox.startEpoch(this.epoch, this.reshard);
+    this.lastTopology = first.lastTopology;
+    this.watermark = Math.min(...parents.map((p) => p.instance.watermark));
+    this.processingTime = Math.max(...parents.map((p) => p.instance.processingTime));
+    this.finished = parents.every((p) => p.instance.finished);
+    this.broadcastState.load(first.broadcastState.toJSON());
+    const shares: OperatorListRow[][] = [];
+    for (const { instance: p, childIndex, children } of parents) {
+      const mask = p.ownedKeyGroups;
+      this.state.adoptDirty(p.state.dirtyRows().filter((r) => !mask || mask[r.keyGroup] === 1));
+      for (const [domain, operatorId, key, keyGroup, time] of p.timers.toJSON()) {
+        if (!mask || mask[keyGroup] === 1) this.timers.add({ domain, operatorId, key, keyGroup, time });
+      }
+      for (const [producer, c] of p.channels) {
+        const mine = this.channels.get(producer);
+        this.channels.set(producer, mine ? { wm: Math.min(mine.wm, c.wm), idle: mine.idle && c.idle } : { ...c });
+      }
+      for (const [channel, seqs] of p.seen) {
+        let mine = this.seen.get(channel);
+        if (!mine) this.seen.set(channel, (mine = new SeqSet()));
+        for (const q of seqs) mine.add(q);
+      }
+      for (const e of p.ended) this.ended.add(e);
+      shares.push(redistributeOperatorLists([p.operatorState.toJSON()], children)[childIndex]!);
+      if (this.source) {
+        // a merged source claims no more event time than the slower parent did
+        const c = p.sourceClock;
+        const mine = this.sourceClock;
+        this.sourceClock =
+          p === first
+            ? { ...c }
+            : { maxTs: Math.min(mine.maxTs, c.maxTs), emitted: Math.min(mine.emitted, c.emitted), idle: mine.idle && c.idle, lastActive: Math.max(mine.lastActive, c.lastActive), dataSinceTick: mine.dataSinceTick || c.dataSinceTick };
+      }
+    }
+    // a channel's count is the number of distinct records it delivered
+    for (const [channel, seqs] of this.seen) this.received.set(channel, seqs.size);
+    this.operatorState.load(redistributeOperatorLists(shares, 1)[0]!);
+    this.lastChannelSeen = undefined;
+  }
+
   // ---------------------------------------------------------------- snapshots
 
-  private async snapshot(n: number, topology: readonly number[], savepoint: boolean, replayPoint: ReplayPoint): Promise<void> {
+  private async snapshot(n: number, topology: readonly number[], savepoint: boolean, replayPoint: ReplayPoint, reshard: readonly number[] = []): Promise<void> {
+    if (this.ownedKeyGroups) throw new SluiceError(`${this.id}: a barrier past the last snapshot of a resharded parent shard`, 'RESHARD_INVALID');
     const started = Date.now();
-    this.outbox.closeEpoch(n, topology, savepoint);
+    await this.refreshDestinations(topology);
+    this.outbox.closeEpoch(n, topology, savepoint, reshard);
     this.epoch = n;
+    this.reshard = reshard;
     // the barrier and everything before it must be accepted downstream before the snapshot is durable
     await this.drain();
     const rows = this.state.dirtyRows();
@@ -680,6 +801,7 @@ export class StageInstance {
       finished: this.finished,
       broadcast: this.broadcastState.toJSON(),
       operatorLists: this.operatorState.toJSON(),
+      ...(reshard.length ? { reshard: [...reshard] } : {}),
     });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     await this.ports.control.publishSnapshot(this.id, this.fence, {

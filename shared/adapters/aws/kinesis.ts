@@ -52,6 +52,10 @@ export class KinesisShardDirectory implements ShardDirectory {
   async openShards(stream: string): Promise<readonly ShardInfo[]> {
     return (await listAllShards(this.clients, stream)).filter((s) => s.endingSequenceNumber === undefined);
   }
+
+  allShards(stream: string): Promise<readonly ShardInfo[]> {
+    return listAllShards(this.clients, stream);
+  }
 }
 
 export class KinesisStreamWriter implements StreamWriter {

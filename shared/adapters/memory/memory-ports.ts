@@ -444,6 +444,10 @@ export class MemoryShardDirectory implements ShardDirectory {
       this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined),
     );
   }
+
+  async allShards(stream: string): Promise<readonly ShardInfo[]> {
+    return serviceCall(this.kinesis.faults, 'shards.openShards', { stream }, () => this.kinesis.listShards(stream));
+  }
 }
 
 /** Like KinesisStreamWriter: chunks within PutRecords' limits, retries only rejected entries until all are accepted. */
@@ -1027,7 +1031,10 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
       getRows: wrap('state.getRows', (ids: readonly StateRowId[]) => state.getRows(ids), (ids) => ({ size: ids.length })),
       applyRows: wrap('state.applyRows', (n: number, f: number, rows: readonly StateRow[]) => state.applyRows(n, f, rows), (checkpointId, _f, rows) => ({ checkpointId, size: rows.length })),
     },
-    shards: { openShards: wrap('shards.openShards', (s: string) => shards.openShards(s), (stream) => ({ stream })) },
+    shards: {
+      openShards: wrap('shards.openShards', (s: string) => shards.openShards(s), (stream) => ({ stream })),
+      allShards: wrap('shards.openShards', (s: string) => shards.allShards(s), (stream) => ({ stream })),
+    },
     writer: { putAll: wrap('writer.putAll', (s: string, r: readonly OutgoingRecord[]) => writer.putAll(s, r), (stream, r) => ({ stream, size: r.length })) },
     reader: {
       read(stream, shardId, from, until) {
