@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { hashKeyOfEvenShard, hashKeyOfKeyGroup, keyFromString, keyGroupOf, keyGroupsOfHashRange, keyString, murmur3 } from './key-groups.js';
+import { hashKeyOfEvenShard, hashKeyOfKeyGroup, keyFromString, keyGroupOf, keyGroupsOfHashRange, keyString, murmur3, murmur3String } from './key-groups.js';
 
 const HASH_SPACE = 1n << 128n;
 const utf8 = (s: string) => new TextEncoder().encode(s);
@@ -35,6 +35,27 @@ describe('murmur3 (x86, 32-bit)', () => {
       expect(murmur3(input, seed)).toBe(expected);
     });
   }
+
+  it('hashes a string as its UTF-8 bytes, bit for bit, for any unicode string (lone surrogates too)', () => {
+    const lone = fc.constantFrom('\ud800', '\udbff', '\udc00', '\udfff', 'a\ud83d', '\ude00b');
+    const text = fc.oneof(
+      fc.string({ unit: 'binary', maxLength: 40 }),
+      fc.string({ unit: 'grapheme', maxLength: 12 }),
+      fc.string({ maxLength: 40 }),
+      fc.array(fc.oneof(fc.string({ unit: 'binary', maxLength: 5 }), lone), { maxLength: 8 }).map((xs) => xs.join('')),
+    );
+    fc.assert(
+      fc.property(text, fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 0xffffffff })), (s, seed) => {
+        expect(murmur3String(s, seed)).toBe(murmur3(utf8(s), seed));
+        expect(murmur3String(s)).toBe(murmur3(utf8(s)));
+      }),
+      { numRuns: 2000 },
+    );
+    for (const [, input, seed, expected] of vectors) {
+      const s = new TextDecoder('utf-8', { fatal: false }).decode(input);
+      if (utf8(s).length === input.length && utf8(s).every((b, i) => b === input[i])) expect(murmur3String(s, seed)).toBe(expected);
+    }
+  });
 
   it('is an unsigned 32-bit integer, and the default seed is 0', () => {
     fc.assert(

@@ -25,10 +25,10 @@ import { jsonSerializer } from '../api/serializers.js';
 import type { Collector, Key, OnTimerContext, OutputTag, RecordContext, TimerService } from '../api/types.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { encodePayload } from '../codec/payload.js';
-import { keyFromString, keyString } from '../plan/key-groups.js';
+import { keyFromString, keyGroupOf, keyString } from '../plan/key-groups.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import { keyGroupOfKey, type KeyedStateCache } from './keyed-state.js';
+import type { KeyedStateCache } from './keyed-state.js';
 import type { Outbox } from './outbox.js';
 import { seededRandom } from './random.js';
 import type { Timer, TimerIndex, TimeDomain } from './timers.js';
@@ -68,7 +68,52 @@ export interface CompiledChain {
   readonly lateDropped: () => number;
 }
 
+/** a key's windows in state: [start, end, accumulator or elements], sorted by start */
+type Windows = Array<[number, number, unknown]>;
+
 const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
+
+const mod = (a: number, b: number) => ((a % b) + b) % b;
+
+/** The meta of a firing timer: its id (which seeds `ctx.random()`) is spelled out only when asked for. */
+class TimerMeta implements RecordMeta {
+  readonly timestamp: number;
+  readonly key: string;
+  readonly keyGroup: number;
+  constructor(
+    private readonly opId: string,
+    private readonly timer: Timer,
+  ) {
+    this.timestamp = timer.time;
+    this.key = timer.key;
+    this.keyGroup = timer.keyGroup;
+  }
+  get recordId(): string {
+    return `timer/${this.opId}/${this.timer.key}/${this.timer.time}`;
+  }
+}
+
+/**
+ * The meta of a window's result: the firing record's or timer's, at the window's last instant. The
+ * source meta is only read while the result is pushed (metas are valid only during the call), and
+ * its id is asked for only if a function wants `ctx.random()`.
+ */
+class WindowResultMeta implements RecordMeta {
+  readonly key: string | undefined;
+  readonly keyGroup: number;
+  readonly input: number | undefined;
+  constructor(
+    private readonly src: RecordMeta,
+    readonly timestamp: number,
+  ) {
+    this.key = src.key;
+    this.keyGroup = src.keyGroup;
+    this.input = src.input;
+  }
+  get recordId(): string {
+    return this.src.recordId;
+  }
+}
 
 export function nodesById(job: Job): Map<string, LogicalNode> {
   return new Map(job.nodes.map((n) => [n.id, n]));
@@ -102,7 +147,7 @@ export function compileChain(
   ) => {
     if (!onTimer) return;
     timerHandlers.set(opId, (t) => {
-      const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
+      const meta = new TimerMeta(opId, t);
       onTimer(t.time, contextFor(t, meta), out);
     });
   };
@@ -186,20 +231,17 @@ export function compileChain(
       private readonly key: string,
       private readonly kg: number,
     ) {}
-    private timer(domain: TimeDomain, time: number): Timer {
-      return { domain, operatorId: this.opId, key: this.key, keyGroup: this.kg, time };
-    }
     registerEventTimeTimer(t: number): void {
-      timers.add(this.timer('event-time', t));
+      timers.register('event-time', this.opId, this.key, this.kg, t);
     }
     deleteEventTimeTimer(t: number): void {
-      timers.delete(this.timer('event-time', t));
+      timers.remove('event-time', this.opId, this.key, t);
     }
     registerProcessingTimeTimer(t: number): void {
-      timers.add(this.timer('processing-time', t));
+      timers.register('processing-time', this.opId, this.key, this.kg, t);
     }
     deleteProcessingTimeTimer(t: number): void {
-      timers.delete(this.timer('processing-time', t));
+      timers.remove('processing-time', this.opId, this.key, t);
     }
   }
 
@@ -209,7 +251,7 @@ export function compileChain(
     private ts: Timers | undefined = undefined;
     constructor(
       meta: RecordMeta,
-      private readonly _op: KeyedOperator,
+      protected readonly _op: KeyedOperator,
       domain?: TimeDomain,
     ) {
       super(meta);
@@ -246,11 +288,40 @@ export function compileChain(
       this._op.side.get(tag.id)?.(value, this._meta);
     }
   }
-  const keyedContext = (op: KeyedOperator, meta: RecordMeta, domain?: TimeDomain): OnTimerContext<Key> => new KeyedCtx(meta, op, domain);
-  /** one keyed context per operator (and path: records, timers), pointed at each record */
-  const reusableKeyedContext = (op: KeyedOperator) => {
-    const ctx = new KeyedCtx(NO_META, op);
-    return (meta: RecordMeta, domain?: TimeDomain): OnTimerContext<Key> => ctx.rebindKeyed(meta, domain);
+  /** the keyed context of `broadcastProcess`' keyed input: broadcast state, read only */
+  class KeyedBroadcastCtx extends KeyedCtx {
+    getBroadcastState<K, V>(d: MapStateDescriptor<K & (string | number), V>) {
+      return broadcast.readOnly(this._op.opId, d);
+    }
+  }
+
+  /**
+   * What `process`, `coProcess` and `broadcastProcess` share: the declared state, a collector into
+   * the main output for the record or timer at hand, `onTimer` routing, and one keyed context per
+   * path (records, timers) pointed at each record or timer in turn. `element` handles a record with
+   * the record's context.
+   */
+  const keyedFunction = <C extends KeyedCtx>(
+    node: { readonly id: string; readonly state: readonly StateDescriptor<unknown>[] },
+    fn: { onTimer?(time: number, ctx: OnTimerContext<Key>, out: Collector<unknown>): void },
+    next: Push,
+    side: Map<string, Push>,
+    element: (v: unknown, m: RecordMeta, ctx: C, out: Collector<unknown>) => void,
+    Ctx: new (meta: RecordMeta, op: KeyedOperator) => C,
+  ): Push => {
+    const op = keyedOperator(node.id, new Set(node.state.map((d) => d.name)), side);
+    let current: RecordMeta | undefined;
+    const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+    const elementCtx = new Ctx(NO_META, op);
+    const timerCtx = new KeyedCtx(NO_META, op);
+    onTimers(node.id, fn.onTimer?.bind(fn), (t, meta) => {
+      current = meta;
+      return timerCtx.rebindKeyed(meta, t.domain);
+    }, collector);
+    return (v, m) => {
+      current = m;
+      element(v, m, elementCtx.rebindKeyed(m), collector);
+    };
   };
 
   // compile from the exits backwards so every operator finds its consumers compiled
@@ -292,65 +363,35 @@ export function compileChain(
           const selector = node.keySelector!;
           return (v, m) => {
             const key = keyString(selector(v));
-            outbox.emitKeyed(toStage, keyGroupOfKey(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
+            outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
           };
         }
         if (node.partitioning === 'broadcast') return (v, m) => outbox.emitBroadcast(toStage, m.timestamp, encodePayload(v), input);
         return (v, m) => outbox.emitRebalance(toStage, m.timestamp, encodePayload(v), input);
       }
+      case 'process': {
+        const fn = node.fn;
+        return keyedFunction(node, fn, next, side, (v, _m, ctx, out) => fn.processElement(v, ctx, out), KeyedCtx);
+      }
       case 'coProcess': {
         const fn = node.fn;
-        const opId = node.id;
-        const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
-        let current: RecordMeta | undefined;
-        const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
-        onTimers(opId, fn.onTimer?.bind(fn), (t, meta) => {
-          current = meta;
-          return keyedContext(op, meta, t.domain);
-        }, collector);
-        return (v, m) => {
-          current = m;
-          const ctx = keyedContext(op, m);
-          if (m.input === 1) fn.processElement2(v, ctx, collector);
-          else fn.processElement1(v, ctx, collector);
-        };
+        return keyedFunction(node, fn, next, side, (v, m, ctx, out) => (m.input === 1 ? fn.processElement2(v, ctx, out) : fn.processElement1(v, ctx, out)), KeyedCtx);
       }
       case 'broadcastProcess': {
         const fn = node.fn;
         const opId = node.id;
-        const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
-        let current: RecordMeta | undefined;
-        const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
-        onTimers(opId, fn.onTimer?.bind(fn), (t, meta) => {
-          current = meta;
-          return keyedContext(op, meta, t.domain);
-        }, collector);
-        // contexts keep their methods on their prototypes: add to them, do not spread them
-        return (v, m) => {
-          current = m;
-          if (m.input === 1) {
-            fn.processBroadcastElement(v, Object.assign(context(m), { getBroadcastState: <K, V>(d: MapStateDescriptor<K & (string | number), V>) => broadcast.writable(opId, d) }), collector);
-          } else {
-            fn.processElement(v, Object.assign(keyedContext(op, m), { getBroadcastState: <K, V>(d: MapStateDescriptor<K & (string | number), V>) => broadcast.readOnly(opId, d) }), collector);
-          }
-        };
-      }
-      case 'process': {
-        const fn = node.fn;
-        const opId = node.id;
-        const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side);
-        let current: RecordMeta | undefined;
-        const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
-        const elementCtx = reusableKeyedContext(op);
-        const timerCtx = reusableKeyedContext(op);
-        onTimers(opId, fn.onTimer?.bind(fn), (t, meta) => {
-          current = meta;
-          return timerCtx(meta, t.domain);
-        }, collector);
-        return (v, m) => {
-          current = m;
-          fn.processElement(v, elementCtx(m), collector);
-        };
+        // the broadcast input has no key: a plain context, with broadcast state to write
+        return keyedFunction(
+          node,
+          fn,
+          next,
+          side,
+          (v, m, ctx, out) => {
+            if (m.input === 1) fn.processBroadcastElement(v, Object.assign(context(m), { getBroadcastState: <K, V>(d: MapStateDescriptor<K & (string | number), V>) => broadcast.writable(opId, d) }), out);
+            else fn.processElement(v, ctx, out);
+          },
+          KeyedBroadcastCtx,
+        );
       }
       case 'operatorProcess': {
         const fn = node.fn;
@@ -402,8 +443,7 @@ export function compileChain(
     const lateOut = node.lateTag ? side.get(node.lateTag) : undefined;
 
     const emit = (meta: RecordMeta, w: TimeWindow, acc: unknown) => {
-      // (the runtime's metas spell their id out on demand: copy the fields, do not spread)
-      const out: RecordMeta = { timestamp: w.end - 1, recordId: meta.recordId, key: meta.key, keyGroup: meta.keyGroup, ...(meta.input !== undefined ? { input: meta.input } : {}) };
+      const out = new WindowResultMeta(meta, w.end - 1);
       const key = keyFromString(meta.key!);
       if (f.type === 'process') {
         f.fn.process(key, w, acc as unknown[], { collect: (v) => next(v, out) });
@@ -432,37 +472,78 @@ export function compileChain(
           return [...(x as unknown[]), ...(y as unknown[])];
       }
     };
-    const timer = (key: string, kg: number, time: number): Timer => ({ domain: 'event-time', operatorId: opId, key, keyGroup: kg, time });
-    const schedule = (key: string, kg: number, w: TimeWindow) => {
-      timers.add(timer(key, kg, w.end - 1));
-      if (lateness > 0) timers.add(timer(key, kg, w.end - 1 + lateness));
+    const schedule = (key: string, kg: number, end: number) => {
+      timers.register('event-time', opId, key, kg, end - 1);
+      if (lateness > 0) timers.register('event-time', opId, key, kg, end - 1 + lateness);
     };
-    const unschedule = (key: string, w: TimeWindow) => {
-      timers.delete({ domain: 'event-time', operatorId: opId, key, time: w.end - 1 });
-      if (lateness > 0) timers.delete({ domain: 'event-time', operatorId: opId, key, time: w.end - 1 + lateness });
+    const unschedule = (key: string, end: number) => {
+      timers.remove('event-time', opId, key, end - 1);
+      if (lateness > 0) timers.remove('event-time', opId, key, end - 1 + lateness);
+    };
+    const late = (v: unknown, m: RecordMeta, ts: number, wm: number) => {
+      // no window took the record: it is late (as Flink decides it: only when every window skipped it)
+      if (ts + lateness <= wm) {
+        if (lateOut) lateOut(v, m);
+        else lateDropped++;
+      }
     };
 
     timerHandlers.set(opId, (t) => {
-      const s = state.valueState(opId, t.key, t.keyGroup, d);
-      const list = s.value() ?? [];
-      const meta: RecordMeta = { timestamp: t.time, recordId: `timer/${opId}/${t.key}/${t.time}`, key: t.key, keyGroup: t.keyGroup };
-      const keep: Array<[number, number, unknown]> = [];
-      for (const [start, end, acc] of list) {
-        const w = { start, end };
-        if (end - 1 === t.time) emit(meta, w, acc);
+      const list = (state.read(opId, t.key, t.keyGroup, d) as Windows | undefined) ?? [];
+      const meta = new TimerMeta(opId, t);
+      let kept = 0;
+      for (const e of list) {
+        const end = e[1];
+        if (end - 1 === t.time) emit(meta, { start: e[0], end }, e[2]);
         // purge once the window can no longer receive records
-        if (end - 1 + lateness > t.time) keep.push([start, end, acc]);
+        if (end - 1 + lateness > t.time) kept++;
       }
-      if (keep.length) s.update(keep);
-      else s.clear();
+      state.write(opId, t.key, t.keyGroup, d, kept === 0 ? undefined : kept === list.length ? list : list.filter((e) => e[1] - 1 + lateness > t.time));
     });
+
+    if (a.kind === 'tumbling') {
+      // one window per record: the key's list is updated in place (the accumulator is computed
+      // first, so a function that throws leaves the state as it was)
+      const { sizeMs, offsetMs } = a;
+      return (v, m) => {
+        const ts = m.timestamp;
+        if (ts === undefined) throw new Error(`window ${opId} needs event time: give the source a \`timestamp\` function`);
+        const wm = clock.watermark();
+        const start = ts - mod(ts - offsetMs, sizeMs);
+        const end = start + sizeMs;
+        if (end - 1 + lateness <= wm) return late(v, m, ts, wm); // the window is gone
+        const key = m.key!;
+        let list = state.read(opId, key, m.keyGroup, d) as Windows | undefined;
+        let e: Windows[number] | undefined;
+        if (list) {
+          for (let j = 0; j < list.length; j++) {
+            if (list[j]![0] === start && list[j]![1] === end) {
+              e = list[j]!;
+              break;
+            }
+          }
+        }
+        if (e) {
+          e[2] = add(e[2], v);
+          // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
+          if (lateness > 0) schedule(key, m.keyGroup, end);
+        } else {
+          e = [start, end, add(undefined, v)];
+          (list ??= []).push(e);
+          if (list.length > 1) list.sort(byWindow);
+          schedule(key, m.keyGroup, end);
+        }
+        state.write(opId, key, m.keyGroup, d, list);
+        // a late-but-allowed record updates a window that already fired: fire it again
+        if (end - 1 <= wm) emit(m, { start, end }, e[2]);
+      };
+    }
 
     return (v, m) => {
       const ts = m.timestamp;
       if (ts === undefined) throw new Error(`window ${opId} needs event time: give the source a \`timestamp\` function`);
       const wm = clock.watermark();
-      const s = state.valueState(opId, m.key!, m.keyGroup, d);
-      let list = [...(s.value() ?? [])];
+      let list: Windows = [...((state.read(opId, m.key!, m.keyGroup, d) as Windows | undefined) ?? [])];
       const fireNow: TimeWindow[] = [];
       let changed = false;
       for (const w0 of assignWindows(a, ts)) {
@@ -476,7 +557,7 @@ export function compileChain(
           const rest: typeof list = [];
           for (const [st, en, x] of list) {
             if (st < w.end && w.start < en) {
-              unschedule(m.key!, { start: st, end: en });
+              unschedule(m.key!, en);
               acc = merge(x, acc);
               w = { start: Math.min(st, w.start), end: Math.max(en, w.end) };
             } else rest.push([st, en, x]);
@@ -496,20 +577,13 @@ export function compileChain(
         }
         // a window already in the state has its timer: without lateness nothing fired or removed it
         // (it would be gone), so adding it again would change nothing
-        if (!existed || lateness > 0) schedule(m.key!, m.keyGroup, w);
+        if (!existed || lateness > 0) schedule(m.key!, m.keyGroup, w.end);
         // a late-but-allowed record updates a window that already fired: fire it again
         if (w.end - 1 <= wm) fireNow.push(w);
       }
-      if (!changed) {
-        // no window took the record: it is late (as Flink decides it: only when every window skipped it)
-        if (ts + lateness <= wm) {
-          if (lateOut) lateOut(v, m);
-          else lateDropped++;
-        }
-        return;
-      }
+      if (!changed) return late(v, m, ts, wm);
       if (list.length > 1) list.sort(byWindow);
-      s.update(list);
+      state.write(opId, m.key!, m.keyGroup, d, list);
       for (const w of fireNow) {
         const e = list.find(([st, en]) => st === w.start && en === w.end);
         if (e) emit(m, w, e[2]);

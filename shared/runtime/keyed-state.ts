@@ -24,44 +24,8 @@ import type {
 import { keyGroupOf } from '../plan/key-groups.js';
 import type { StateRow, StateRowId } from './ports.js';
 
-/**
- * `keyGroupOf(key, maxParallelism)` without encoding the key first: for a key of ASCII characters
- * (their UTF-8 bytes are their char codes) MurmurHash3 runs on the string itself; any other key
- * takes `keyGroupOf`. The same key group either way.
- */
-export function keyGroupOfKey(key: string, maxParallelism: number): number {
-  const n = key.length;
-  for (let i = 0; i < n; i++) if (key.charCodeAt(i) > 0x7f) return keyGroupOf(key, maxParallelism);
-  let h = 0;
-  const blocks = n & ~3;
-  for (let i = 0; i < blocks; i += 4) {
-    let k = key.charCodeAt(i) | (key.charCodeAt(i + 1) << 8) | (key.charCodeAt(i + 2) << 16) | (key.charCodeAt(i + 3) << 24);
-    k = Math.imul(k, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  const tail = n & 3;
-  if (tail) {
-    let k = 0;
-    if (tail >= 3) k ^= key.charCodeAt(blocks + 2) << 16;
-    if (tail >= 2) k ^= key.charCodeAt(blocks + 1) << 8;
-    k ^= key.charCodeAt(blocks);
-    k = Math.imul(k, 0xcc9e2d51);
-    k = (k << 15) | (k >>> 17);
-    k = Math.imul(k, 0x1b873593);
-    h ^= k;
-  }
-  h ^= n;
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return (h >>> 0) % maxParallelism;
-}
+/** The key group of a key: `keyGroupOf`, under the name the engine's callers use. */
+export const keyGroupOfKey = keyGroupOf;
 
 /** Marks a state that is cleared or was never set. */
 const ABSENT: unique symbol = Symbol('absent');
@@ -88,6 +52,8 @@ export class KeyEntry {
   constructor(
     readonly keyGroup: number,
     slots: number,
+    /** the key, as the cache holds it: records of the key can use this string instead of their own copy */
+    readonly key: string,
   ) {
     if (slots > 1) {
       this.more = new Array<unknown>(slots - 1).fill(ABSENT);
@@ -168,8 +134,8 @@ export class KeyedStateCache {
     return i;
   }
 
-  private newEntry(operatorId: string, keyGroup: number): KeyEntry {
-    return new KeyEntry(keyGroup, this.slots.get(operatorId)?.descriptors.length ?? 0);
+  private newEntry(operatorId: string, keyGroup: number, key: string): KeyEntry {
+    return new KeyEntry(keyGroup, this.slots.get(operatorId)?.descriptors.length ?? 0, key);
   }
 
   has(operatorId: string, key: string): boolean {
@@ -213,7 +179,7 @@ export class KeyedStateCache {
     for (const id of ids) {
       const row = byId.get(`${id.operatorId}\u0000${id.key}`);
       const descs = this.descriptors.get(id.operatorId);
-      const e = this.newEntry(id.operatorId, id.keyGroup);
+      const e = this.newEntry(id.operatorId, id.keyGroup, id.key);
       if (row && descs) {
         for (const [name, bytes] of Object.entries(row.values)) {
           const d = descs.get(name);
@@ -246,7 +212,7 @@ export class KeyedStateCache {
     let e = m.get(key);
     if (!e) {
       // not prefetched: only possible for a key with no state (prefetch loads every key of a batch)
-      e = this.newEntry(operatorId, keyGroup);
+      e = this.newEntry(operatorId, keyGroup, key);
       m.set(key, e);
     }
     this.lastEntryOp = operatorId;
@@ -276,6 +242,19 @@ export class KeyedStateCache {
   /** @internal used by Cell */
   touch(operatorId: string, key: string, e: KeyEntry): void {
     this.markDirty(operatorId, key, e);
+  }
+
+  /**
+   * A state's value without a handle, for the engine's own operators (windows, reduce): TTL applies
+   * as through a handle; `undefined` when absent (no default value).
+   */
+  read(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>): unknown {
+    return cellGet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name));
+  }
+
+  /** Writes a state's value without a handle (`undefined` clears it). */
+  write(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>, v: unknown): void {
+    cellSet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name), v === undefined ? ABSENT : v);
   }
 
   valueState<T>(operatorId: string, key: string, keyGroup: number, d: ValueStateDescriptor<T>): ValueState<T> {
@@ -400,38 +379,44 @@ class Cell<T> {
   ) {}
 
   get(): T | undefined {
-    const e = this.e;
-    const name = this.d.name;
-    const v = slotGet(e, this.slot, name);
-    if (v === ABSENT) return undefined;
-    const ttl = this.d.ttl;
-    if (ttl) {
-      const t = touchedGet(e, this.slot, name) ?? 0;
-      if (this.cache.now() - t >= ttl.ttlMs) {
-        slotSet(e, this.slot, name, ABSENT);
-        touchedSet(e, this.slot, name, undefined);
-        this.cache.touch(this.operatorId, this.key, e);
-        return undefined;
-      }
-      if (ttl.update === 'on-read-and-write') {
-        touchedSet(e, this.slot, name, this.cache.now());
-        this.cache.touch(this.operatorId, this.key, e);
-      }
-    }
-    return v as T;
+    return cellGet(this.cache, this.e, this.operatorId, this.key, this.d, this.slot) as T | undefined;
   }
 
   set(v: T): void {
-    slotSet(this.e, this.slot, this.d.name, v);
-    if (this.d.ttl) touchedSet(this.e, this.slot, this.d.name, this.cache.now());
-    this.cache.touch(this.operatorId, this.key, this.e);
+    cellSet(this.cache, this.e, this.operatorId, this.key, this.d, this.slot, v);
   }
 
   clear(): void {
-    slotSet(this.e, this.slot, this.d.name, ABSENT);
-    touchedSet(this.e, this.slot, this.d.name, undefined);
-    this.cache.touch(this.operatorId, this.key, this.e);
+    cellSet(this.cache, this.e, this.operatorId, this.key, this.d, this.slot, ABSENT);
   }
+}
+
+function cellGet(cache: KeyedStateCache, e: KeyEntry, operatorId: string, key: string, d: StateDescriptor<unknown>, slot: number): unknown {
+  const name = d.name;
+  const v = slotGet(e, slot, name);
+  if (v === ABSENT) return undefined;
+  const ttl = d.ttl;
+  if (ttl) {
+    const t = touchedGet(e, slot, name) ?? 0;
+    if (cache.now() - t >= ttl.ttlMs) {
+      slotSet(e, slot, name, ABSENT);
+      touchedSet(e, slot, name, undefined);
+      cache.touch(operatorId, key, e);
+      return undefined;
+    }
+    if (ttl.update === 'on-read-and-write') {
+      touchedSet(e, slot, name, cache.now());
+      cache.touch(operatorId, key, e);
+    }
+  }
+  return v;
+}
+
+/** Writes a value (ABSENT clears it) and marks the key dirty. */
+function cellSet(cache: KeyedStateCache, e: KeyEntry, operatorId: string, key: string, d: StateDescriptor<unknown>, slot: number, v: unknown): void {
+  slotSet(e, slot, d.name, v);
+  touchedSet(e, slot, d.name, v === ABSENT || !d.ttl ? undefined : cache.now());
+  cache.touch(operatorId, key, e);
 }
 
 /** The most used handle is its own cell (one object per `getState`). */

@@ -425,7 +425,11 @@ export class StageInstance {
           for (let o = 0; o < ops.length; o++) {
             const e = state.lookup(ops[o]!, key);
             if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
-            else if (o === 0) u.state = e;
+            else if (o === 0) {
+              u.state = e;
+              // the cache's copy of the key: later lookups of it (state, timers) match by identity
+              u.key = e.key;
+            }
           }
         }
       } catch (err) {

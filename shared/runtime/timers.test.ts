@@ -1,0 +1,117 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { TimerIndex, type TimeDomain, type Timer } from './timers.js';
+
+/** The reference: a set of timers by id; pop takes the least by (time, operator, key). */
+class ModelTimers {
+  readonly live = new Map<string, Timer>();
+  private id = (t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>) => JSON.stringify([t.domain, t.operatorId, t.key, t.time]);
+  add(t: Timer): void {
+    if (!this.live.has(this.id(t))) this.live.set(this.id(t), t);
+  }
+  delete(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): void {
+    this.live.delete(this.id(t));
+  }
+  due(domain: TimeDomain, upTo: number): Timer[] {
+    return [...this.live.values()].filter((t) => t.domain === domain && t.time <= upTo);
+  }
+  popDue(domain: TimeDomain, upTo: number): Timer | undefined {
+    let best: Timer | undefined;
+    for (const t of this.due(domain, upTo)) {
+      if (!best || t.time < best.time || (t.time === best.time && (t.operatorId < best.operatorId || (t.operatorId === best.operatorId && t.key < best.key)))) best = t;
+    }
+    if (best) this.delete(best);
+    return best;
+  }
+}
+
+const domainArb = fc.constantFrom<TimeDomain>('event-time', 'processing-time');
+const timerArb = fc.record({
+  domain: domainArb,
+  operatorId: fc.constantFrom('a', 'b', 'window'),
+  key: fc.constantFrom('k1', 'k2', 'k3', 'é', '', 'k10'),
+  keyGroup: fc.constant(0),
+  time: fc.integer({ min: 0, max: 12 }),
+});
+const opArb = fc.oneof(
+  fc.record({ op: fc.constant('add' as const), t: timerArb }),
+  fc.record({ op: fc.constant('delete' as const), t: timerArb }),
+  // pop everything due, adding and deleting timers while doing so (as callbacks do)
+  fc.record({ op: fc.constant('fire' as const), domain: domainArb, upTo: fc.integer({ min: -1, max: 14 }), during: fc.array(fc.record({ del: fc.boolean(), t: timerArb }), { maxLength: 4 }) }),
+);
+
+const row = (t: Timer) => [t.domain, t.operatorId, t.key, t.time];
+
+describe('TimerIndex', () => {
+  it('keeps one timer per (domain, operator, key, time) and fires them in (time, operator, key) order, like a plain set', () => {
+    fc.assert(
+      fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
+        const idx = new TimerIndex();
+        const model = new ModelTimers();
+        for (const o of ops) {
+          if (o.op === 'add') {
+            idx.add(o.t);
+            model.add(o.t);
+          } else if (o.op === 'delete') {
+            idx.delete(o.t);
+            model.delete(o.t);
+          } else {
+            expect(new Set(idx.peekDue(o.domain, o.upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(o.domain, o.upTo).map((t) => JSON.stringify(row(t)))));
+            let i = 0;
+            for (;;) {
+              const a = idx.popDue(o.domain, o.upTo);
+              const b = model.popDue(o.domain, o.upTo);
+              expect(a && row(a)).toEqual(b && row(b));
+              if (!a) break;
+              const d = o.during[i++];
+              if (d) {
+                if (d.del) {
+                  idx.delete(d.t);
+                  model.delete(d.t);
+                } else {
+                  idx.add(d.t);
+                  model.add(d.t);
+                }
+              }
+            }
+          }
+          expect(idx.size).toBe(model.live.size);
+        }
+        const json = idx.toJSON();
+        expect(new Set(json.map(([d, o, k, , t]) => JSON.stringify([d, o, k, t])))).toEqual(new Set([...model.live.values()].map((t) => JSON.stringify(row(t)))));
+        // a restored index holds the same timers and writes the same rows
+        expect(TimerIndex.fromJSON(json).toJSON()).toEqual(json);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('writes its timers in firing order whatever order they were added in', () => {
+    const ts: Timer[] = [
+      { domain: 'event-time', operatorId: 'b', key: 'x', keyGroup: 1, time: 5 },
+      { domain: 'processing-time', operatorId: 'a', key: 'x', keyGroup: 1, time: 5 },
+      { domain: 'event-time', operatorId: 'a', key: 'y', keyGroup: 2, time: 5 },
+      { domain: 'event-time', operatorId: 'a', key: 'x', keyGroup: 1, time: 5 },
+      { domain: 'event-time', operatorId: 'z', key: 'a', keyGroup: 3, time: 1 },
+    ];
+    const a = new TimerIndex();
+    const b = new TimerIndex();
+    for (const t of ts) a.add(t);
+    for (const t of [...ts].reverse()) b.add(t);
+    expect(a.toJSON()).toEqual(b.toJSON());
+    expect(a.toJSON().map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(['eza1', 'eax5', 'pax5', 'eay5', 'ebx5']);
+  });
+
+  it('finds due timers without touching later ones', () => {
+    const idx = new TimerIndex();
+    for (let k = 0; k < 1000; k++) idx.register('event-time', 'w', `k${k}`, 0, 10_000 * (1 + (k % 3)) - 1);
+    expect(idx.peekDue('event-time', 9_998)).toEqual([]);
+    expect(idx.peekDue('event-time', 9_999)).toHaveLength(334);
+    let n = 0;
+    while (idx.popDue('event-time', 19_999)) n++;
+    expect(n).toBe(667);
+    expect(idx.size).toBe(333);
+    idx.remove('event-time', 'w', 'k2', 29_999);
+    expect(idx.size).toBe(332);
+  });
+});
