@@ -6,32 +6,31 @@
  *   (operator, key group) — a key group is the unit that moves between shards and that a new owner
  *   reads — so the fewest items are one per dirty (operator, key group):
  *   floor = Σ over dirty key groups of ceil(dirty bytes of the group / 1 KB);
- * - used: every write unit the checkpoint consumed — state rows (one conditional UpdateItem per
- *   dirty key), the delta item (the atomic-flush record), the lease pointer and the ack;
- * - the alternative layout "many small keys of one key group in one item", simulated on the same
- *   state: items of (operator, key group, bucket) holding *all* their keys (an UpdateItem is billed
- *   on the whole item, dirty or not), for a few bucket sizes;
- * - a full snapshot (every key, every checkpoint) for comparison with the incremental one.
+ * - used: every write unit the checkpoint consumed — the state table's packed items (measured: the
+ *   real `DynamoStateStore` on DynamoDB (dynalite), write units as DynamoDB reports them; or, without
+ *   emulators, the same store code on the twin's table sized by `dynamo-size.ts`), the delta (a
+ *   PutItem when inline; in S3 above 8 KB, counted at its price in write units: one PUT costs what
+ *   8 write units cost), the lease pointer and the ack;
+ * - a full snapshot (every key packed, every checkpoint) for comparison with the incremental one.
  */
 import { performance } from 'node:perf_hooks';
+import type { AwsClients } from '../shared/adapters/aws/clients.js';
+import { DynamoStateStore } from '../shared/adapters/aws/dynamo-state-store.js';
+import { MemoryStateTable, type MemoryStateStore } from '../shared/adapters/memory/memory-ports.js';
 import type { Job } from '../shared/api/job.js';
-import { murmur3 } from '../shared/plan/key-groups.js';
-import type { RuntimePorts, StateRow } from '../shared/runtime/ports.js';
+import { PackedStateStore } from '../shared/runtime/packed-state.js';
+import type { RuntimePorts, StateRow, StateStore } from '../shared/runtime/ports.js';
 import { encodeDelta } from '../shared/runtime/stage-instance.js';
+import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
 import { StageRunner } from '../shared/runtime/stage-runner.js';
 import { itemSize, KB, utf8Length, writeUnits } from './dynamo-size.js';
-import { Meter, meterPorts, stateRowItem } from './metering.js';
+import { Meter, meterPorts } from './metering.js';
+import { PRICES } from './prices.js';
 import { loadRounds, type EncodedRound } from './stage1-input.js';
 
-const INLINE_DELTA_LIMIT = 300 * 1024;
-const utf8 = new TextEncoder();
-
-export interface PackedLayout {
-  /** target bytes per packed item (keys of a key group are hashed into ceil(group bytes / target) items) */
-  readonly targetBytes: number;
-  readonly items: number;
-  readonly writeUnits: number;
-}
+const INLINE_DELTA_LIMIT = 8 * 1024;
+/** an S3 PUT costs as much as this many DynamoDB write request units */
+export const S3_PUT_IN_WCU = PRICES.s3.put / PRICES.dynamodb.writeRequestUnit;
 
 export interface CheckpointFigures {
   readonly keys: number;
@@ -39,17 +38,27 @@ export interface CheckpointFigures {
   readonly dirtyBytes: number;
   readonly dirtyKeyGroups: number;
   readonly floor: number;
-  readonly used: { total: number; rows: number; delta: number; pointer: number; ack: number; requests: number; bytes: number; s3Puts: number };
+  /** where the state table was: DynamoDB (dynalite) or the in-memory twin */
+  readonly store: 'dynalite' | 'twin';
+  readonly used: {
+    total: number;
+    rows: number;
+    delta: number;
+    /** S3 PUTs of the checkpoint (the delta above 8 KB), in `delta` at S3_PUT_IN_WCU each */
+    s3Puts: number;
+    pointer: number;
+    ack: number;
+    requests: number;
+    bytes: number;
+    /** state table items written (puts) and conditional writes refused */
+    items: number;
+    conditionFailures: number;
+  };
   readonly ratio: number;
   readonly deltaBytes: number;
-  /** ms for the barrier's batch in process (snapshot: serialize, delta, rows), memory ports */
+  /** ms for the barrier's batch (snapshot: serialize, delta, rows), memory ports for control, the store above for state */
   readonly ms: number;
-  readonly packed: PackedLayout[];
-  readonly bestPacked: PackedLayout;
-  /** write units the whole checkpoint would use with the best packed layout instead of per-key rows */
-  readonly packedTotal: number;
-  readonly packedSavingPct: number;
-  readonly full: { writeUnits: number; rows: number; deltaBytes: number; bytes: number };
+  readonly full: { writeUnits: number; rows: number; deltaBytes: number; items: number };
 }
 
 const rowBytes = (r: StateRow) => {
@@ -58,76 +67,86 @@ const rowBytes = (r: StateRow) => {
   return n;
 };
 
-function packedUnits(all: readonly StateRow[], dirty: readonly StateRow[], targetBytes: number, n: number): PackedLayout {
-  // group every row by (operator, key group), then hash keys into buckets of about targetBytes
-  const groups = new Map<string, StateRow[]>();
-  for (const r of all) {
-    const g = `${r.operatorId}#${r.keyGroup}`;
-    let l = groups.get(g);
-    if (!l) groups.set(g, (l = []));
-    l.push(r);
-  }
-  const bucketsOf = new Map<string, number>();
-  for (const [g, rows] of groups) bucketsOf.set(g, Math.max(1, Math.ceil(rows.reduce((a, r) => a + rowBytes(r) + 4, 0) / targetBytes)));
-  const bucketOf = (r: StateRow) => murmur3(utf8.encode(r.key), 17) % bucketsOf.get(`${r.operatorId}#${r.keyGroup}`)!;
-  const touched = new Set<string>();
-  for (const r of dirty) touched.add(`${r.operatorId}#${r.keyGroup}#${bucketOf(r)}`);
-  // size of each touched item: all its keys
-  const items = new Map<string, Record<string, Record<string, Uint8Array>>>();
-  for (const r of all) {
-    const id = `${r.operatorId}#${r.keyGroup}#${bucketOf(r)}`;
-    if (!touched.has(id)) continue;
-    let m = items.get(id);
-    if (!m) items.set(id, (m = {}));
-    m[r.key] = r.values;
-  }
+/** Write units of writing `rows` once into an empty packed table. */
+async function packedFull(rows: readonly StateRow[], n: number): Promise<{ units: number; items: number }> {
+  const t = new MemoryStateTable();
+  await new PackedStateStore(t).applyRows(n, 0, rows);
   let units = 0;
-  for (const [id, v] of items) units += writeUnits(itemSize({ pk: id, sk: 'b', ckpt: n, v }));
-  return { targetBytes, items: items.size, writeUnits: units };
+  let items = 0;
+  for (const [pk, g] of t.groups) {
+    for (const i of g.values()) {
+      units += writeUnits(itemSize({ pk, ...i }));
+      items++;
+    }
+  }
+  return { units, items };
 }
 
-/** Runs the keyed count over the rounds and measures the checkpoint after round `measureRound`. */
-export async function measureCheckpoint(job: Job, rounds: readonly EncodedRound[], measureRound: number): Promise<CheckpointFigures> {
+export interface DynamoTarget {
+  readonly clients: AwsClients;
+  /** an existing table with the state table's key schema (pk, sk) */
+  readonly table: string;
+}
+
+/**
+ * Runs the keyed count over the rounds and measures the checkpoint after round `measureRound`, with
+ * the state table on DynamoDB when `dynamo` is given (the real store), else on the twin.
+ */
+export async function measureCheckpoint(job: Job, rounds: readonly EncodedRound[], measureRound: number, dynamo?: DynamoTarget): Promise<CheckpointFigures> {
   const meter = new Meter();
   let lastRows: readonly StateRow[] = [];
   let lastDelta = 0;
-  const capture = (p: RuntimePorts): RuntimePorts => ({
-    ...p,
-    state: {
-      getRows: (ids) => p.state.getRows(ids),
-      applyRows: async (n, f, rows) => {
-        lastRows = rows;
-        return p.state.applyRows(n, f, rows);
+  const blobs = new Map<string, Uint8Array>();
+  const real = dynamo ? new DynamoStateStore(dynamo.clients, dynamo.table) : undefined;
+  let twin: MemoryStateStore | undefined;
+  const capture = (p: RuntimePorts): RuntimePorts => {
+    twin = p.state as MemoryStateStore;
+    const inner: StateStore = real ? new SpillingStateStore(real, { put: async (k, b) => void blobs.set(k, b), get: async (k) => blobs.get(k)! }) : p.state;
+    return {
+      ...p,
+      state: {
+        getRows: (ids) => inner.getRows(ids),
+        applyRows: async (n, f, rows) => {
+          lastRows = rows;
+          return inner.applyRows(n, f, rows);
+        },
       },
-    },
-    control: {
-      ...p.control,
-      readLease: (id) => p.control.readLease(id),
-      takeOver: (id, f) => p.control.takeOver(id, f),
-      readDelta: (r) => p.control.readDelta(r),
-      publishSnapshot: (id, f, ptr) => p.control.publishSnapshot(id, f, ptr),
-      commitPosition: (id, f, pos) => p.control.commitPosition(id, f, pos),
-      ack: (n, id) => p.control.ack(n, id),
-      writeDelta: async (id, n, d) => {
-        lastDelta = d.length;
-        return p.control.writeDelta(id, n, d);
+      control: {
+        ...p.control,
+        readLease: (id) => p.control.readLease(id),
+        takeOver: (id, f) => p.control.takeOver(id, f),
+        readDelta: (r) => p.control.readDelta(r),
+        publishSnapshot: (id, f, ptr) => p.control.publishSnapshot(id, f, ptr),
+        commitPosition: (id, f, pos) => p.control.commitPosition(id, f, pos),
+        ack: (n, id) => p.control.ack(n, id),
+        writeDelta: async (id, n, d) => {
+          lastDelta = d.length;
+          return p.control.writeDelta(id, n, d);
+        },
       },
-    },
+    };
+  };
+  const input = loadRounds(job, rounds, (p) => {
+    const c = capture(p);
+    return meterPorts(c, meter, real ? undefined : twin!.table);
   });
-  const input = loadRounds(job, rounds, (p) => meterPorts(capture(p), meter));
   const runner = new StageRunner(input.job, input.plan, input.stage, input.names, input.ports);
   let ms = 0;
+  let usage0 = real ? { ...real.usage } : undefined;
+  const twinTable = twin!.table;
+  let twin0 = { puts: twinTable.puts, failures: twinTable.conditionFailures };
   for (let r = 0; r <= measureRound; r++) {
     const round = input.rounds[r]!;
     for (const b of round.batches) await runner.run(input.shardId, b);
     meter.reset();
+    if (real) usage0 = { ...real.usage };
+    twin0 = { puts: twinTable.puts, failures: twinTable.conditionFailures };
     const t0 = performance.now();
     await runner.run(input.shardId, round.barrier);
     ms = performance.now() - t0;
   }
   const n = measureRound + 1;
   const dirty = lastRows;
-  const all = input.mem.state.rows().map((x) => x.row);
   const byGroup = new Map<string, number>();
   for (const r of dirty) {
     const g = `${r.operatorId}#${r.keyGroup}`;
@@ -137,43 +156,62 @@ export async function measureCheckpoint(job: Job, rounds: readonly EncodedRound[
   for (const b of byGroup.values()) floor += Math.max(1, Math.ceil(b / KB));
   const dirtyBytes = dirty.reduce((a, r) => a + rowBytes(r), 0);
   const u = (k: string) => meter.get(`dynamodb.write.${k}`).units;
+  const s3Puts = meter.sum('s3.put').requests;
+  let rows: number;
+  let items: number;
+  let conditionFailures: number;
+  let rowRequests: number;
+  let rowBytes_: number;
+  if (real) {
+    const now = real.usage;
+    rows = now.writeUnits - usage0!.writeUnits;
+    items = now.puts - usage0!.puts;
+    conditionFailures = now.conditionFailures - usage0!.conditionFailures;
+    rowRequests = items + (now.deletes - usage0!.deletes);
+    rowBytes_ = now.bytesWritten - usage0!.bytesWritten;
+  } else {
+    const st = meter.get('dynamodb.write.state');
+    rows = st.units;
+    items = twinTable.puts - twin0.puts;
+    conditionFailures = twinTable.conditionFailures - twin0.failures;
+    rowRequests = st.requests;
+    rowBytes_ = st.bytes;
+  }
+  const delta = u('delta') + s3Puts * S3_PUT_IN_WCU;
+  const other = meter.sum('dynamodb.write');
   const used = {
-    total: meter.sum('dynamodb.write').units,
-    rows: u('state'),
-    delta: u('delta'),
+    total: rows + (other.units - u('state')) + s3Puts * S3_PUT_IN_WCU,
+    rows,
+    delta,
+    s3Puts,
     pointer: u('pointer'),
     ack: u('ack'),
-    requests: meter.sum('dynamodb.write').requests,
-    bytes: meter.sum('dynamodb.write').bytes,
-    s3Puts: meter.sum('s3.put').requests,
+    requests: rowRequests + (other.requests - meter.get('dynamodb.write.state').requests) + s3Puts,
+    bytes: rowBytes_ + (other.bytes - meter.get('dynamodb.write.state').bytes) + (s3Puts ? lastDelta : 0),
+    items,
+    conditionFailures,
   };
-  const packed = [1 * KB, 4 * KB, 16 * KB, 64 * KB].map((t) => packedUnits(all, dirty, t, n));
-  const bestPacked = packed.reduce((a, b) => (b.writeUnits < a.writeUnits ? b : a));
-  const packedTotal = used.total - used.rows + bestPacked.writeUnits;
-  // a full snapshot: every row written, and a delta holding every row
-  let fullUnits = 0;
-  let fullBytes = 0;
-  for (const r of all) {
-    const s = itemSize(stateRowItem(r, n));
-    fullUnits += writeUnits(s);
-    fullBytes += s;
-  }
+  // every row as the table now holds it
+  let all: StateRow[];
+  if (real) {
+    all = [];
+    const ops = [...new Set(dirty.map((r) => r.operatorId))];
+    for (const op of ops) for (let g = 0; g < input.plan.maxParallelism; g++) all.push(...(await real.readGroup(op, g)));
+  } else all = twin!.rows().map((x) => x.row);
+  const full = await packedFull(all, n);
   const fullDelta = encodeDelta(all).length;
-  const fullDeltaUnits = fullDelta <= INLINE_DELTA_LIMIT ? writeUnits(fullDelta + 60) : 0;
+  const fullDeltaUnits = fullDelta <= INLINE_DELTA_LIMIT ? writeUnits(fullDelta + 60) : S3_PUT_IN_WCU;
   return {
     keys: all.length,
     dirtyRows: dirty.length,
     dirtyBytes,
     dirtyKeyGroups: byGroup.size,
     floor,
+    store: real ? 'dynalite' : 'twin',
     used,
     ratio: used.total / floor,
     deltaBytes: lastDelta,
     ms,
-    packed,
-    bestPacked,
-    packedTotal,
-    packedSavingPct: 100 * (1 - packedTotal / used.total),
-    full: { writeUnits: fullUnits + fullDeltaUnits + used.pointer + used.ack, rows: all.length, deltaBytes: fullDelta, bytes: fullBytes },
+    full: { writeUnits: full.units + fullDeltaUnits + used.pointer + used.ack, rows: all.length, deltaBytes: fullDelta, items: full.items },
   };
 }

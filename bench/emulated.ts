@@ -95,8 +95,8 @@ export async function rawKinesisRate(clients: AwsClients, records: number, shard
 
 export interface EmulatedStage1 extends ScenarioResult {
   readonly putMs: number;
-  /** DynamoDB write units: as the bench's model counts them, and as dynalite reports them */
-  readonly writeUnits: { model: number; dynalite: number };
+  /** DynamoDB write units besides the state table: as the bench's model counts them, and as dynalite reports them; the state table's as dynalite reports them */
+  readonly writeUnits: { model: number; dynalite: number; state: number };
   readonly requests: Record<string, number>;
 }
 
@@ -142,14 +142,14 @@ export async function emulatedStage1(emulators: LocalEmulators, job: Job, rounds
   const timer = new PortTimer();
   const meter = new Meter();
   const requests: Record<string, number> = {};
-  const wcu = { units: 0 };
-  instrument(clients, requests, wcu);
+  const wcu = { units: 0, state: 0 };
+  instrument(clients, requests, wcu, names.stateTable);
   const ports = timePorts(meterPorts(createAwsPorts(plan, names, clients, new CountingTelemetry(), { collectSink: noCollect }), meter), timer);
   const res = await runScenario({ job, plan, names, stage, stream, shardId: shard.ShardId!, ports, rounds: loaded }, o, timer);
   clients.kinesis.destroy();
   clients.dynamodb.destroy();
   clients.s3.destroy();
-  return { ...res, putMs, writeUnits: { model: meter.sum('dynamodb.write').units, dynalite: wcu.units }, requests };
+  return { ...res, putMs, writeUnits: { model: meter.sum('dynamodb.write').units, dynalite: wcu.units - wcu.state, state: wcu.state }, requests };
 }
 
 // ------------------------------------------------------------------------------------------ end to end
@@ -176,7 +176,7 @@ const pct = (xs: number[], p: number) => {
 const DYNAMO_WRITES = new Set(['PutItemCommand', 'UpdateItemCommand', 'DeleteItemCommand', 'PutCommand', 'UpdateCommand', 'DeleteCommand']);
 
 /** Counts every request per command name; asks DynamoDB writes for their consumed capacity. */
-function instrument(clients: AwsClients, requests: Record<string, number>, wcu: { units: number }): void {
+function instrument(clients: AwsClients, requests: Record<string, number>, wcu: { units: number; state?: number }, stateTable?: string): void {
   const add = (service: string, stack: { add: (mw: never, opts: never) => void }) => {
     const mw = (next: (a: { input: Record<string, unknown> }) => Promise<{ output: Record<string, unknown> }>, context: { commandName?: string }) =>
       async (args: { input: Record<string, unknown> }) => {
@@ -187,10 +187,15 @@ function instrument(clients: AwsClients, requests: Record<string, number>, wcu: 
         if (isWrite) args.input.ReturnConsumedCapacity = 'TOTAL';
         try {
           const r = await next(args);
-          if (isWrite) wcu.units += ((r.output.ConsumedCapacity as { CapacityUnits?: number } | undefined)?.CapacityUnits ?? 0);
+          const units = isWrite ? ((r.output.ConsumedCapacity as { CapacityUnits?: number } | undefined)?.CapacityUnits ?? 0) : 0;
+          wcu.units += units;
+          if (isWrite && stateTable !== undefined && args.input.TableName === stateTable) wcu.state = (wcu.state ?? 0) + units;
           return r;
         } catch (err) {
-          if (isWrite && (err as { name?: string }).name === 'ConditionalCheckFailedException') wcu.units += 1;
+          if (isWrite && (err as { name?: string }).name === 'ConditionalCheckFailedException') {
+            wcu.units += 1;
+            if (stateTable !== undefined && args.input.TableName === stateTable) wcu.state = (wcu.state ?? 0) + 1;
+          }
           throw err;
         }
       };

@@ -167,14 +167,20 @@ export async function runBench(o: BenchOptions = {}): Promise<BenchResults> {
   const wire = pipelines.map((r) => wireOf(r, 500));
   const scenarios = pipelines.map((r) => costOf(r, transitions.count));
 
-  log('checkpoints (in process, metered)');
+  // the state table on DynamoDB (dynalite, in this process) unless emulators are off: the real store, measured
+  const ckDynamo = (o.emulators ?? !quick) ? await checkpointTable() : undefined;
+  log(`checkpoints (state table on ${ckDynamo ? 'dynalite: the real store, DynamoDB-reported write units' : 'the twin, sized as DynamoDB bills'})`);
   const checkpoints: BenchResults['checkpoints'] = [];
   const ckPerRound = s.ckShape.eventsPerPacket * s.ckShape.packetsPerBatch * s.ckShape.batchesPerRound;
-  for (const c of s.ckKeys) {
-    const rounds = encodeRounds(makeEvents(ckPerRound * 4, c.keys, 11), s.ckShape, 128);
-    const f = await measureCheckpoint(keyedCountJob(), rounds, 3);
-    checkpoints.push({ ...f, scenario: c.name, eventsPerCheckpoint: ckPerRound });
-    log(`  ${c.name}: ${f.dirtyRows} dirty rows, ${f.used.total} WCU, floor ${f.floor}, ratio ${f.ratio.toFixed(1)}`);
+  try {
+    for (const [i, c] of s.ckKeys.entries()) {
+      const rounds = encodeRounds(makeEvents(ckPerRound * 4, c.keys, 11), s.ckShape, 128);
+      const f = await measureCheckpoint(keyedCountJob(), rounds, 3, ckDynamo ? { clients: ckDynamo.clients, table: await ckDynamo.table(`bench-ckpt-${i}`) } : undefined);
+      checkpoints.push({ ...f, scenario: c.name, eventsPerCheckpoint: ckPerRound });
+      log(`  ${c.name}: ${f.dirtyRows} dirty rows, ${f.used.total} WCU (rows ${f.used.rows} in ${f.used.items} items, delta ${f.used.delta}), floor ${f.floor}, ratio ${f.ratio.toFixed(2)}, ${f.ms.toFixed(0)} ms`);
+    }
+  } finally {
+    await ckDynamo?.stop();
   }
 
   log('recovery (in process, memory ports)');
@@ -238,6 +244,46 @@ export async function runBench(o: BenchOptions = {}): Promise<BenchResults> {
   return results;
 }
 
+/** dynalite alone (in this process), with a way to create state tables in it. */
+async function checkpointTable() {
+  const { startEmulators } = await import('../local/emulators.js');
+  const { createAwsClients } = await import('../shared/adapters/aws/clients.js');
+  const { CreateTableCommand } = await import('@aws-sdk/client-dynamodb');
+  const emu = await startEmulators({ services: ['dynamodb'] });
+  const clients = createAwsClients({ region: emu.region, credentials: emu.credentials, endpoints: emu.endpoints, maxAttempts: 3 });
+  return {
+    clients,
+    async table(name: string) {
+      await clients.dynamodb.send(
+        new CreateTableCommand({
+          TableName: name,
+          BillingMode: 'PAY_PER_REQUEST',
+          KeySchema: [
+            { AttributeName: 'pk', KeyType: 'HASH' },
+            { AttributeName: 'sk', KeyType: 'RANGE' },
+          ],
+          AttributeDefinitions: [
+            { AttributeName: 'pk', AttributeType: 'S' },
+            { AttributeName: 'sk', AttributeType: 'S' },
+          ],
+        }),
+      );
+      // dynalite creates tables asynchronously
+      const { DescribeTableCommand } = await import('@aws-sdk/client-dynamodb');
+      for (let i = 0; i < 100; i++) {
+        const d = await clients.dynamodb.send(new DescribeTableCommand({ TableName: name }));
+        if (d.Table?.TableStatus === 'ACTIVE') break;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return name;
+    },
+    async stop() {
+      clients.dynamodb.destroy();
+      await emu.stop();
+    },
+  };
+}
+
 // ------------------------------------------------------------------------------------------ output
 
 const typicalCheckpoint = (r: BenchResults) => r.checkpoints.find((c) => c.scenario.startsWith('typical')) ?? r.checkpoints[0]!;
@@ -289,9 +335,9 @@ export function renderTable(r: BenchResults): string {
   for (const c of r.checkpoints) {
     add(
       `Checkpoint WCU (${c.scenario}, ${fmt(c.eventsPerCheckpoint)} events)`,
-      `${c.used.total} (rows ${c.used.rows}, delta ${c.used.delta})`,
+      `${c.used.total} (rows ${c.used.rows} in ${c.used.items} items, delta ${c.used.delta}${c.used.s3Puts ? ' = 1 S3 PUT' : ''}, ${c.store})`,
       `floor ${c.floor} (${fmt(c.dirtyBytes)} dirty B in ${c.dirtyKeyGroups} key groups)`,
-      `ratio ${c.ratio.toFixed(1)}; packed ${c.packedTotal} (−${c.packedSavingPct.toFixed(0)} %); full ${c.full.writeUnits}`,
+      `ratio ${c.ratio.toFixed(2)}; full snapshot ${c.full.writeUnits}`,
     );
   }
   const ck = typicalCheckpoint(r);
@@ -299,7 +345,7 @@ export function renderTable(r: BenchResults): string {
   add('Checkpoint duration, in process (typical)', `${ck.ms.toFixed(1)} ms`, '', '');
   if (em) {
     const n = em.stage1.checkpointMs;
-    add('Checkpoint duration on dynalite (500 dirty keys)', `${fmt(n.reduce((a, b) => a + b, 0) / n.length)} ms`, `batch of ${fmt(em.stage1.eventsPerBatch)} events: ${fmt(em.stage1.batchMs.reduce((a, b) => a + b, 0) / em.stage1.batchMs.length)} ms`, `WCU model ${em.stage1.writeUnits.model} = dynalite ${em.stage1.writeUnits.dynalite}`);
+    add('Checkpoint duration on dynalite (500 dirty keys)', `${fmt(n.reduce((a, b) => a + b, 0) / n.length)} ms`, `batch of ${fmt(em.stage1.eventsPerBatch)} events: ${fmt(em.stage1.batchMs.reduce((a, b) => a + b, 0) / em.stage1.batchMs.length)} ms`, `control WCU: model ${em.stage1.writeUnits.model} = dynalite ${em.stage1.writeUnits.dynalite}; state ${em.stage1.writeUnits.state} (dynalite)`);
   }
   const mr = r.recovery.memory.recovery;
   add('Recovery in process: restore + replay + batch', `${mr.ms.toFixed(1)} ms for ${mr.replayedRecords} records (${fmt(r.recovery.memory.events)} events)`, `raw read ${mr.rawReadMs.toFixed(1)} ms; live ${mr.liveMs.toFixed(1)} ms`, `${fmt(r.recovery.memory.events / (mr.ms / 1000))} events/s`);
@@ -356,8 +402,8 @@ export function renderSvg(r: BenchResults): string {
       unit: 'WCU',
       bars: [
         { label: 'floor (dirty bytes, one item per key group)', value: typicalCheckpoint(r).floor, color: green },
-        { label: 'Sluice: per-key rows + delta', value: typicalCheckpoint(r).used.total, color: blue },
-        { label: 'simulated: keys packed per key group', value: typicalCheckpoint(r).packedTotal, color: orange },
+        { label: 'Sluice: packed items + delta + lease + ack', value: typicalCheckpoint(r).used.total, color: blue },
+        { label: 'one item per key, before packing (2026-11-29 run)', value: 6567, color: orange },
         { label: 'full snapshot', value: typicalCheckpoint(r).full.writeUnits, color: grey },
       ],
     },

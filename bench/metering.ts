@@ -12,8 +12,8 @@
  * | control.publishSnapshot   | UpdateItem lease (snapshot JSON, snapshotAt)                    |
  * | control.commitPosition    | UpdateItem lease (lastPosition)                                 |
  * | control.ack               | UpdateItem checkpoint item (ADD acks)                           |
- * | state.getRows             | BatchGetItem per 100 keys (consistent)                          |
- * | state.applyRows           | one conditional UpdateItem per row                              |
+ * | state.getRows             | Query per key group (consistent), billed on the group's items    |
+ * | state.applyRows           | one conditional PutItem per packed item written (the twin's own) |
  * | writer.putAll             | PutRecords per ≤ 500 records / 4.5 MB; PUT payload units        |
  * | reader.read               | GetShardIterator + one GetRecords per page                      |
  * | deadLetters.put           | S3 PutObject                                                    |
@@ -23,6 +23,7 @@
  * Write units use the larger of the item's size before and after the write, so the meter keeps the
  * size of every item it has seen written (a shadow of the tables).
  */
+import type { MemoryStateTable } from '../shared/adapters/memory/memory-ports.js';
 import type { RuntimePorts, StateRow, StoredRecord } from '../shared/runtime/ports.js';
 import { itemSize, readUnits, writeUnits } from './dynamo-size.js';
 
@@ -41,7 +42,7 @@ const zero = (): Counter => ({ requests: 0, items: 0, units: 0, bytes: 0 });
 export const PUT_PAYLOAD_UNIT = 25 * 1024;
 export const putPayloadUnits = (recordBytes: number) => Math.max(1, Math.ceil(recordBytes / PUT_PAYLOAD_UNIT));
 
-const INLINE_DELTA_LIMIT = 300 * 1024;
+const INLINE_DELTA_LIMIT = 8 * 1024;
 const ISO = '2026-01-01T00:00:00.000Z';
 const pad = (n: number) => String(n).padStart(12, '0');
 /** Step Functions task tokens are opaque; the ones seen on AWS are several hundred characters. */
@@ -178,9 +179,14 @@ export class Meter {
   }
 }
 
-/** Wraps ports so every call is metered as the AWS adapters would issue it. */
-export function meterPorts(ports: RuntimePorts, meter: Meter): RuntimePorts {
+/**
+ * Wraps ports so every call is metered as the AWS adapters would issue it. State writes are metered
+ * item by item as the twin's packed table takes them (pass `stateTable`); without it (real DynamoDB
+ * underneath) state requests are left to the caller, who can read DynamoDB's own figures.
+ */
+export function meterPorts(ports: RuntimePorts, meter: Meter, stateTable?: MemoryStateTable): RuntimePorts {
   const { control, state, writer, reader, deadLetters, notifier, upsertSink } = ports;
+  if (stateTable) stateTable.onWrite = (w) => void meter.write('state', `state/${w.pk}/${w.after?.sk ?? w.before?.sk}`, w.after ? { pk: w.pk, ...w.after } : undefined);
   return {
     ...ports,
     control: {
@@ -221,16 +227,16 @@ export function meterPorts(ports: RuntimePorts, meter: Meter): RuntimePorts {
     state: {
       async getRows(ids) {
         const rows = await state.getRows(ids);
-        for (let i = 0; i < ids.length; i += 100) {
-          const sizes = ids.slice(i, i + 100).map((id) => meter.sizeOf(`state/${id.operatorId}#${id.keyGroup}/${id.key}`));
-          meter.read('state', sizes);
+        if (stateTable) {
+          // a Query per key group, billed on every item it returns (4 KB units over their sum)
+          for (const pk of new Set(ids.map((id) => `${id.operatorId}#${id.keyGroup}`))) {
+            const total = [...(stateTable.groups.get(pk)?.values() ?? [])].reduce((a, i) => a + itemSize({ pk, ...i }), 0);
+            meter.read('state', [total]);
+          }
         }
         return rows;
       },
-      async applyRows(n, fence, rows) {
-        await state.applyRows(n, fence, rows);
-        for (const row of rows) meter.write('state', `state/${row.operatorId}#${row.keyGroup}/${row.key}`, stateRowItem(row, n));
-      },
+      applyRows: (n, fence, rows) => state.applyRows(n, fence, rows),
     },
     writer: {
       async putAll(stream, records) {

@@ -68,7 +68,7 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
       outputs += out.length;
     },
   };
-  const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter);
+  const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter, mem.state.table);
   const coordinator = new MemoryCoordinator(plan, names, mem.kinesis, mem.control, mem.notifier, [], () => clock);
   const runners = plan.stages.map((s) => new StageRunner(o.job, plan, s, names, ports));
   const stats: StageStats[] = plan.stages.map((s) => ({ stage: s.id, shards: s.parallelism, invocations: 0, ms: 0, cpuMs: 0, records: 0 }));

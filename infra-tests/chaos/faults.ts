@@ -25,7 +25,7 @@ import {
 } from '@aws-sdk/client-kinesis';
 import { ProvisionedThroughputExceededException as DynamoThrottle } from '@aws-sdk/client-dynamodb';
 import { S3ServiceException } from '@aws-sdk/client-s3';
-import { BatchGetCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, QueryCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
 import { decodePacket } from '../../shared/codec/envelope.js';
@@ -58,7 +58,7 @@ export const FAULT_KINDS = [
   'putrecords-partial-barrier',
   /** a DynamoDB call is throttled before it is sent */
   'throttle-dynamodb',
-  /** BatchGetItem answers only some keys and returns the others as UnprocessedKeys */
+  /** a read answered in part: BatchGetItem returns some keys as UnprocessedKeys, a Query page stops early (LastEvaluatedKey) */
   'unprocessed-keys',
   /** a Kinesis call is throttled before it is sent */
   'throttle-kinesis',
@@ -531,6 +531,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         const t = dynamoThrottle(cmd);
         if (t) return t;
         if (cmd instanceof BatchGetCommand) return partialBatchGet(doc, cmd, schedule);
+        if (cmd instanceof QueryCommand) return shortQueryPage(doc, cmd, schedule);
         return undefined;
       }),
       s3: wrap('s3', clients.s3, (cmd) => {
@@ -648,6 +649,16 @@ async function partialBatchGet(doc: DynamoDBDocumentClient, cmd: BatchGetCommand
     rest.unshift(...again);
   }
   return { $metadata: metadata, Responses: responses, UnprocessedKeys: { [table]: { ...spec, Keys: rest } } };
+}
+
+/**
+ * A Query page cut short: DynamoDB ends a page at 1 MB (or under load) and says where to go on with
+ * LastEvaluatedKey. A reader that stops at the first page loses the items of the others.
+ */
+async function shortQueryPage(doc: DynamoDBDocumentClient, cmd: QueryCommand, schedule: FaultSchedule): Promise<QueryCommandOutput | undefined> {
+  if (cmd.input.Limit !== undefined || !schedule.roll('unprocessed-keys')) return undefined;
+  const out = await doc.send(new QueryCommand({ ...cmd.input, Limit: 1 }));
+  return out;
 }
 
 /** True when a Kinesis record is a packet holding a barrier. */

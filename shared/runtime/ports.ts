@@ -59,7 +59,7 @@ export interface StateRow {
   readonly key: string;
   /** state name → serialized value; absent = cleared */
   readonly values: Record<string, Uint8Array>;
-  /** on reads: the checkpoint that wrote the row */
+  /** on reads: the newest checkpoint that wrote the row's item (keys are packed per key group: see runtime/packed-state.ts) */
   readonly checkpointId?: number;
 }
 
@@ -74,6 +74,8 @@ export interface StateStore {
   getRows(ids: readonly StateRowId[]): Promise<StateRow[]>;
   /** writes the rows of checkpoint n; a row already written by a later checkpoint is left alone */
   applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void>;
+  /** every row of one key group of one operator (savepoints); stores that cannot list a group leave it out */
+  readGroup?(operatorId: string, keyGroup: number): Promise<StateRow[]>;
 }
 
 export interface ShardInfo {

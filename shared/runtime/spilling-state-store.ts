@@ -33,7 +33,15 @@ export class SpillingStateStore implements StateStore {
   ) {}
 
   async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
-    const rows = await this.inner.getRows(ids);
+    return this.resolve(await this.inner.getRows(ids));
+  }
+
+  async readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> {
+    if (!this.inner.readGroup) throw new Error('the state store cannot list a key group');
+    return this.resolve(await this.inner.readGroup(operatorId, keyGroup));
+  }
+
+  private resolve(rows: StateRow[]): Promise<StateRow[]> {
     return Promise.all(
       rows.map(async (r) => {
         const ref = r.values[SPILLED];

@@ -16,8 +16,12 @@ import type { ControlStore, DeltaRef, Lease, SnapshotPointer } from '../../runti
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
 
-/** Deltas up to this size live in the control table; DynamoDB items stop at 400 KB. */
-const INLINE_DELTA_LIMIT = 300 * 1024;
+/**
+ * Deltas up to this size live in the control table, larger ones in S3: a PutItem is billed per KB
+ * ($0.625 per million write units) and an S3 PUT at any size ($5 per million), so from 8 KB on S3
+ * is cheaper — and a delta holds every dirty row, which the state table then stores again.
+ */
+export const INLINE_DELTA_LIMIT = 8 * 1024;
 
 export const pad = (n: number) => String(n).padStart(12, '0');
 

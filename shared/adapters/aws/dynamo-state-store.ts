@@ -1,71 +1,141 @@
 /**
- * Keyed state rows in the state table: pk = `<operator>#<key group>`, sk = the key; attributes
- * `ckpt` (the checkpoint that wrote the row) and `v` (state name → bytes). Rows are written with a
- * condition `ckpt <= n`, so a slow writer of an older checkpoint can never overwrite a newer one,
- * and a redo of the same checkpoint rewrites the same values.
+ * Keyed state in the state table, packed per (operator, key group): see `runtime/packed-state.ts`
+ * for the layout and its guarantees. This file is the DynamoDB side of it: a strongly consistent
+ * Query per group, PutItem conditioned on the item's version, DeleteItem for what readers no longer
+ * look at; throttling is retried (`withThrottleRetry`). Writes ask for their consumed capacity, so
+ * the write units a checkpoint costs are what DynamoDB reports, not an estimate.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { BatchGetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { ConditionalCheckFailedException, type ConsumedCapacity } from '@aws-sdk/client-dynamodb';
+import { DeleteCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { StateRow, StateRowId, StateStore } from '../../runtime/ports.js';
+import { groupPk, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import type { AwsClients } from './clients.js';
-import { backoffMs, sleep, withThrottleRetry } from './clients.js';
+import { withThrottleRetry } from './clients.js';
 
-const GET_BATCH = 100;
-const WRITE_CONCURRENCY = 32;
+export const rowPk = groupPk;
 
-export const rowPk = (operatorId: string, keyGroup: number) => `${operatorId}#${keyGroup}`;
+/** Requests and capacity the state table consumed (as DynamoDB reported it). */
+export interface StateTableUsage {
+  queries: number;
+  readUnits: number;
+  puts: number;
+  deletes: number;
+  writeUnits: number;
+  /** conditional writes refused */
+  conditionFailures: number;
+  /** bytes of the items written */
+  bytesWritten: number;
+}
 
-export class DynamoStateStore implements StateStore {
+export class DynamoPackedTable implements PackedTable {
+  readonly usage: StateTableUsage = { queries: 0, readUnits: 0, puts: 0, deletes: 0, writeUnits: 0, conditionFailures: 0, bytesWritten: 0 };
+
   constructor(
     private readonly clients: AwsClients,
     private readonly table: string,
   ) {}
 
-  async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
-    const out: StateRow[] = [];
-    for (let i = 0; i < ids.length; i += GET_BATCH) {
-      let keys: Array<Record<string, unknown>> = ids.slice(i, i + GET_BATCH).map((id) => ({ pk: rowPk(id.operatorId, id.keyGroup), sk: id.key }));
-      for (let attempt = 0; keys.length; attempt++) {
-        const r = await withThrottleRetry(() =>
-          this.clients.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: keys, ConsistentRead: true } } })),
-        );
-        for (const item of r.Responses?.[this.table] ?? []) {
-          const pk = item.pk as string;
-          const cut = pk.lastIndexOf('#');
-          const values: Record<string, Uint8Array> = {};
-          for (const [k, v] of Object.entries((item.v as Record<string, Uint8Array> | undefined) ?? {})) values[k] = v;
-          out.push({ operatorId: pk.slice(0, cut), keyGroup: Number(pk.slice(cut + 1)), key: item.sk as string, values, checkpointId: item.ckpt as number });
-        }
-        keys = (r.UnprocessedKeys?.[this.table]?.Keys as Array<Record<string, unknown>> | undefined) ?? [];
-        if (keys.length) await sleep(backoffMs(attempt));
-      }
-    }
+  private consumed(c: ConsumedCapacity | undefined, kind: 'read' | 'write'): void {
+    const u = c?.CapacityUnits ?? 0;
+    if (kind === 'read') this.usage.readUnits += u;
+    else this.usage.writeUnits += u;
+  }
+
+  async query(pk: string): Promise<StoredItem[]> {
+    const out: StoredItem[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const r = await withThrottleRetry(() =>
+        this.clients.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': pk },
+            ConsistentRead: true,
+            ReturnConsumedCapacity: 'TOTAL',
+            ...(start ? { ExclusiveStartKey: start } : {}),
+          }),
+        ),
+      );
+      this.usage.queries++;
+      this.consumed(r.ConsumedCapacity, 'read');
+      for (const item of r.Items ?? []) out.push(item as StoredItem);
+      start = r.LastEvaluatedKey;
+    } while (start);
     return out;
   }
 
-  async applyRows(checkpointId: number, _fence: number, rows: readonly StateRow[]): Promise<void> {
-    let next = 0;
-    const worker = async () => {
-      while (next < rows.length) {
-        const row = rows[next++]!;
-        try {
-          await withThrottleRetry(() =>
-            this.clients.doc.send(
-              new UpdateCommand({
-                TableName: this.table,
-                Key: { pk: rowPk(row.operatorId, row.keyGroup), sk: row.key },
-                UpdateExpression: 'SET ckpt = :n, v = :v',
-                ConditionExpression: 'attribute_not_exists(ckpt) OR ckpt <= :n',
-                ExpressionAttributeValues: { ':n': checkpointId, ':v': row.values },
-              }),
-            ),
-          );
-        } catch (err) {
-          // a later checkpoint already wrote this row: it stays
-          if (!(err instanceof ConditionalCheckFailedException)) throw err;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(WRITE_CONCURRENCY, rows.length) }, worker));
+  async put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean> {
+    try {
+      const r = await withThrottleRetry(() =>
+        this.clients.doc.send(
+          new PutCommand({
+            TableName: this.table,
+            Item: { pk, ...item },
+            ConditionExpression: expected === undefined ? 'attribute_not_exists(pk)' : 'r = :r',
+            ...(expected === undefined ? {} : { ExpressionAttributeValues: { ':r': expected } }),
+            ReturnConsumedCapacity: 'TOTAL',
+          }),
+        ),
+      );
+      this.usage.puts++;
+      this.usage.bytesWritten += item.d?.length ?? 0;
+      this.consumed(r.ConsumedCapacity, 'write');
+      return true;
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      // a failed condition is billed too
+      this.usage.puts++;
+      this.usage.conditionFailures++;
+      this.usage.writeUnits += 1;
+      return false;
+    }
+  }
+
+  async delete(pk: string, sk: string, expected?: number): Promise<void> {
+    try {
+      const r = await withThrottleRetry(() =>
+        this.clients.doc.send(
+          new DeleteCommand({
+            TableName: this.table,
+            Key: { pk, sk },
+            ...(expected === undefined ? {} : { ConditionExpression: 'r = :r', ExpressionAttributeValues: { ':r': expected } }),
+            ReturnConsumedCapacity: 'TOTAL',
+          }),
+        ),
+      );
+      this.usage.deletes++;
+      this.consumed(r.ConsumedCapacity, 'write');
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      this.usage.deletes++;
+      this.usage.conditionFailures++;
+    }
+  }
+}
+
+export class DynamoStateStore implements StateStore {
+  readonly table: DynamoPackedTable;
+  readonly packed: PackedStateStore;
+
+  constructor(clients: AwsClients, table: string, options: PackedStateStoreOptions = {}) {
+    this.table = new DynamoPackedTable(clients, table);
+    this.packed = new PackedStateStore(this.table, options);
+  }
+
+  get usage(): StateTableUsage {
+    return this.table.usage;
+  }
+
+  getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
+    return this.packed.getRows(ids);
+  }
+
+  applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void> {
+    return this.packed.applyRows(checkpointId, fence, rows);
+  }
+
+  readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> {
+    return this.packed.readGroup(operatorId, keyGroup);
   }
 }

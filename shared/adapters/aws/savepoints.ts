@@ -29,7 +29,7 @@
  * unpublished outputs after the savepoint are produced again by the restored job).
  */
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
-import { BatchWriteCommand, GetCommand, PutCommand, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchWriteCommand, GetCommand, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { decodePayload, encodePayload } from '../../codec/payload.js';
 import type { Plan, PlanStage } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
@@ -45,7 +45,7 @@ import { DynamoStateStore, rowPk } from './dynamo-state-store.js';
 import { listAllShards } from './kinesis.js';
 import { S3BlobStore } from './s3-blob-store.js';
 import { skipStagedEpochsBelow } from './staged-sinks.js';
-import { SPILLED, SpillingStateStore } from '../../runtime/spilling-state-store.js';
+import { SpillingStateStore } from '../../runtime/spilling-state-store.js';
 
 export const SAVEPOINT_FORMAT = 'sluice-savepoint';
 export const SAVEPOINT_VERSION = 1;
@@ -184,32 +184,13 @@ export async function writeSavepoint(
     const groups = Array.from({ length: plan.maxParallelism }, (_, g) => g);
     await runPool(groups, 16, async (g) => {
       const rows: KeyGroupFile['rows'] = [];
-      let start: Record<string, unknown> | undefined;
-      do {
-        const r = await withThrottleRetry(() =>
-          clients.doc.send(
-            new QueryCommand({
-              TableName: ctx.names.stateTable,
-              KeyConditionExpression: 'pk = :pk',
-              ExpressionAttributeValues: { ':pk': rowPk(op.id, g) },
-              ConsistentRead: true,
-              ...(start ? { ExclusiveStartKey: start } : {}),
-            }),
-          ),
-        );
-        for (const item of r.Items ?? []) {
-          if ((item.ckpt as number) > checkpointId) {
-            throw new SluiceError(`state row ${rowPk(op.id, g)}/${String(item.sk)} was written by checkpoint ${String(item.ckpt)}, after the savepoint's ${checkpointId}`, 'SAVEPOINT_INCONSISTENT');
-          }
-          let values = (item.v as Record<string, Uint8Array> | undefined) ?? {};
-          if (values[SPILLED] !== undefined) {
-            const [whole] = await spilling.getRows([{ operatorId: op.id, keyGroup: g, key: item.sk as string }]);
-            values = whole?.values ?? {};
-          }
-          if (Object.keys(values).length) rows.push([item.sk as string, values]);
+      // every row of the group as the state table holds it (packed items; spilled values read back from S3)
+      for (const row of await spilling.readGroup(op.id, g)) {
+        if ((row.checkpointId ?? 0) > checkpointId) {
+          throw new SluiceError(`state of ${rowPk(op.id, g)} (key ${row.key}) was written by checkpoint ${String(row.checkpointId)}, after the savepoint's ${checkpointId}`, 'SAVEPOINT_INCONSISTENT');
         }
-        start = r.LastEvaluatedKey;
-      } while (start);
+        if (Object.keys(row.values).length) rows.push([row.key, row.values]);
+      }
       const t = timers.get(`${op.id}#${g}`) ?? [];
       if (!rows.length && !t.length) return;
       rows.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));

@@ -10,10 +10,12 @@
  * - The writer retries only the rejected entries, which then land after later ones (as the AWS
  *   writer's do); the reader pages, backs off on throttling, fails loudly on trimmed data.
  * - The control store keeps leases with a fencing counter (a takeover returns the lease as it is
- *   after the bump; pointer and position writes are fenced), deltas inline up to 300 KB and "in S3"
+ *   after the bump; pointer and position writes are fenced), deltas inline up to 8 KB and "in S3"
  *   above, and checkpoint records with an ack *set*; any ack that finds the set complete while the
  *   checkpoint is in flight reports completion.
- * - The state store writes a row only when no later checkpoint wrote it (`ckpt <= n`); like the
+ * - The state store is the DynamoDB store's packed layout (`runtime/packed-state.ts`) over a Map
+ *   table with the same conditions: items by (operator#keyGroup, sk), writes conditioned on the
+ *   item's version, a write of checkpoint n dropped on an item a later checkpoint wrote; like the
  *   DynamoDB store it does not look at the fence.
  * - The upsert sink collapses writes of a key to the last and applies each under the emitting
  *   instance's (epoch, seq) version condition.
@@ -57,6 +59,7 @@ import type {
   UpsertSinkWriter,
   UpsertWrite,
 } from '../../runtime/ports.js';
+import { groupRows, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import { compareSeq } from '../../runtime/positions.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
 import { replayTrimmed } from '../replay-trimmed.js';
@@ -76,7 +79,7 @@ export type PortOp =
   | 'control.ack'
   | 'state.getRows'
   | 'state.applyRows'
-  /** one row of an applyRows call (service hooks only): throwing here crashes mid-flush */
+  /** one item write of an applyRows call (service hooks only): throwing here crashes mid-flush */
   | 'state.applyRow'
   | 'shards.openShards'
   | 'writer.putAll'
@@ -575,7 +578,8 @@ const bytesEqual = (a: Uint8Array, b: Uint8Array) => a.length === b.length && Bu
 
 // ------------------------------------------------------------------------------------------ control store
 
-const INLINE_DELTA_LIMIT = 300 * 1024;
+/** as the DynamoDB control store: inline up to 8 KB, S3 above (cheaper from there on) */
+const INLINE_DELTA_LIMIT = 8 * 1024;
 const pad = (n: number) => String(n).padStart(12, '0');
 
 export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
@@ -795,15 +799,17 @@ export class CheckpointInFlightError extends SluiceError {
 
 const rowKey = (operatorId: string, keyGroup: number, key: string) => `${operatorId}#${keyGroup}\u0000${key}`;
 
-interface StoredStateRow {
-  readonly ckpt: number;
-  readonly row: StateRow;
-}
-
 export interface StateRowWrite {
   readonly checkpointId: number;
   readonly fence: number;
   readonly row: StateRow;
+}
+
+/** One item write of the state table, before and after (undefined: absent), for metering. */
+export interface StateItemWrite {
+  readonly pk: string;
+  readonly before: StoredItem | undefined;
+  readonly after: StoredItem | undefined;
 }
 
 const copyRow = (r: StateRow): StateRow => ({
@@ -819,64 +825,135 @@ function sameValues(a: Record<string, Uint8Array>, b: Record<string, Uint8Array>
   return ka.length === kb.length && ka.every((k, i) => k === kb[i] && bytesEqual(a[k]!, b[k]!));
 }
 
-/** Keyed state rows: `(operator#keyGroup, key) → (ckpt, values)`, written only if `ckpt <= n`. */
+const copyItem = (i: StoredItem): StoredItem => structuredClone(i);
+
+/**
+ * The state table as DynamoDB holds it: items by (pk, sk), PutItem conditioned on the version
+ * attribute `r` (or on absence), DeleteItem, strongly consistent Query by pk; 400 KB per item. Each
+ * put runs the `state.applyRow` hook first (a crash there is a crash between two item writes).
+ */
+export class MemoryStateTable implements PackedTable {
+  readonly groups = new Map<string, Map<string, StoredItem>>();
+  puts = 0;
+  conditionFailures = 0;
+  /** called after every item write (metering) */
+  onWrite?: (w: StateItemWrite) => void;
+
+  constructor(
+    private readonly faults: MemoryFaults = {},
+    private readonly afterPut?: (pk: string, before: ReadonlyMap<string, StoredItem>, written: StoredItem) => void,
+  ) {}
+
+  async query(pk: string): Promise<StoredItem[]> {
+    return [...(this.groups.get(pk)?.values() ?? [])].map(copyItem);
+  }
+
+  async put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean> {
+    return serviceCall(this.faults, 'state.applyRow', { size: 1 }, () => {
+      let g = this.groups.get(pk);
+      const cur = g?.get(item.sk);
+      this.puts++;
+      if (expected === undefined ? cur !== undefined : cur?.r !== expected) {
+        this.conditionFailures++;
+        return false;
+      }
+      checkItemSize(`state item ${pk}/${JSON.stringify(item.sk)}`, { pk, ...item });
+      if (!g) this.groups.set(pk, (g = new Map()));
+      const before = new Map(g);
+      g.set(item.sk, copyItem(item));
+      this.onWrite?.({ pk, before: cur, after: item });
+      this.afterPut?.(pk, before, item);
+      return true;
+    });
+  }
+
+  async delete(pk: string, sk: string, expected?: number): Promise<void> {
+    const g = this.groups.get(pk);
+    const cur = g?.get(sk);
+    if (!cur || (expected !== undefined && cur.r !== expected)) return;
+    g!.delete(sk);
+    this.onWrite?.({ pk, before: cur, after: undefined });
+  }
+}
+
+/**
+ * Keyed state: the same packed layout and conditions as the DynamoDB store (`runtime/packed-state.ts`
+ * over a `MemoryStateTable`); like it, it does not look at the fence. Besides, it keeps the history
+ * of every row change as readers see it, for the tests' oracles.
+ */
 export class MemoryStateStore implements StateStore {
-  private readonly rowsById = new Map<string, StoredStateRow>();
-  /** every accepted row write, in order */
+  readonly table: MemoryStateTable;
+  private readonly packed: PackedStateStore;
+  /** every row change readers can see, in order (a cleared row has empty values) */
   readonly history: StateRowWrite[] = [];
-  /** writes refused because a later checkpoint wrote the row */
+  /** row writes dropped because a later checkpoint had written their item */
   rejectedWrites = 0;
   /** the same row of the same checkpoint written twice with other values: must stay 0 */
   conflicts = 0;
   private readonly firstWrite = new Map<string, Record<string, Uint8Array>>();
+  private fence = 0;
 
-  constructor(private readonly faults: MemoryFaults = {}) {}
+  constructor(
+    private readonly faults: MemoryFaults = {},
+    options: PackedStateStoreOptions = {},
+  ) {
+    this.table = new MemoryStateTable(faults, (pk, before, written) => this.record(pk, before, written.c ?? 0));
+    this.packed = new PackedStateStore(this.table, options);
+  }
 
   async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
-    return serviceCall(this.faults, 'state.getRows', { size: ids.length }, () => {
-      const out: StateRow[] = [];
-      const seen = new Set<string>();
-      for (const id of ids) {
-        const k = rowKey(id.operatorId, id.keyGroup, id.key);
-        if (seen.has(k)) continue;
-        seen.add(k);
-        const r = this.rowsById.get(k);
-        if (r) out.push({ ...copyRow(r.row), checkpointId: r.ckpt });
-      }
-      return out.reverse(); // BatchGetItem promises no order
-    });
+    return serviceCall(this.faults, 'state.getRows', { size: ids.length }, async () => (await this.packed.getRows(ids)).map((r) => ({ ...copyRow(r), checkpointId: r.checkpointId! })).reverse());
+  }
+
+  async readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> {
+    return this.packed.readGroup(operatorId, keyGroup);
   }
 
   async applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void> {
     await serviceCall(this.faults, 'state.applyRows', { checkpointId, size: rows.length }, async () => {
-      for (const row of rows) {
-        await serviceCall(this.faults, 'state.applyRow', { checkpointId }, () => {
-          const k = rowKey(row.operatorId, row.keyGroup, row.key);
-          const cur = this.rowsById.get(k);
-          if (cur && cur.ckpt > checkpointId) {
-            this.rejectedWrites++;
-            return;
-          }
-          checkItemSize(`state row ${k}`, { pk: `${row.operatorId}#${row.keyGroup}`, sk: row.key, ckpt: checkpointId, v: row.values });
-          const copy = copyRow(row);
-          const tag = `${checkpointId}\u0000${k}`;
-          const first = this.firstWrite.get(tag);
-          if (first && !sameValues(first, copy.values)) this.conflicts++;
-          if (!first) this.firstWrite.set(tag, copy.values);
-          this.rowsById.set(k, { ckpt: checkpointId, row: copy });
-          this.history.push({ checkpointId, fence, row: copy });
-        });
-      }
+      this.fence = fence;
+      const r = await this.packed.apply(checkpointId, rows);
+      this.rejectedWrites += r.rejected.length;
     });
   }
 
-  /** Current rows (newest values), with the checkpoint that wrote each. */
+  /** what an item write changed, as readers see the group */
+  private record(pk: string, before: ReadonlyMap<string, StoredItem>, written: number): void {
+    const old = groupRows(pk, [...before.values()]);
+    const now = groupRows(pk, [...(this.table.groups.get(pk)?.values() ?? [])]);
+    const cut = pk.lastIndexOf('#');
+    const operatorId = pk.slice(0, cut);
+    const keyGroup = Number(pk.slice(cut + 1));
+    const changes: Array<[string, Record<string, Uint8Array>, number]> = [];
+    for (const [key, r] of now) {
+      const o = old.get(key);
+      if (!o || !sameValues(o.values, r.values)) changes.push([key, r.values, r.checkpointId]);
+    }
+    for (const [key] of old) if (!now.has(key)) changes.push([key, {}, written]);
+    for (const [key, values, checkpointId] of changes) {
+      const row = copyRow({ operatorId, keyGroup, key, values });
+      const tag = `${checkpointId}\u0000${rowKey(operatorId, keyGroup, key)}`;
+      const first = this.firstWrite.get(tag);
+      if (first && !sameValues(first, row.values)) this.conflicts++;
+      if (!first) this.firstWrite.set(tag, row.values);
+      this.history.push({ checkpointId, fence: this.fence, row });
+    }
+  }
+
+  /** Current rows (newest values), with the checkpoint that last wrote each row's item. */
   rows(): Array<{ checkpointId: number; row: StateRow }> {
-    return [...this.rowsById.values()].map((r) => ({ checkpointId: r.ckpt, row: copyRow(r.row) }));
+    const out: Array<{ checkpointId: number; row: StateRow }> = [];
+    for (const [pk, g] of this.table.groups) {
+      const cut = pk.lastIndexOf('#');
+      for (const [key, r] of groupRows(pk, [...g.values()])) {
+        out.push({ checkpointId: r.checkpointId, row: copyRow({ operatorId: pk.slice(0, cut), keyGroup: Number(pk.slice(cut + 1)), key, values: r.values }) });
+      }
+    }
+    return out;
   }
 
   /**
-   * Rows as of checkpoint n: for each row, the accepted write with the highest checkpoint ≤ n (rows
+   * Rows as of checkpoint n: for each row, the last change with the highest checkpoint ≤ n (rows
    * whose values are empty are cleared and left out).
    */
   asOf(n: number): StateRow[] {

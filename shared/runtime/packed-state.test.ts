@@ -1,0 +1,201 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryStateTable } from '../adapters/memory/memory-ports.js';
+import { decodeEntries, encodeEntries, groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
+import type { StateRow } from './ports.js';
+import { SpillingStateStore } from './spilling-state-store.js';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+const row = (key: string, v: string | Uint8Array, keyGroup = 7, operatorId = 'op'): StateRow => ({
+  operatorId,
+  keyGroup,
+  key,
+  values: typeof v === 'string' ? (v ? { count: enc.encode(v) } : {}) : { blob: v },
+});
+const id = (key: string, keyGroup = 7) => ({ operatorId: 'op', keyGroup, key });
+const items = (t: MemoryStateTable, keyGroup = 7) => [...(t.groups.get(groupPk('op', keyGroup))?.values() ?? [])];
+const text = (r: StateRow | undefined) => (r?.values.count ? dec.decode(r.values.count) : undefined);
+
+describe('packed entries', () => {
+  it('round-trips keys (prefix-compressed, any UTF-8) and their named values', () => {
+    const m = new Map<string, Record<string, Uint8Array>>([
+      ['user-10', { count: enc.encode('1'), sum: new Uint8Array([1, 2, 3]) }],
+      ['user-1', { count: new Uint8Array(0) }],
+      ['ünïcødé-🙂', { list: new Uint8Array(300).fill(9) }],
+      ['user-100', {}],
+    ]);
+    const d = encodeEntries(m);
+    expect(decodeEntries(d)).toEqual(m);
+    // the names once per item, keys sharing their prefix: far below key + name + value per row
+    expect(encodeEntries(new Map(Array.from({ length: 100 }, (_, i) => [`user-${i}`, { count: new Uint8Array([i]) }]))).length).toBeLessThan(100 * 8);
+  });
+});
+
+describe('PackedStateStore', () => {
+  it('packs the keys of a key group into one item and reads them back by id', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    await s.applyRows(1, 1, Array.from({ length: 100 }, (_, i) => row(`user-${i}`, String(i))));
+    await s.applyRows(1, 1, [row('other', 'x', 8)]);
+    expect(items(t)).toHaveLength(1);
+    expect(t.puts).toBe(2);
+    const got = await new PackedStateStore(t).getRows([id('user-5'), id('user-99'), id('other', 8), id('nope', 9)]);
+    expect(Object.fromEntries(got.map((r) => [r.key, text(r)]))).toEqual({ 'user-5': '5', 'user-99': '99', other: 'x' });
+    expect(got.every((r) => r.checkpointId === 1)).toBe(true);
+  });
+
+  it('a stale writer of checkpoint n cannot overwrite keys that checkpoint n+1 wrote in the same item', async () => {
+    const t = new MemoryStateTable();
+    const owner = new PackedStateStore(t);
+    const zombie = new PackedStateStore(t);
+    await owner.applyRows(1, 1, [row('a', 'a1'), row('b', 'b1')]);
+    // the zombie has read the item as of checkpoint 1 (a cached view), the owner moves on
+    await zombie.getRows([id('a')]);
+    await owner.applyRows(2, 2, [row('a', 'a2')]);
+    // the zombie's checkpoint 1 redo, with other keys of the same item: nothing of it lands
+    const r = await zombie.apply(1, [row('a', 'stale'), row('b', 'stale'), row('c', 'stale')]);
+    expect(r.rejected.map((x) => x.key)).toEqual(['a', 'b', 'c']);
+    const got = await owner.getRows([id('a'), id('b'), id('c')]);
+    expect(Object.fromEntries(got.map((x) => [x.key, text(x) ?? null]))).toEqual({ a: 'a2', b: 'b1', c: null });
+    // every row read says "checkpoint 2 wrote this item": a zombie at epoch 1 sees it is behind
+    expect(got.map((x) => x.checkpointId)).toEqual([2, 2, 2]);
+  });
+
+  it('a redo of the same checkpoint is idempotent and writes nothing it would not change', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    await s.applyRows(3, 1, [row('a', '1'), row('b', '2'), row('gone', '')]);
+    const before = structuredClone(items(t));
+    const puts = t.puts;
+    await new PackedStateStore(t).applyRows(3, 1, [row('a', '1'), row('b', '2'), row('gone', '')]);
+    expect(items(t)).toEqual(before);
+    expect(t.puts).toBe(puts);
+  });
+
+  it('merges two writers of one item: the version condition makes the loser read again', async () => {
+    const t = new MemoryStateTable();
+    const a = new PackedStateStore(t);
+    const b = new PackedStateStore(t);
+    await a.applyRows(1, 1, [row('x', '1')]);
+    await b.getRows([id('x')]);
+    await a.applyRows(2, 1, [row('y', '2')]);
+    // b's cached view is at version 1: its put fails, it re-reads and merges
+    await b.applyRows(2, 1, [row('z', '2')]);
+    expect(b.versionConflicts).toBe(1);
+    const got = await a.getRows([id('x'), id('y'), id('z')]);
+    expect(got.map(text)).toEqual(['1', '2', '2']);
+  });
+
+  it('cleared keys disappear from the item', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    await s.applyRows(1, 1, [row('a', '1'), row('b', '2')]);
+    await s.applyRows(2, 1, [row('a', '')]);
+    expect([...decodeEntries(items(t)[0]!.d!).keys()]).toEqual(['b']);
+    expect((await s.readGroup('op', 7)).map((r) => r.key)).toEqual(['b']);
+    const [a] = await s.getRows([id('a')]);
+    expect(a).toMatchObject({ key: 'a', values: {}, checkpointId: 2 });
+  });
+
+  it('splits a key group past the item size limit over several items, and reads it back', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    // 60 keys of 20 KB: 1.2 MB, three times DynamoDB's item limit, in one checkpoint
+    const big = (i: number) => new Uint8Array(20 * 1024).fill(i);
+    await s.applyRows(1, 1, Array.from({ length: 60 }, (_, i) => row(`k${String(i).padStart(2, '0')}`, big(i))));
+    const stored = items(t);
+    expect(stored.length).toBeGreaterThanOrEqual(3);
+    for (const i of stored) expect(i.d!.length).toBeLessThan(390 * 1024);
+    const all = await new PackedStateStore(t).readGroup('op', 7);
+    expect(all).toHaveLength(60);
+    for (const r of all) expect(r.values.blob![0]).toBe(Number(r.key.slice(1)));
+    // later writes go to the item whose range holds the key; the others are not rewritten
+    const puts = t.puts;
+    await s.applyRows(2, 1, [row('k33', new Uint8Array([1]))]);
+    expect(t.puts).toBe(puts + 1);
+    const [k33] = await new PackedStateStore(t).getRows([id('k33')]);
+    expect(k33!.values.blob).toEqual(new Uint8Array([1]));
+  });
+
+  it('grows by splitting as small keys accumulate, with items near the split size', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t, { splitBytes: 1024 });
+    for (let n = 1; n <= 20; n++) await s.applyRows(n, 1, Array.from({ length: 20 }, (_, i) => row(`user-${n * 20 + i}`, String(n))));
+    const stored = items(t);
+    expect(stored.length).toBeGreaterThan(3);
+    for (const i of stored) expect(i.d!.length).toBeLessThanOrEqual(1024);
+    const rows = await new PackedStateStore(t).readGroup('op', 7);
+    expect(rows).toHaveLength(400);
+  });
+
+  it('a split that crashed before linking its new items leaves them unread, and the next writer deletes them', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t, { splitBytes: 1024 });
+    await s.applyRows(1, 1, Array.from({ length: 10 }, (_, i) => row(`k${i}`, 'old')));
+    // the new items go first (they land), then the root's rewrite crashes
+    const many = Array.from({ length: 80 }, (_, i) => row(`k${i}`, 'new'));
+    let n = 0;
+    const s2 = new PackedStateStore(
+      new Proxy(t, {
+        get(target, p, r) {
+          if (p === 'put')
+            return async (pk: string, item: StoredItem, expected: number | undefined) => {
+              if (item.sk === ROOT_SK && n++ === 0) throw new Error('crash');
+              return target.put(pk, item, expected);
+            };
+          return Reflect.get(target, p, r) as unknown;
+        },
+      }),
+      { splitBytes: 1024 },
+    );
+    await expect(s2.applyRows(2, 1, many)).rejects.toThrow('crash');
+    expect(items(t).length).toBeGreaterThan(1);
+    const reader = new PackedStateStore(t);
+    expect((await reader.readGroup('op', 7)).map(text)).toEqual(Array(10).fill('old'));
+    // the redo after the crash links its own split; the unlinked items of the first try are deleted
+    await new PackedStateStore(t, { splitBytes: 1024 }).applyRows(2, 1, many);
+    const rows = await reader.readGroup('op', 7);
+    expect(rows).toHaveLength(80);
+    expect(rows.every((r) => text(r) === 'new' && r.checkpointId === 2)).toBe(true);
+    const chainLength = (() => {
+      const byS = new Map(items(t).map((i) => [i.sk, i]));
+      let k = 0;
+      for (let sk: string | undefined = ROOT_SK; sk; sk = byS.get(sk)?.n) k++;
+      return k;
+    })();
+    expect(items(t)).toHaveLength(chainLength);
+  });
+
+  it('reads rows of the older one-key-per-item layout and folds them into the root on the first write', async () => {
+    const t = new MemoryStateTable();
+    const pk = groupPk('op', 7);
+    t.groups.set(
+      pk,
+      new Map<string, StoredItem>([
+        ['a', { sk: 'a', ckpt: 4, v: { count: enc.encode('A') } }],
+        ['b', { sk: 'b', ckpt: 5, v: { count: enc.encode('B') } }],
+        ['c', { sk: 'c', ckpt: 5, v: {} }],
+      ]),
+    );
+    const s = new PackedStateStore(t);
+    expect((await s.getRows([id('a'), id('b'), id('c')])).map((r) => [r.key, text(r), r.checkpointId])).toEqual([
+      ['a', 'A', 4],
+      ['b', 'B', 5],
+      ['c', undefined, 5],
+    ]);
+    await s.applyRows(6, 1, [row('b', 'B6')]);
+    expect(items(t).map((i) => i.sk)).toEqual([ROOT_SK]);
+    expect(Object.fromEntries((await s.readGroup('op', 7)).map((r) => [r.key, text(r)]))).toEqual({ a: 'A', b: 'B6' });
+  });
+
+  it('keeps spilled values working: a key larger than an item goes to the blob store', async () => {
+    const t = new MemoryStateTable();
+    const blobs = new Map<string, Uint8Array>();
+    const s = new SpillingStateStore(new PackedStateStore(t), { put: async (k, b) => void blobs.set(k, b), get: async (k) => blobs.get(k)! }, 1000);
+    await s.applyRows(1, 1, [row('huge', new Uint8Array(5000).fill(7)), row('small', '1')]);
+    expect(blobs.size).toBe(1);
+    const got = await s.getRows([id('huge'), id('small')]);
+    expect(got.find((r) => r.key === 'huge')!.values.blob).toEqual(new Uint8Array(5000).fill(7));
+    expect((await s.readGroup('op', 7)).map((r) => r.key).sort()).toEqual(['huge', 'small']);
+  });
+});

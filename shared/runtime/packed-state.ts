@@ -1,0 +1,636 @@
+/**
+ * The state table's layout: the keys of one (operator, key group) packed into as few items as the
+ * item size allows, because DynamoDB bills a write by whole kilobytes of the item (a 45-byte counter
+ * row costs what a 1 KB item of twenty of them costs).
+ *
+ * Items of a group share pk = `<operator>#<key group>`. Each holds a sorted run of keys as one
+ * binary attribute `d` (state names once per item, keys prefix-compressed) and covers a key range:
+ * the root item (sk ROOT_SK) starts the chain, `l` is an item's lowest key and `n` the sk of the next
+ * item; a key belongs to the last item of the chain whose `l` is ≤ the key. `c` is the newest
+ * checkpoint that wrote the item, `r` its version, `f` the format marker (rows of the older
+ * one-key-per-item layout have none: they are read while the group has no root, and folded into the
+ * root by its first write).
+ *
+ * Guarantees, item by item:
+ * - fencing: a write of checkpoint n to an item that checkpoint m > n already wrote is dropped, and
+ *   every row read carries its item's `c` (so a zombie still sees "written past my epoch", even for
+ *   a key a later checkpoint cleared);
+ * - every write is a PutItem conditioned on the version it merged into (`r = :r`, or "does not
+ *   exist"): two writers never lose each other's keys; a loser re-reads the group and merges again;
+ * - a redo of checkpoint n merges the same rows again; an item it would not change is not written;
+ * - an item over `splitBytes` is split: the new items are written first (unreachable until linked,
+ *   and recording the parent version they expect), then the parent is rewritten pointing at them.
+ *   A crash in between leaves unreachable items that readers ignore and the next writer deletes.
+ *
+ * `PackedStateStore` runs this over a `PackedTable`: DynamoDB in production, a Map in the twins.
+ */
+import { randomBytes } from 'node:crypto';
+import { SluiceError } from '../util/errors.js';
+import type { StateRow, StateRowId, StateStore } from './ports.js';
+
+export const PACKED_FORMAT = 1;
+/** sk of a group's first item (legacy rows used the key itself as sk; keys never start with NUL in practice) */
+export const ROOT_SK = '\u0000r';
+/** items grow up to this many bytes before they split (a write is billed on the whole item) */
+export const DEFAULT_SPLIT_BYTES = 4 * 1024;
+/** DynamoDB's item limit, less room for the other attributes */
+export const MAX_ITEM_BYTES = 390 * 1024;
+/** pk + sk + the small attributes of an item, a bound used for split decisions */
+const ITEM_OVERHEAD = 80;
+
+export const groupPk = (operatorId: string, keyGroup: number) => `${operatorId}#${keyGroup}`;
+
+/** An item as stored (pk aside): a packed item, or a row of the older one-key-per-item layout. */
+export interface StoredItem {
+  readonly sk: string;
+  /** format marker; absent on legacy rows */
+  readonly f?: number;
+  /** newest checkpoint that wrote the item */
+  readonly c?: number;
+  /** version, +1 per write */
+  readonly r?: number;
+  /** lowest key of the item's range (absent on the root) */
+  readonly l?: string;
+  /** sk of the next item */
+  readonly n?: string;
+  /** while unlinked: the parent's sk and the version the parent is expected to have when it links this item */
+  readonly p?: string;
+  readonly q?: number;
+  /** packed entries */
+  readonly d?: Uint8Array;
+  /** legacy rows */
+  readonly ckpt?: number;
+  readonly v?: Record<string, Uint8Array>;
+}
+
+/** Item-level storage the packed layout needs; conditions are on the version attribute `r`. */
+export interface PackedTable {
+  /** every item of the partition, strongly consistent */
+  query(pk: string): Promise<StoredItem[]>;
+  /** writes the item if the stored one has version `expected` (undefined: no item under its sk); false if that condition failed */
+  put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean>;
+  /** deletes the item (if `expected` is given: only at that version) */
+  delete(pk: string, sk: string, expected?: number): Promise<void>;
+}
+
+// ------------------------------------------------------------------------------------------ encoding
+
+type Values = Record<string, Uint8Array>;
+const utf8 = new TextEncoder();
+const utf8d = new TextDecoder();
+
+class Writer {
+  buf = new Uint8Array(256);
+  len = 0;
+  private room(n: number) {
+    if (this.len + n <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.len + n) size *= 2;
+    const b = new Uint8Array(size);
+    b.set(this.buf.subarray(0, this.len));
+    this.buf = b;
+  }
+  varint(x: number) {
+    this.room(8);
+    while (x >= 0x80) {
+      this.buf[this.len++] = (x & 0x7f) | 0x80;
+      x = Math.floor(x / 128);
+    }
+    this.buf[this.len++] = x;
+  }
+  bytes(b: Uint8Array) {
+    this.varint(b.length);
+    this.room(b.length);
+    this.buf.set(b, this.len);
+    this.len += b.length;
+  }
+  raw(b: Uint8Array) {
+    this.room(b.length);
+    this.buf.set(b, this.len);
+    this.len += b.length;
+  }
+  done(): Uint8Array {
+    return this.buf.slice(0, this.len);
+  }
+}
+
+class Reader {
+  o = 0;
+  constructor(private readonly b: Uint8Array) {}
+  varint(): number {
+    let x = 0;
+    let m = 1;
+    for (;;) {
+      const c = this.b[this.o++];
+      if (c === undefined) throw new SluiceError('packed state item is truncated', 'STATE_CORRUPT');
+      x += (c & 0x7f) * m;
+      if (c < 0x80) return x;
+      m *= 128;
+    }
+  }
+  take(n: number): Uint8Array {
+    if (this.o + n > this.b.length) throw new SluiceError('packed state item is truncated', 'STATE_CORRUPT');
+    const s = this.b.subarray(this.o, this.o + n);
+    this.o += n;
+    return s;
+  }
+  get end() {
+    return this.o >= this.b.length;
+  }
+}
+
+const compareKeys = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * `d`: format byte, state names (count, then each), entry count, then per entry (keys ascending):
+ * bytes shared with the previous key, the rest of the key, the number of states, and per state its
+ * name's index and its bytes. Lengths are LEB128 varints.
+ */
+export function encodeEntries(entries: ReadonlyMap<string, Values>): Uint8Array {
+  const keys = [...entries.keys()].sort(compareKeys);
+  const names = new Map<string, number>();
+  for (const k of keys) for (const n of Object.keys(entries.get(k)!)) if (!names.has(n)) names.set(n, names.size);
+  const w = new Writer();
+  w.varint(PACKED_FORMAT);
+  w.varint(names.size);
+  for (const n of names.keys()) w.bytes(utf8.encode(n));
+  w.varint(keys.length);
+  let prev = new Uint8Array(0);
+  for (const k of keys) {
+    const kb = utf8.encode(k);
+    let shared = 0;
+    const max = Math.min(prev.length, kb.length);
+    while (shared < max && prev[shared] === kb[shared]) shared++;
+    w.varint(shared);
+    w.bytes(kb.subarray(shared));
+    const values = entries.get(k)!;
+    const vn = Object.keys(values);
+    w.varint(vn.length);
+    for (const n of vn) {
+      w.varint(names.get(n)!);
+      w.bytes(values[n]!);
+    }
+    prev = kb;
+  }
+  return w.done();
+}
+
+export function decodeEntries(d: Uint8Array): Map<string, Values> {
+  const r = new Reader(d);
+  const format = r.varint();
+  if (format !== PACKED_FORMAT) throw new SluiceError(`packed state item has format ${format}, this version reads ${PACKED_FORMAT}`, 'STATE_CORRUPT');
+  const names: string[] = [];
+  for (let i = r.varint(); i > 0; i--) names.push(utf8d.decode(r.take(r.varint())));
+  const out = new Map<string, Values>();
+  let prev = new Uint8Array(0);
+  for (let i = r.varint(); i > 0; i--) {
+    const shared = r.varint();
+    const rest = r.take(r.varint());
+    const kb = new Uint8Array(shared + rest.length);
+    kb.set(prev.subarray(0, shared));
+    kb.set(rest, shared);
+    const values: Values = {};
+    for (let j = r.varint(); j > 0; j--) {
+      const name = names[r.varint()];
+      if (name === undefined) throw new SluiceError('packed state item names an unknown state', 'STATE_CORRUPT');
+      values[name] = r.take(r.varint()).slice();
+    }
+    out.set(utf8d.decode(kb), values);
+    prev = kb;
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------ a group's items
+
+interface Item {
+  readonly sk: string;
+  readonly lo: string | undefined;
+  readonly next: string | undefined;
+  readonly ckpt: number;
+  readonly ver: number;
+  readonly parent?: string;
+  readonly parentVer?: number;
+  /** bytes of `d` */
+  readonly size: number;
+  /** decoded on first use */
+  entries: Map<string, Values> | undefined;
+  readonly d: Uint8Array;
+}
+
+interface GroupView {
+  /** the chain, root first, ascending by range */
+  readonly chain: Item[];
+  /** packed items no chain reaches (a split that never linked them) */
+  readonly orphans: Item[];
+  /** rows of the older layout (meaningful only while there is no root) */
+  readonly legacy: Map<string, { ckpt: number; values: Values }>;
+  readonly legacySks: string[];
+  /** rough bytes held, for the cache bound */
+  readonly bytes: number;
+}
+
+const entriesOf = (i: Item) => (i.entries ??= decodeEntries(i.d));
+
+function toItem(s: StoredItem): Item {
+  return {
+    sk: s.sk,
+    lo: s.l,
+    next: s.n,
+    ckpt: s.c ?? 0,
+    ver: s.r ?? 0,
+    ...(s.p !== undefined ? { parent: s.p, parentVer: s.q ?? 0 } : {}),
+    size: s.d?.length ?? 0,
+    entries: undefined,
+    d: s.d ?? new Uint8Array(0),
+  };
+}
+
+function viewOf(pk: string, stored: readonly StoredItem[]): GroupView {
+  const packed = new Map<string, Item>();
+  const legacy = new Map<string, { ckpt: number; values: Values }>();
+  const legacySks: string[] = [];
+  let bytes = 0;
+  for (const s of stored) {
+    if (s.f === undefined) {
+      legacy.set(s.sk, { ckpt: s.ckpt ?? 0, values: { ...(s.v ?? {}) } });
+      legacySks.push(s.sk);
+      continue;
+    }
+    packed.set(s.sk, toItem(s));
+    bytes += (s.d?.length ?? 0) + ITEM_OVERHEAD;
+  }
+  const chain: Item[] = [];
+  const reached = new Set<string>();
+  for (let sk: string | undefined = packed.has(ROOT_SK) ? ROOT_SK : undefined; sk !== undefined; ) {
+    const item = packed.get(sk);
+    if (!item || reached.has(sk)) throw new SluiceError(`state items of ${pk}: the chain names ${JSON.stringify(sk)}, which is ${item ? 'already in it' : 'missing'}`, 'STATE_CORRUPT');
+    reached.add(sk);
+    chain.push(item);
+    sk = item.next;
+  }
+  const orphans = [...packed.values()].filter((i) => !reached.has(i.sk));
+  return { chain, orphans, legacy, legacySks, bytes };
+}
+
+/** Index in the chain of the item whose range holds `key`. */
+function route(chain: readonly Item[], key: string): number {
+  let lo = 0;
+  let hi = chain.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (compareKeys(chain[mid]!.lo ?? '', key) <= 0) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+function sameValues(a: Values | undefined, b: Values): boolean {
+  if (!a) return false;
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  for (const k of ka) {
+    const x = a[k]!;
+    const y = b[k];
+    if (!y || x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+  }
+  return true;
+}
+
+function entryBytes(key: string, values: Values): number {
+  let n = utf8.encode(key).length + 3;
+  for (const [k, v] of Object.entries(values)) n += k.length + v.length + 4;
+  return n;
+}
+
+const newSk = () => `\u0000${randomBytes(6).toString('base64url')}`;
+
+// ------------------------------------------------------------------------------------------ the store
+
+export interface PackedStateStoreOptions {
+  /** items grow to this many bytes before splitting; @default 4 KB */
+  readonly splitBytes?: number;
+  /** bytes of group views kept between calls (writes then need no read); @default 32 MB */
+  readonly cacheBytes?: number;
+  /** groups read or written at a time; @default 16 */
+  readonly concurrency?: number;
+}
+
+/** What one applyRows call did (besides writing): for the twins' bookkeeping and for metrics. */
+export interface PackedApplyResult {
+  /** rows whose item took the write, or already held exactly them */
+  readonly accepted: StateRow[];
+  /** rows dropped because a later checkpoint had written their item */
+  readonly rejected: StateRow[];
+  readonly itemWrites: number;
+  readonly conflicts: number;
+}
+
+interface Piece {
+  readonly stored: StoredItem;
+  readonly expected: number | undefined;
+  readonly item: Item;
+}
+
+export class PackedStateStore implements StateStore {
+  private readonly splitBytes: number;
+  private readonly cacheBytes: number;
+  private readonly concurrency: number;
+  private readonly cache = new Map<string, GroupView>();
+  private cached = 0;
+  /** writes refused by the version condition (another writer got there first) */
+  versionConflicts = 0;
+
+  constructor(
+    private readonly table: PackedTable,
+    options: PackedStateStoreOptions = {},
+  ) {
+    this.splitBytes = Math.min(options.splitBytes ?? DEFAULT_SPLIT_BYTES, MAX_ITEM_BYTES);
+    this.cacheBytes = options.cacheBytes ?? 32 * 1024 * 1024;
+    this.concurrency = options.concurrency ?? 16;
+  }
+
+  async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
+    const byPk = new Map<string, StateRowId[]>();
+    for (const id of ids) {
+      const pk = groupPk(id.operatorId, id.keyGroup);
+      let l = byPk.get(pk);
+      if (!l) byPk.set(pk, (l = []));
+      l.push(id);
+    }
+    const out: StateRow[] = [];
+    await this.pool([...byPk], async ([pk, list]) => {
+      const view = await this.read(pk);
+      const seen = new Set<string>();
+      for (const id of list) {
+        if (seen.has(id.key)) continue;
+        seen.add(id.key);
+        const row = rowIn(view, id);
+        if (row) out.push(row);
+      }
+    });
+    return out;
+  }
+
+  /** Every row of one key group (savepoints), with its item's checkpoint. */
+  async readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> {
+    const pk = groupPk(operatorId, keyGroup);
+    const rows = groupRows(pk, await this.table.query(pk));
+    return [...rows].map(([key, r]) => ({ operatorId, keyGroup, key, values: r.values, checkpointId: r.checkpointId }));
+  }
+
+  async applyRows(checkpointId: number, _fence: number, rows: readonly StateRow[]): Promise<void> {
+    await this.apply(checkpointId, rows);
+  }
+
+  /** applyRows, telling what happened to each row. */
+  async apply(checkpointId: number, rows: readonly StateRow[]): Promise<PackedApplyResult> {
+    const byPk = new Map<string, Map<string, StateRow>>();
+    for (const r of rows) {
+      const pk = groupPk(r.operatorId, r.keyGroup);
+      let m = byPk.get(pk);
+      if (!m) byPk.set(pk, (m = new Map()));
+      m.set(r.key, r); // the last write of a key wins, as row by row
+    }
+    const result = { accepted: [] as StateRow[], rejected: [] as StateRow[], itemWrites: 0, conflicts: 0 };
+    await this.pool([...byPk], async ([pk, m]) => {
+      const r = await this.applyGroup(pk, checkpointId, [...m.values()]);
+      result.accepted.push(...r.accepted);
+      result.rejected.push(...r.rejected);
+      result.itemWrites += r.itemWrites;
+      result.conflicts += r.conflicts;
+    });
+    return result;
+  }
+
+  /** Forgets cached group views (tests; a table reset). */
+  forget(): void {
+    this.cache.clear();
+    this.cached = 0;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private async pool<T>(items: readonly T[], fn: (t: T) => Promise<void>): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < items.length) await fn(items[next++]!);
+    };
+    await Promise.all(Array.from({ length: Math.min(this.concurrency, items.length) }, worker));
+  }
+
+  private async read(pk: string): Promise<GroupView> {
+    const view = viewOf(pk, await this.table.query(pk));
+    this.remember(pk, view);
+    return view;
+  }
+
+  private remember(pk: string, view: GroupView | undefined): void {
+    const old = this.cache.get(pk);
+    if (old) {
+      this.cached -= old.bytes;
+      this.cache.delete(pk);
+    }
+    if (!view || view.bytes > this.cacheBytes) return;
+    this.cache.set(pk, view);
+    this.cached += view.bytes;
+    for (const [k, v] of this.cache) {
+      if (this.cached <= this.cacheBytes) break;
+      this.cache.delete(k);
+      this.cached -= v.bytes;
+    }
+  }
+
+  private async applyGroup(pk: string, n: number, rows: StateRow[]): Promise<PackedApplyResult> {
+    let conflicts = 0;
+    for (let attempt = 0; ; attempt++) {
+      const view = this.cache.get(pk) ?? (await this.read(pk));
+      const plan = this.plan(view, n, rows);
+      let ok = true;
+      let writes = 0;
+      // new items first: unreachable until the item that links them is written
+      for (const batch of [plan.writes.filter((w) => w.expected === undefined && w.stored.sk !== ROOT_SK), plan.writes.filter((w) => w.expected !== undefined || w.stored.sk === ROOT_SK)]) {
+        const res = await Promise.all(batch.map((w) => this.table.put(pk, w.stored, w.expected)));
+        writes += batch.length;
+        if (res.some((x) => !x)) {
+          ok = false;
+          break;
+        }
+      }
+      if (ok) {
+        const chain = plan.chain;
+        const next: GroupView = { chain, orphans: [], legacy: new Map(), legacySks: [], bytes: chain.reduce((a, i) => a + i.size + ITEM_OVERHEAD, 0) };
+        this.remember(pk, next);
+        await this.cleanUp(pk, view, plan.chain);
+        return { accepted: plan.accepted, rejected: plan.rejected, itemWrites: writes, conflicts };
+      }
+      conflicts++;
+      this.versionConflicts++;
+      this.remember(pk, undefined);
+      // new items that were written but not linked: nobody else knows them
+      await Promise.all(plan.writes.filter((w) => w.expected === undefined && w.stored.sk !== ROOT_SK).map((w) => this.table.delete(pk, w.stored.sk).catch(() => undefined)));
+      if (attempt >= 20) throw new SluiceError(`state items of ${pk}: still contended after ${attempt + 1} attempts`, 'STATE_CONTENDED', true);
+    }
+  }
+
+  /** Deletes what no reader looks at any more: unlinked items whose link can no longer happen, and rows of the older layout. */
+  private async cleanUp(pk: string, before: GroupView, chain: readonly Item[]): Promise<void> {
+    const bySk = new Map(chain.map((i) => [i.sk, i]));
+    // an unlinked item is dead once its parent reached the version that would have linked it (and
+    // did not); before that, a split may still be about to link it
+    const dead = before.orphans.filter((o) => {
+      const parent = o.parent === undefined ? undefined : bySk.get(o.parent);
+      return o.parent === undefined || (parent !== undefined && parent.ver >= (o.parentVer ?? 0));
+    });
+    // rows of the older layout: the root holds them now
+    await Promise.all([...dead.map((o) => this.table.delete(pk, o.sk, o.ver)), ...before.legacySks.map((sk) => this.table.delete(pk, sk))]);
+  }
+
+  private plan(view: GroupView, n: number, rows: readonly StateRow[]): { writes: Piece[]; chain: Item[]; accepted: StateRow[]; rejected: StateRow[] } {
+    let chain = view.chain;
+    const accepted: StateRow[] = [];
+    const rejected: StateRow[] = [];
+    if (!chain.length) {
+      // no root yet: it starts with the rows of the older layout, if any
+      const entries = new Map<string, Values>();
+      let ckpt = 0;
+      for (const [k, e] of view.legacy) {
+        if (Object.keys(e.values).length) entries.set(k, e.values);
+        ckpt = Math.max(ckpt, e.ckpt);
+      }
+      const root: Item = { sk: ROOT_SK, lo: undefined, next: undefined, ckpt, ver: 0, size: 0, entries, d: new Uint8Array(0) };
+      chain = [root];
+    }
+    const touched = new Map<number, StateRow[]>();
+    for (const r of rows) {
+      const i = route(chain, r.key);
+      let l = touched.get(i);
+      if (!l) touched.set(i, (l = []));
+      l.push(r);
+    }
+    const writes: Piece[] = [];
+    const newChain: Item[] = [];
+    for (let i = 0; i < chain.length; i++) {
+      const item = chain[i]!;
+      const mine = touched.get(i);
+      if (!mine) {
+        newChain.push(item);
+        continue;
+      }
+      if (item.ckpt > n) {
+        // a later checkpoint wrote this item: this writer is behind, its rows are stale
+        rejected.push(...mine);
+        newChain.push(item);
+        continue;
+      }
+      const entries = new Map(entriesOf(item));
+      let changed = item.ver === 0;
+      for (const r of mine) {
+        const empty = Object.keys(r.values).length === 0;
+        if (empty) {
+          if (entries.delete(r.key)) changed = true;
+        } else if (!sameValues(entries.get(r.key), r.values)) {
+          entries.set(r.key, { ...r.values });
+          changed = true;
+        }
+      }
+      accepted.push(...mine);
+      // out-of-range keys (left behind by a split whose parent rewrite never happened) go
+      for (const k of entries.keys()) {
+        if (!inRangeOf(chain, i, k)) {
+          entries.delete(k);
+          changed = true;
+        }
+      }
+      if (!changed && item.ckpt >= n) {
+        newChain.push(item);
+        continue;
+      }
+      const ckpt = Math.max(item.ckpt, n);
+      const expected = item.ver === 0 ? undefined : item.ver;
+      const pieces = this.split(entries);
+      const sks = pieces.map((_, j) => (j === 0 ? item.sk : newSk()));
+      for (let j = 0; j < pieces.length; j++) {
+        const d = encodeEntries(pieces[j]!);
+        const lo = j === 0 ? item.lo : [...pieces[j]!.keys()].sort(compareKeys)[0]!;
+        const next = j + 1 < pieces.length ? sks[j + 1] : item.next;
+        const ver = j === 0 ? item.ver + 1 : 1;
+        const stored: StoredItem = {
+          sk: sks[j]!,
+          f: PACKED_FORMAT,
+          c: ckpt,
+          r: ver,
+          ...(lo !== undefined ? { l: lo } : {}),
+          ...(next !== undefined ? { n: next } : {}),
+          ...(j > 0 ? { p: item.sk, q: item.ver + 1 } : {}),
+          d,
+        };
+        const it: Item = { sk: sks[j]!, lo, next, ckpt, ver, size: d.length, entries: pieces[j]!, d };
+        writes.push({ stored, expected: j === 0 ? expected : undefined, item: it });
+        newChain.push(it);
+      }
+    }
+    return { writes, chain: newChain, accepted, rejected };
+  }
+
+  /** One map if it fits `splitBytes`, else runs of ascending keys of about half that each. */
+  private split(entries: Map<string, Values>): Array<Map<string, Values>> {
+    let total = ITEM_OVERHEAD;
+    const sizes = new Map<string, number>();
+    for (const [k, v] of entries) {
+      const b = entryBytes(k, v);
+      sizes.set(k, b);
+      total += b;
+    }
+    if (total <= this.splitBytes || entries.size < 2) return [entries];
+    const pieces = Math.max(2, Math.ceil(total / (0.75 * this.splitBytes)));
+    const target = total / pieces;
+    const out: Array<Map<string, Values>> = [];
+    let cur = new Map<string, Values>();
+    let bytes = ITEM_OVERHEAD;
+    for (const k of [...entries.keys()].sort(compareKeys)) {
+      const b = sizes.get(k)!;
+      if (cur.size && (bytes + b > MAX_ITEM_BYTES || bytes + b / 2 > target)) {
+        out.push(cur);
+        cur = new Map();
+        bytes = ITEM_OVERHEAD;
+      }
+      cur.set(k, entries.get(k)!);
+      bytes += b;
+    }
+    if (cur.size) out.push(cur);
+    return out;
+  }
+}
+
+function inRangeOf(chain: readonly Item[], i: number, key: string): boolean {
+  const lo = chain[i]!.lo;
+  const hi = chain[i + 1]?.lo;
+  return (lo === undefined || compareKeys(lo, key) <= 0) && (hi === undefined || compareKeys(key, hi) < 0);
+}
+
+function rowIn(view: GroupView, id: StateRowId): StateRow | undefined {
+  if (!view.chain.length) {
+    const e = view.legacy.get(id.key);
+    return e ? { operatorId: id.operatorId, keyGroup: id.keyGroup, key: id.key, values: e.values, checkpointId: e.ckpt } : undefined;
+  }
+  const item = view.chain[route(view.chain, id.key)]!;
+  // a key its item does not hold is cleared (or never written); the item's checkpoint still tells a zombie it is behind
+  const values = entriesOf(item).get(id.key) ?? {};
+  return { operatorId: id.operatorId, keyGroup: id.keyGroup, key: id.key, values, checkpointId: item.ckpt };
+}
+
+/** The rows a group's stored items hold, as readers see them (key → values and item checkpoint). */
+export function groupRows(pk: string, stored: readonly StoredItem[]): Map<string, { values: Values; checkpointId: number }> {
+  const view = viewOf(pk, stored);
+  const out = new Map<string, { values: Values; checkpointId: number }>();
+  if (!view.chain.length) {
+    for (const [key, e] of view.legacy) if (Object.keys(e.values).length) out.set(key, { values: e.values, checkpointId: e.ckpt });
+    return out;
+  }
+  view.chain.forEach((item, i) => {
+    for (const [key, values] of entriesOf(item)) if (inRangeOf(view.chain, i, key)) out.set(key, { values, checkpointId: item.ckpt });
+  });
+  return out;
+}
