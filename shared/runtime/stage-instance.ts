@@ -82,6 +82,8 @@ interface SnapshotExtras {
   readonly operatorLists?: OperatorListRow[];
   /** stages whose input stream is resharded after this checkpoint (the epoch routes to them by key group) */
   readonly reshard?: number[];
+  /** instances per stage as barrier n said: how many producers to wait for before the next barrier tells */
+  readonly topology?: number[];
 }
 
 interface DecodedPacket {
@@ -238,6 +240,9 @@ export class StageInstance {
       this.finished = extras.finished ?? false;
       if (extras.broadcast) this.broadcastState.load(extras.broadcast);
       if (extras.operatorLists) this.operatorState.load(extras.operatorLists);
+      // without it a restored instance would count producers by the plan's parallelism, which a
+      // rescale has made stale: its watermark would advance before every producer spoke
+      if (extras.topology) this.lastTopology = extras.topology;
     }
   }
 
@@ -806,6 +811,7 @@ export class StageInstance {
       broadcast: this.broadcastState.toJSON(),
       operatorLists: this.operatorState.toJSON(),
       ...(reshard.length ? { reshard: [...reshard] } : {}),
+      topology: [...topology],
     });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     await this.ports.control.publishSnapshot(this.id, this.fence, {
