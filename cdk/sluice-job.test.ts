@@ -261,8 +261,10 @@ describe('IAM, least privilege', () => {
     const { template, job } = three;
     const st = byId(inlineStatements(template, job.stageFunctions.get('s0')!.role!));
     expect(Object.keys(st).sort()).toEqual(
-      ['BucketList', 'BucketObjects', 'CheckpointTaskResponse', 'OwnLogGroup', 'ReadInputStream', 'StateAndControlTables', 'WriteDownstreamStreams'].sort(),
+      ['BucketList', 'BucketObjects', 'CheckpointTaskResponse', 'DropSpilledState', 'OwnLogGroup', 'ReadInputStream', 'StateAndControlTables', 'WriteDownstreamStreams'].sort(),
     );
+    // the only delete a stage may do: the spilled dirty state its snapshot took in
+    expect(actionsOf(st.DropSpilledState!)).toEqual(['s3:DeleteObject']);
     expect(actionsOf(st.ReadInputStream!)).toEqual([
       'kinesis:DescribeStream',
       'kinesis:DescribeStreamSummary',

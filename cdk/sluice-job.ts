@@ -77,7 +77,7 @@ export const STAGE_DEFAULTS = {
 } as const;
 
 /** Bucket prefixes the functions use (DESIGN §1); `state-blobs/` holds state rows too large for an item. */
-export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/', 'state-blobs/'] as const;
+export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/', 'state-blobs/', 'spill/'] as const;
 
 export interface SluiceJobProps {
   /** the user's job (`export default` of the job module); planned once by the construct */
@@ -414,6 +414,8 @@ export class SluiceJob extends Construct {
         // deltas/ and savepoints/ are expired by the coordinator (it knows which checkpoints are
         // retained); dead-letters/ and sinks/ are the user's data: never expired here.
         { id: 'expire-tmp', prefix: 'tmp/', expiration: Duration.days(1) },
+        // dirty state an instance moved out of memory: a snapshot drops it; a dead owner's is never read
+        { id: 'expire-spill', prefix: 'spill/', expiration: Duration.days(1) },
         { id: 'abort-incomplete-uploads', abortIncompleteMultipartUploadAfter: Duration.days(2) },
       ],
     });
@@ -493,6 +495,8 @@ export class SluiceJob extends Construct {
           ? [new iam.PolicyStatement({ sid: 'SinkTables', actions: DDB_SINK_WRITE, resources: sinkArns })]
           : []),
         ...bucketStatements('Bucket', ['s3:GetObject', 's3:PutObject']),
+        // a snapshot drops the dirty state it took in from the spill
+        new iam.PolicyStatement({ sid: 'DropSpilledState', actions: ['s3:DeleteObject'], resources: [this.bucket.arnForObjects('spill/*')] }),
         taskResponse(),
         ...kmsStatements(),
       ];

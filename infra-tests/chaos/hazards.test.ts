@@ -316,6 +316,44 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
     }
   }, 240_000);
 
+  // §6 "dirty state larger than the function's memory: clean entries are evicted, dirty ones must go
+  // somewhere durable or trigger an earlier checkpoint". With room for 2 dirty keys per instance,
+  // every batch moves the excess to the spill store (S3); snapshots take it back into their delta,
+  // and environments recycled or crashing mid-flush lose nothing. Without the spill, dirty keys
+  // would pile up in memory (the count checked below), the crash loop DESIGN warns of.
+  it('dirty state larger than memory waits in the spill store: bounded memory, nothing lost', async () => {
+    const s = 317;
+    const schedule = new FaultSchedule({ seed: s, rates: { 'env-recycled': 0.3, 'crash-mid-apply': 0.2, 'crash-after-delta': 0.2 } });
+    const run = await ChaosRun.start({
+      seed: s,
+      emulators,
+      variant: 'two-stage',
+      prefix: `chaos-${s}-hz`,
+      schedule,
+      job: { sourceShards: 1, innerShards: 1 },
+      runnerOptions: { runner: { maxDirtyKeys: 2 } },
+    });
+    const rec = (i: number) => inputRecord({ id: `c${s}-${String(i).padStart(5, '0')}`, key: `k${i % 23}`, value: 1 + i }, 'one');
+    try {
+      for (let b = 0; b < 3; b++) {
+        await run.produce(Array.from({ length: 40 }, (_, i) => rec(b * 40 + i)));
+        await sleep(800);
+      }
+      await run.runner.awaitCheckpoints(1, new Date(), 90_000);
+      const since = run.faultsOff();
+      const q = await run.quiet(since, 90_000);
+      const v = await run.verdict();
+      const spilled = run.runner.telemetry.get('DirtyKeysSpilled');
+      const msg = JSON.stringify({ q, verdict: v.verdict, spilled, faults: [...schedule.counts] });
+      expect(q.live, msg).toBe(true);
+      expect(v.verdict.lost + v.verdict.duplicated + v.verdict.mismatched, msg).toBe(0);
+      expect(v.verdict.outputs, msg).toBe(120);
+      expect(spilled, msg).toBeGreaterThan(0);
+    } finally {
+      await run.stop();
+    }
+  }, 240_000);
+
   // §6 "a replay point older than the stream's retention (a job stalled > 24 h): fail loudly, never
   // skip silently". Kinesis raises no error for a trimmed position: the iterator starts at the oldest
   // record still retained. Every invocation restores and replays (environments always recycled);

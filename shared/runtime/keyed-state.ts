@@ -283,38 +283,65 @@ export class KeyedStateCache {
     return n;
   }
 
+  /** An upper bound of dirtyCount that costs nothing (a key can be listed twice). */
+  get dirtyBound(): number {
+    let n = 0;
+    for (const keys of this.dirty.values()) n += keys.length;
+    return n;
+  }
+
   /** Serializes the dirty keys into rows (an empty `values` clears the row). */
   dirtyRows(): StateRow[] {
     const rows: StateRow[] = [];
+    for (const [operatorId, list] of this.dirty) this.rowsOf(operatorId, this.dirtyKeys(list), rows);
+    return rows.sort(compareRows);
+  }
+
+  /**
+   * Serializes up to `n` dirty keys, oldest first, and forgets them: a caller short of memory moves
+   * them elsewhere until the next snapshot (and loads them back with adoptDirty when they are used).
+   */
+  takeDirty(n: number): StateRow[] {
+    const rows: StateRow[] = [];
     for (const [operatorId, list] of this.dirty) {
-      const keys = this.dirtyKeys(list);
-      const descs = this.descriptors.get(operatorId);
+      if (rows.length >= n) break;
+      const keys = [...this.dirtyKeys(list)].slice(0, n - rows.length);
+      this.rowsOf(operatorId, keys, rows);
       const m = this.ops.get(operatorId)!;
-      const slots = this.slots.get(operatorId)?.descriptors ?? [];
-      const encode = (values: Record<string, Uint8Array>, d: StateDescriptor<unknown>, v: unknown, t: number | undefined) => {
-        const bytes = d.serializer.encode(toStored(d, v));
-        values[d.name] = d.ttl ? encodePayload([t ?? 0, bytes]) : bytes;
-      };
-      for (const key of keys) {
-        const e = m.get(key)!;
-        const values: Record<string, Uint8Array> = {};
-        for (let i = 0; i < slots.length; i++) {
-          const v = slotGet(e, i, slots[i]!.name);
-          if (v !== ABSENT) encode(values, slots[i]!, v, touchedGet(e, i, slots[i]!.name));
-        }
-        if (e.extra) {
-          for (const [name, v] of e.extra) {
-            const d = descs?.get(name);
-            if (!d) throw new Error(`state "${name}" of ${operatorId} has no descriptor`);
-            encode(values, d, v, e.extraT?.get(name));
-          }
-        }
-        rows.push({ operatorId, keyGroup: e.keyGroup, key, values });
-      }
+      const taken = new Set(keys);
+      for (const k of keys) m.delete(k);
+      const rest = list.filter((k) => !taken.has(k));
+      if (rest.length) this.dirty.set(operatorId, rest);
+      else this.dirty.delete(operatorId);
     }
-    // a stable order: deltas of the same checkpoint are byte-identical whoever makes them
-    rows.sort((a, b) => (a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    return rows;
+    this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
+    return rows.sort(compareRows);
+  }
+
+  private rowsOf(operatorId: string, keys: Iterable<string>, rows: StateRow[]): void {
+    const descs = this.descriptors.get(operatorId);
+    const m = this.ops.get(operatorId)!;
+    const slots = this.slots.get(operatorId)?.descriptors ?? [];
+    const encode = (values: Record<string, Uint8Array>, d: StateDescriptor<unknown>, v: unknown, t: number | undefined) => {
+      const bytes = d.serializer.encode(toStored(d, v));
+      values[d.name] = d.ttl ? encodePayload([t ?? 0, bytes]) : bytes;
+    };
+    for (const key of keys) {
+      const e = m.get(key)!;
+      const values: Record<string, Uint8Array> = {};
+      for (let i = 0; i < slots.length; i++) {
+        const v = slotGet(e, i, slots[i]!.name);
+        if (v !== ABSENT) encode(values, slots[i]!, v, touchedGet(e, i, slots[i]!.name));
+      }
+      if (e.extra) {
+        for (const [name, v] of e.extra) {
+          const d = descs?.get(name);
+          if (!d) throw new Error(`state "${name}" of ${operatorId} has no descriptor`);
+          encode(values, d, v, e.extraT?.get(name));
+        }
+      }
+      rows.push({ operatorId, keyGroup: e.keyGroup, key, values });
+    }
   }
 
   markClean(): void {
@@ -531,4 +558,9 @@ function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {
 }
 function fromStored(d: StateDescriptor<unknown>, v: unknown): unknown {
   return d.kind === 'map' ? new Map(v as Array<[unknown, unknown]>) : v;
+}
+
+/** A stable order of rows: deltas of the same checkpoint are byte-identical whoever makes them. */
+export function compareRows(a: StateRow, b: StateRow): number {
+  return a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 }

@@ -164,6 +164,18 @@ export interface CollectSinkStore {
   stage(sink: string, outputs: readonly StagedOutput[]): Promise<void>;
 }
 
+/**
+ * Where an instance short of memory moves dirty keyed state until its next snapshot. Nothing here is
+ * committed: parts are scoped by instance and fence, a snapshot takes them in and drops them, and a
+ * new owner never reads an old owner's parts (it replays instead).
+ */
+export interface SpillStore {
+  put(instanceId: string, fence: number, part: string, bytes: Uint8Array): Promise<void>;
+  get(instanceId: string, fence: number, part: string): Promise<Uint8Array>;
+  /** forgets every part of the instance under this fence */
+  drop(instanceId: string, fence: number): Promise<void>;
+}
+
 /** Counters and timings the runtime reports (EMF metrics in Lambda, plain counters in tests). */
 export interface Telemetry {
   count(name: string, value?: number): void;
@@ -182,4 +194,6 @@ export interface RuntimePorts {
   readonly upsertSink: UpsertSinkWriter;
   readonly collectSink: CollectSinkStore;
   readonly telemetry: Telemetry;
+  /** absent: dirty state stays in memory until the next snapshot */
+  readonly spill?: SpillStore;
 }

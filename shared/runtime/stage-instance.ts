@@ -26,7 +26,7 @@ import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, FencedError, PoisonRecordError, SluiceError } from '../util/errors.js';
 import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
-import { KeyedStateCache, keyGroupOfKey, type KeyEntry } from './keyed-state.js';
+import { compareRows, KeyedStateCache, keyGroupOfKey, type KeyEntry } from './keyed-state.js';
 import { makeDestination, Outbox } from './outbox.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRow, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
@@ -157,6 +157,9 @@ export class StageInstance {
    * its state: data envelopes of key groups the child does not own (0) are skipped.
    */
   private ownedKeyGroups: Uint8Array | undefined;
+  /** dirty keys moved to the spill store since the last snapshot: operator\0key → part */
+  private readonly spilled = new Map<string, string>();
+  private spillParts = 0;
 
   processingTime = 0;
   watermark = Number.NEGATIVE_INFINITY;
@@ -164,7 +167,7 @@ export class StageInstance {
   private readonly ended = new Set<string>();
   /** every input of this instance reached the end of a bounded input */
   finished = false;
-  readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0, timersFired: 0 };
+  readonly stats = { recordsIn: 0, recordsOut: 0, duplicates: 0, held: 0, deadLetters: 0, snapshots: 0, spills: 0, timersFired: 0, dirtyKeysSpilled: 0 };
 
   constructor(
     private readonly job: Job,
@@ -464,6 +467,15 @@ export class StageInstance {
    * other content under ids already used, so the batch stops here.
    */
   private async loadRows(missing: StateRowId[]): Promise<void> {
+    if (this.spilled.size && missing.length) {
+      // a key spilled since the last snapshot comes back from the spill, still dirty
+      const back = missing.filter((id) => this.spilled.has(rowTag(id)));
+      if (back.length) {
+        this.state.adoptDirty(await this.readSpilled(back));
+        for (const id of back) this.spilled.delete(rowTag(id));
+        missing = missing.filter((id) => !this.state.has(id.operatorId, id.key));
+      }
+    }
     if (!missing.length) return;
     const rows = await this.ports.state.getRows(missing);
     for (const r of rows) {
@@ -691,6 +703,43 @@ export class StageInstance {
     this.lastPosition = lastPosition;
   }
 
+  // ---------------------------------------------------------------- memory
+
+  /**
+   * Moves dirty keys beyond `keep` out of memory until the next snapshot (DESIGN: dirty state may
+   * outgrow the function's memory). They are not committed anywhere: the snapshot reads them back
+   * into its delta, and a key used before that is loaded back from the spill.
+   */
+  async spillDirty(keep: number): Promise<number> {
+    const spill = this.ports.spill;
+    if (!spill || this.ownedKeyGroups) return 0;
+    const rows = this.state.takeDirty(this.state.dirtyCount - keep);
+    if (!rows.length) return 0;
+    const part = `${this.epoch}-${this.spillParts++}`;
+    await spill.put(this.id, this.fence, part, encodeDelta(rows));
+    for (const r of rows) this.spilled.set(rowTag(r), part);
+    this.stats.dirtyKeysSpilled += rows.length;
+    this.ports.telemetry.count('DirtyKeysSpilled', rows.length);
+    return rows.length;
+  }
+
+  /** The spilled rows of `ids` (every spilled row when absent), each from the part that holds its latest value. */
+  private async readSpilled(ids?: readonly StateRowId[]): Promise<StateRow[]> {
+    const wanted = ids ? new Map(ids.map((id) => [rowTag(id), this.spilled.get(rowTag(id))!])) : this.spilled;
+    const byPart = new Map<string, Set<string>>();
+    for (const [tag, part] of wanted) {
+      let tags = byPart.get(part);
+      if (!tags) byPart.set(part, (tags = new Set()));
+      tags.add(tag);
+    }
+    const out: StateRow[] = [];
+    for (const [part, tags] of byPart) {
+      const { rows } = decodeDelta(await this.ports.spill!.get(this.id, this.fence, part));
+      for (const r of rows) if (tags.has(rowTag(r))) out.push(r);
+    }
+    return out;
+  }
+
   // ---------------------------------------------------------------- resharding
 
   /**
@@ -799,7 +848,8 @@ export class StageInstance {
     this.reshard = reshard;
     // the barrier and everything before it must be accepted downstream before the snapshot is durable
     await this.drain();
-    const rows = this.state.dirtyRows();
+    let rows = this.state.dirtyRows();
+    if (this.spilled.size) rows = rows.concat(await this.readSpilled()).sort(compareRows);
     const delta = encodeDelta(rows, {
       timers: this.timers.toJSON(),
       channels: [...this.channels].map(([p, c]) => [p, c.wm, c.idle]),
@@ -823,6 +873,10 @@ export class StageInstance {
     });
     await this.ports.state.applyRows(n, this.fence, rows);
     this.state.markClean();
+    if (this.spilled.size) {
+      this.spilled.clear();
+      await this.ports.spill!.drop(this.id, this.fence);
+    }
     this.stats.snapshots++;
     const t = this.ports.telemetry;
     t.count('CheckpointKeys', rows.length);
@@ -951,3 +1005,5 @@ export function decodeDelta(bytes: Uint8Array): { rows: StateRow[]; extras: Snap
   }));
   return { rows, extras: raw.extras ?? undefined };
 }
+
+const rowTag = (id: StateRowId) => `${id.operatorId}\u0000${id.key}`;

@@ -821,6 +821,26 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
     }
   });
 
+  it('keeps dirty state within its bound between snapshots: the excess waits in the spill store, nothing is lost', async () => {
+    const maxDirtyKeys = 4;
+    const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 1, maxBatch: 5, runner: { maxDirtyKeys } });
+    let most = 0;
+    const watch = () => {
+      for (const e of s.envs.get('s1') ?? []) for (const i of e.runner.cached()) most = Math.max(most, i.state.dirtyCount);
+    };
+    await s.startCheckpoint();
+    // 40 distinct keys, some touched twice, all dirty before the next snapshot
+    for (let i = 0; i < 60; i++) s.produce({ kind: 'ok', user: `u${i % 40}` });
+    for (let k = 0; k < 200 && (await s.esmStep(s.stage(0), s.shardsOf(s.stage(0))[0]!, { size: 5 })); k++) watch();
+    for (let k = 0; k < 200 && (await s.esmStep(s.stage(1), s.shardsOf(s.stage(1))[0]!, { size: 5 })); k++) watch();
+    const spilled = (s.envs.get('s1') ?? []).flatMap((e) => e.runner.cached()).reduce((a, i) => a + i.stats.dirtyKeysSpilled, 0);
+    expect(spilled).toBeGreaterThan(0);
+    expect(most).toBeLessThanOrEqual(maxDirtyKeys);
+    // the snapshot takes the spilled keys in: the final state and outputs equal the oracle's
+    await s.finish();
+    expectNoErrors(s);
+  });
+
   it('recovers from a crash between making the snapshot durable and applying its rows', async () => {
     const s = sim({ sourceShards: 1, parallelism: 1, envsPerStage: 1 });
     for (let i = 0; i < 6; i++) s.produce({ kind: 'ok', user: `u${i % 2}` });
@@ -1021,6 +1041,7 @@ interface Scenario {
   abortAfter: number;
   maxHeldRecords: number;
   maxCachedKeys: number;
+  maxDirtyKeys: number;
   focus: string;
 }
 
@@ -1059,6 +1080,8 @@ const scenario: fc.Arbitrary<Scenario> = fc.record({
   abortAfter: fc.integer({ min: 20, max: 200 }),
   maxHeldRecords: fc.constantFrom(1, 4, 50_000),
   maxCachedKeys: fc.constantFrom(1, 3, 100_000),
+  // dirty keys past it go to the spill store until the snapshot
+  maxDirtyKeys: fc.constantFrom(1, 4, 200_000),
   focus: fc.constantFrom(...FOCUS),
 });
 
@@ -1074,7 +1097,7 @@ async function runScenario(sc: Scenario, zombieKind: (s: Sim) => ZombieSchedule 
     putRejectP: sc.putRejectP,
     crashP: sc.crashP,
     throttleP: sc.throttleP,
-    runner: { maxHeldRecords: sc.maxHeldRecords, maxCachedKeys: sc.maxCachedKeys },
+    runner: { maxHeldRecords: sc.maxHeldRecords, maxCachedKeys: sc.maxCachedKeys, maxDirtyKeys: sc.maxDirtyKeys },
     ...(sc.focus && sc.crashP > 0 ? { focus: sc.focus } : {}),
   });
   let lastCheckpoint = 0;

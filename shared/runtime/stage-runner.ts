@@ -20,6 +20,11 @@ import { instanceIdOf, StageInstance, type InstanceOptions } from './stage-insta
 export interface StageRunnerOptions extends InstanceOptions {
   /** clean cached keys kept per instance between batches; @default 100_000 */
   readonly maxCachedKeys?: number;
+  /**
+   * dirty keys kept in memory per instance between snapshots; past it, half are moved to the spill
+   * store (S3) until the next snapshot; @default 200_000
+   */
+  readonly maxDirtyKeys?: number;
 }
 
 export interface BatchOutcome {
@@ -104,6 +109,8 @@ export class StageRunner {
       await inst!.drain();
       if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition);
       t.count('RecordsIn', inst!.stats.recordsIn - before);
+      const maxDirty = this.options.maxDirtyKeys ?? 200_000;
+      if (inst!.state.dirtyBound > maxDirty && inst!.state.dirtyCount > maxDirty) await inst!.spillDirty(Math.floor(maxDirty / 2));
       const max = this.options.maxCachedKeys ?? 100_000;
       if (inst!.state.size > max) inst!.state.evictClean(max);
       this.instances.set(id, inst!);

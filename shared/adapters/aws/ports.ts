@@ -10,6 +10,7 @@ import { S3BlobStore } from './s3-blob-store.js';
 import { DynamoUpsertSinkWriter } from './dynamo-upsert-sink.js';
 import { KinesisShardDirectory, KinesisShardReader, KinesisStreamWriter } from './kinesis.js';
 import { S3DeadLetterStore } from './s3-dead-letters.js';
+import { S3SpillStore } from './s3-spill-store.js';
 import { SfnTaskNotifier } from './sfn-notifier.js';
 import { S3StagingStore, StagedSinkRouter } from './staged-sinks.js';
 
@@ -45,5 +46,7 @@ export function createAwsPorts(
     upsertSink: new DynamoUpsertSinkWriter(clients),
     collectSink: new StagedSinkRouter(plan, new S3StagingStore(clients, bucket), options.collectSink ?? noCollect),
     telemetry,
+    // dirty keys beyond StageRunnerOptions.maxDirtyKeys wait here for the next snapshot
+    spill: new S3SpillStore(clients, bucket),
   };
 }

@@ -49,6 +49,7 @@ import type {
   ShardInfo,
   ShardReader,
   SnapshotPointer,
+  SpillStore,
   StateRow,
   StateRowId,
   StateStore,
@@ -1128,6 +1129,7 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
     upsertSink: { write: wrap('upsertSink.write', (t: string, k: string, w: readonly UpsertWrite[]) => upsertSink.write(t, k, w), (_t, _k, w) => ({ size: w.length })) },
     collectSink: { stage: wrap('collectSink.stage', (s: string, o: Parameters<CollectSinkStore['stage']>[1]) => collectSink.stage(s, o), (_s, o) => ({ size: o.length })) },
     telemetry: ports.telemetry,
+    ...(ports.spill ? { spill: ports.spill } : {}),
   };
 }
 
@@ -1262,6 +1264,22 @@ export interface MemoryPorts {
   readonly faults: MemoryFaults;
 }
 
+/** Like S3SpillStore: parts per instance and fence. */
+export class MemorySpillStore implements SpillStore {
+  readonly parts = new Map<string, Uint8Array>();
+  async put(instanceId: string, fence: number, part: string, bytes: Uint8Array): Promise<void> {
+    this.parts.set(`${instanceId}/${fence}/${part}`, bytes.slice());
+  }
+  async get(instanceId: string, fence: number, part: string): Promise<Uint8Array> {
+    const b = this.parts.get(`${instanceId}/${fence}/${part}`);
+    if (!b) throw new Error(`no spilled part ${instanceId}/${fence}/${part}`);
+    return b;
+  }
+  async drop(instanceId: string, fence: number): Promise<void> {
+    for (const k of [...this.parts.keys()]) if (k.startsWith(`${instanceId}/${fence}/`)) this.parts.delete(k);
+  }
+}
+
 export function createMemoryPorts(opts: MemoryPortsOptions = {}): MemoryPorts {
   const faults: MemoryFaults = opts.faults ?? {};
   const telemetry = opts.telemetry ?? new CountingTelemetry();
@@ -1278,6 +1296,6 @@ export function createMemoryPorts(opts: MemoryPortsOptions = {}): MemoryPorts {
   const collectSink: CollectSinkStore = {
     stage: (sink, outputs) => serviceCall(faults, 'collectSink.stage', { size: outputs.length }, () => collect.stage(sink, outputs)),
   };
-  const ports: RuntimePorts = { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink, telemetry };
+  const ports: RuntimePorts = { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink, telemetry, spill: new MemorySpillStore() };
   return { ports, kinesis, control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collect, telemetry, faults };
 }
