@@ -84,8 +84,8 @@ export function costOf(r: PipelineResult, transitions: number): CostScenario {
 
   // DynamoDB
   const w = (k: string) => m.get(`dynamodb.write.${k}`).units;
-  line('DynamoDB', 'writes: state rows (one per dirty key per checkpoint)', w('state'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'writes: checkpoint deltas (inline ≤ 300 KB)', w('delta'), 'WRU', PRICES.dynamodb.writeRequestUnit);
+  line('DynamoDB', 'writes: state items (each packed item holding a dirty key, per checkpoint)', w('state'), 'WRU', PRICES.dynamodb.writeRequestUnit);
+  line('DynamoDB', 'writes: checkpoint deltas (inline ≤ 8 KB)', w('delta'), 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'writes: lease position (one per batch)', w('position'), 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'writes: snapshot pointers, acks, takeovers', w('pointer') + w('ack') + w('takeover'), 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'writes: coordinator', w('coordinator'), 'WRU', PRICES.dynamodb.writeRequestUnit);
@@ -96,8 +96,8 @@ export function costOf(r: PipelineResult, transitions: number): CostScenario {
 
   // Step Functions, S3
   line('Step Functions', `state transitions (${transitions} per checkpoint)`, r.checkpoints * transitions, 'transitions', PRICES.stepFunctions.stateTransition);
-  line('S3', 'PUT (large deltas, dead letters)', m.sum('s3.put').requests, 'requests', PRICES.s3.put);
-  line('S3', 'GET (large deltas on restore)', m.sum('s3.get').requests, 'requests', PRICES.s3.get);
+  line('S3', 'PUT (deltas above 8 KB, dead letters)', m.sum('s3.put').requests, 'requests', PRICES.s3.put);
+  line('S3', 'GET (deltas in S3, on restore)', m.sum('s3.get').requests, 'requests', PRICES.s3.get);
 
   const usdPerMillion = lines.reduce((a, l) => a + l.usdPerMillion, 0);
   const eps = r.events / r.seconds;

@@ -186,7 +186,11 @@ export class Meter {
  */
 export function meterPorts(ports: RuntimePorts, meter: Meter, stateTable?: MemoryStateTable): RuntimePorts {
   const { control, state, writer, reader, deadLetters, notifier, upsertSink } = ports;
-  if (stateTable) stateTable.onWrite = (w) => void meter.write('state', `state/${w.pk}/${w.after?.sk ?? w.before?.sk}`, w.after ? { pk: w.pk, ...w.after } : undefined);
+  if (stateTable) {
+    stateTable.onWrite = (w) => void meter.write('state', `state/${w.pk}/${w.after?.sk ?? w.before?.sk}`, w.after ? { pk: w.pk, ...w.after } : undefined);
+    // a Query is billed on the sum of the items it returns, BatchGetItem per item (4 KB units)
+    stateTable.onRead = (pk, items) => meter.read('state', items.length && pk ? [items.reduce((a, i) => a + itemSize({ pk, ...i }), 0)] : items.map((i) => itemSize(i as unknown as Record<string, unknown>)));
+  }
   return {
     ...ports,
     control: {
@@ -227,13 +231,6 @@ export function meterPorts(ports: RuntimePorts, meter: Meter, stateTable?: Memor
     state: {
       async getRows(ids) {
         const rows = await state.getRows(ids);
-        if (stateTable) {
-          // a Query per key group, billed on every item it returns (4 KB units over their sum)
-          for (const pk of new Set(ids.map((id) => `${id.operatorId}#${id.keyGroup}`))) {
-            const total = [...(stateTable.groups.get(pk)?.values() ?? [])].reduce((a, i) => a + itemSize({ pk, ...i }), 0);
-            meter.read('state', [total]);
-          }
-        }
         return rows;
       },
       applyRows: (n, fence, rows) => state.applyRows(n, fence, rows),

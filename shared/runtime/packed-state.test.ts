@@ -199,3 +199,28 @@ describe('PackedStateStore', () => {
     expect((await s.readGroup('op', 7)).map((r) => r.key).sort()).toEqual(['huge', 'small']);
   });
 });
+
+describe('PackedStateStore reads', () => {
+  it('reads only the items holding the keys once it knows the chain, and still sees newer writes and splits', async () => {
+    const t = new MemoryStateTable();
+    const reads: string[] = [];
+    t.onRead = (pk, items) => reads.push(pk ? `query ${items.length}` : `get ${items.length}`);
+    const writer = new PackedStateStore(t, { splitBytes: 1024 });
+    await writer.applyRows(1, 1, Array.from({ length: 200 }, (_, i) => row(`user-${String(i).padStart(3, '0')}`, '1')));
+    reads.length = 0;
+    const reader = new PackedStateStore(t, { splitBytes: 1024 });
+    await reader.getRows([id('user-000')]);
+    expect(reads.splice(0)).toEqual([expect.stringMatching(/^query \d+$/)]);
+    // the chain is known: one item read, fresh (another writer's checkpoint 2 shows)
+    await writer.applyRows(2, 1, [row('user-150', '2')]);
+    const [r] = await reader.getRows([id('user-150')]);
+    expect(reads.splice(0)).toEqual(['get 1']);
+    expect(r).toMatchObject({ checkpointId: 2 });
+    expect(text(r)).toBe('2');
+    // the writer splits the item holding user-150's neighbours: the reader notices and reads the group again
+    await writer.applyRows(3, 1, Array.from({ length: 60 }, (_, i) => row(`user-150-${i}`, '3')));
+    const got = await reader.getRows([id('user-150-59'), id('user-150')]);
+    expect(reads.some((x) => x.startsWith('query'))).toBe(true);
+    expect(got.map(text).sort()).toEqual(['2', '3']);
+  });
+});

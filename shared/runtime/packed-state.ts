@@ -69,6 +69,8 @@ export interface PackedTable {
   query(pk: string): Promise<StoredItem[]>;
   /** writes the item if the stored one has version `expected` (undefined: no item under its sk); false if that condition failed */
   put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean>;
+  /** these items, strongly consistent (absent ones left out) */
+  getItems(keys: ReadonlyArray<{ pk: string; sk: string }>): Promise<Array<{ pk: string; item: StoredItem }>>;
   /** deletes the item (if `expected` is given: only at that version) */
   delete(pk: string, sk: string, expected?: number): Promise<void>;
 }
@@ -351,6 +353,11 @@ export class PackedStateStore implements StateStore {
     this.concurrency = options.concurrency ?? 16;
   }
 
+  /**
+   * Groups with a cached chain read only the items holding the keys (BatchGetItem, consistent):
+   * an item's lowest key never changes and items never leave the chain, so an item read fresh whose
+   * `n` is still the cached one still owns the same range. Other groups are read whole (Query).
+   */
   async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
     const byPk = new Map<string, StateRowId[]>();
     for (const id of ids) {
@@ -359,9 +366,52 @@ export class PackedStateStore implements StateStore {
       if (!l) byPk.set(pk, (l = []));
       l.push(id);
     }
+    const fetch: Array<{ pk: string; sk: string }> = [];
+    const whole: string[] = [];
+    for (const pk of byPk.keys()) {
+      const view = this.cache.get(pk);
+      if (!view?.chain.length) {
+        whole.push(pk);
+        continue;
+      }
+      const sks = new Set<string>();
+      for (const id of byPk.get(pk)!) sks.add(view.chain[route(view.chain, id.key)]!.sk);
+      for (const sk of sks) fetch.push({ pk, sk });
+    }
+    if (fetch.length) {
+      const fresh = new Map<string, StoredItem>();
+      for (const got of await this.table.getItems(fetch)) fresh.set(`${got.pk}\u0000${got.item.sk}`, got.item);
+      const byGroup = new Map<string, StoredItem[]>();
+      for (const f of fetch) {
+        const item = fresh.get(`${f.pk}\u0000${f.sk}`);
+        const cached = this.cache.get(f.pk)?.chain.find((i) => i.sk === f.sk);
+        if (!item || item.f === undefined || !cached || item.n !== cached.next) {
+          byGroup.delete(f.pk);
+          if (!whole.includes(f.pk)) whole.push(f.pk);
+          continue;
+        }
+        if (whole.includes(f.pk)) continue;
+        let l = byGroup.get(f.pk);
+        if (!l) byGroup.set(f.pk, (l = []));
+        l.push(item);
+      }
+      for (const [pk, items] of byGroup) {
+        const view = this.cache.get(pk);
+        if (!view) continue;
+        const bySk = new Map(items.map((i) => [i.sk, i]));
+        // an item at the version already cached keeps its decoded entries
+        const chain = view.chain.map((i) => {
+          const f = bySk.get(i.sk);
+          return !f || (f.r ?? 0) === i.ver ? i : toItem(f);
+        });
+        this.remember(pk, { ...view, chain, bytes: chain.reduce((a, i) => a + i.size + ITEM_OVERHEAD, 0) });
+      }
+    }
+    const views = new Map<string, GroupView>();
+    await this.pool(whole, async (pk) => void views.set(pk, await this.read(pk)));
     const out: StateRow[] = [];
-    await this.pool([...byPk], async ([pk, list]) => {
-      const view = await this.read(pk);
+    for (const [pk, list] of byPk) {
+      const view = views.get(pk) ?? this.cache.get(pk) ?? (await this.read(pk));
       const seen = new Set<string>();
       for (const id of list) {
         if (seen.has(id.key)) continue;
@@ -369,7 +419,7 @@ export class PackedStateStore implements StateStore {
         const row = rowIn(view, id);
         if (row) out.push(row);
       }
-    });
+    }
     return out;
   }
 

@@ -1,22 +1,26 @@
 /**
  * Keyed state in the state table, packed per (operator, key group): see `runtime/packed-state.ts`
  * for the layout and its guarantees. This file is the DynamoDB side of it: a strongly consistent
- * Query per group, PutItem conditioned on the item's version, DeleteItem for what readers no longer
- * look at; throttling is retried (`withThrottleRetry`). Writes ask for their consumed capacity, so
+ * Query per group (or BatchGetItem of the items holding the keys, once a group's chain is known;
+ * UnprocessedKeys are asked again), PutItem conditioned on the item's version, DeleteItem for what
+ * readers no longer look at; throttling is retried (`withThrottleRetry`). Writes ask for their consumed capacity, so
  * the write units a checkpoint costs are what DynamoDB reports, not an estimate.
  */
 import { ConditionalCheckFailedException, type ConsumedCapacity } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, DeleteCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { StateRow, StateRowId, StateStore } from '../../runtime/ports.js';
 import { groupPk, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import type { AwsClients } from './clients.js';
-import { withThrottleRetry } from './clients.js';
+import { backoffMs, sleep, withThrottleRetry } from './clients.js';
 
 export const rowPk = groupPk;
+
+const GET_BATCH = 100;
 
 /** Requests and capacity the state table consumed (as DynamoDB reported it). */
 export interface StateTableUsage {
   queries: number;
+  batchGets: number;
   readUnits: number;
   puts: number;
   deletes: number;
@@ -28,7 +32,7 @@ export interface StateTableUsage {
 }
 
 export class DynamoPackedTable implements PackedTable {
-  readonly usage: StateTableUsage = { queries: 0, readUnits: 0, puts: 0, deletes: 0, writeUnits: 0, conditionFailures: 0, bytesWritten: 0 };
+  readonly usage: StateTableUsage = { queries: 0, batchGets: 0, readUnits: 0, puts: 0, deletes: 0, writeUnits: 0, conditionFailures: 0, bytesWritten: 0 };
 
   constructor(
     private readonly clients: AwsClients,
@@ -62,6 +66,28 @@ export class DynamoPackedTable implements PackedTable {
       for (const item of r.Items ?? []) out.push(item as StoredItem);
       start = r.LastEvaluatedKey;
     } while (start);
+    return out;
+  }
+
+  async getItems(keys: ReadonlyArray<{ pk: string; sk: string }>): Promise<Array<{ pk: string; item: StoredItem }>> {
+    const out: Array<{ pk: string; item: StoredItem }> = [];
+    for (let i = 0; i < keys.length; i += GET_BATCH) {
+      let batch: Array<Record<string, unknown>> = keys.slice(i, i + GET_BATCH).map((k) => ({ pk: k.pk, sk: k.sk }));
+      for (let attempt = 0; batch.length; attempt++) {
+        const r = await withThrottleRetry(() =>
+          this.clients.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: batch, ConsistentRead: true } }, ReturnConsumedCapacity: 'TOTAL' })),
+        );
+        this.usage.batchGets++;
+        for (const c of r.ConsumedCapacity ?? []) this.consumed(c, 'read');
+        for (const item of r.Responses?.[this.table] ?? []) {
+          const { pk, ...rest } = item;
+          out.push({ pk: pk as string, item: rest as StoredItem });
+        }
+        // keys DynamoDB did not get to are asked again
+        batch = (r.UnprocessedKeys?.[this.table]?.Keys as Array<Record<string, unknown>> | undefined) ?? [];
+        if (batch.length) await sleep(backoffMs(attempt));
+      }
+    }
     return out;
   }
 

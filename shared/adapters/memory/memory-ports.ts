@@ -830,7 +830,7 @@ const copyItem = (i: StoredItem): StoredItem => structuredClone(i);
 
 /**
  * The state table as DynamoDB holds it: items by (pk, sk), PutItem conditioned on the version
- * attribute `r` (or on absence), DeleteItem, strongly consistent Query by pk; 400 KB per item. Each
+ * attribute `r` (or on absence), DeleteItem, strongly consistent Query by pk and BatchGetItem; 400 KB per item. Each
  * put runs the `state.applyRow` hook first (a crash there is a crash between two item writes).
  */
 export class MemoryStateTable implements PackedTable {
@@ -839,6 +839,8 @@ export class MemoryStateTable implements PackedTable {
   conditionFailures = 0;
   /** called after every item write (metering) */
   onWrite?: (w: StateItemWrite) => void;
+  /** called on every read: a Query of `pk`, or (pk undefined) one BatchGetItem of these items */
+  onRead?: (pk: string | undefined, items: readonly StoredItem[]) => void;
 
   constructor(
     private readonly faults: MemoryFaults = {},
@@ -846,7 +848,19 @@ export class MemoryStateTable implements PackedTable {
   ) {}
 
   async query(pk: string): Promise<StoredItem[]> {
-    return [...(this.groups.get(pk)?.values() ?? [])].map(copyItem);
+    const items = [...(this.groups.get(pk)?.values() ?? [])].map(copyItem);
+    this.onRead?.(pk, items);
+    return items;
+  }
+
+  async getItems(keys: ReadonlyArray<{ pk: string; sk: string }>): Promise<Array<{ pk: string; item: StoredItem }>> {
+    const out: Array<{ pk: string; item: StoredItem }> = [];
+    for (const k of keys) {
+      const item = this.groups.get(k.pk)?.get(k.sk);
+      if (item) out.push({ pk: k.pk, item: copyItem(item) });
+    }
+    this.onRead?.(undefined, out.map((o) => ({ ...o.item, pk: o.pk }) as StoredItem));
+    return out.reverse(); // BatchGetItem promises no order
   }
 
   async put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean> {
