@@ -8,6 +8,7 @@ import { createRequire } from 'node:module';
 import { StateMachine } from 'aws-local-stepfunctions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
+import { collectSink, job as defineJob } from '../shared/api/index.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
 import { planJob } from '../shared/plan/planner.js';
@@ -41,6 +42,35 @@ beforeAll(() => {
   orders = coordinatorDefinition(threeStageJob(), { region: 'eu-west-1', account: '123456789012', prefix: 'orders-dev' });
 });
 
+describe('definition with several checkpoints in flight (checkpoint.maxConcurrent 2)', () => {
+  let d: CoordinatorDefinition;
+  beforeAll(() => {
+    const j = defineJob('concurrent', { checkpoint: { intervalMs: 1000, timeoutMs: 30_000, maxConcurrent: 2 } });
+    j.source<{ k: string }>({ name: 'in', shards: 1 }).map((e) => e).sinkTo(collectSink('out'));
+    d = coordinatorDefinition(j);
+  });
+
+  it('is valid ASL', () => {
+    const result = aslValidator(d.definition);
+    expect(result.errors).toEqual([]);
+  });
+
+  it('allocates, injects and settles; waits on the oldest checkpoint only when the window is full', () => {
+    const next = (name: string) => st(d, name).Next;
+    expect(next(S.allocate)).toBe(S.inject);
+    expect(next(S.inject)).toBe(S.settle);
+    expect(next(S.settle)).toBe(S.full);
+    expect(st(d, S.full).Choices).toEqual([{ Variable: '$.settled.open', NumericGreaterThanEquals: 2, Next: S.awaitOldest }]);
+    expect(st(d, S.full).Default).toBe(S.pause);
+    expect(next(S.awaitOldest)).toBe(S.settle);
+    expect((st(d, S.awaitOldest).Parameters as { Payload: unknown }).Payload).toEqual({ action: 'await', 'checkpointId.$': '$.settled.oldest', 'taskToken.$': '$$.Task.Token' });
+    expect((st(d, S.settle).Parameters as { Payload: unknown }).Payload).toEqual({ action: 'settle' });
+    // a full window (or a stop or a reshard holding checkpoints back) is settled, not retried in place
+    expect((st(d, S.allocate).Catch as Array<{ ErrorEquals: string[]; Next: string }>).map((c) => [c.ErrorEquals, c.Next])).toEqual([[['CheckpointInFlightError'], S.settle]]);
+    expect(d.definition.States[S.awaitAcks]).toBeUndefined();
+  });
+});
+
 describe('definition', () => {
   it('is valid ASL (asl-validator: no errors)', () => {
     for (const d of [click, orders]) {
@@ -71,7 +101,8 @@ describe('definition', () => {
   it('has the documented states and transitions', () => {
     const d = click.definition;
     expect(d.StartAt).toBe(S.init);
-    expect(Object.keys(d.States).sort()).toEqual(Object.values(S).sort());
+    const concurrentOnly: string[] = [S.settle, S.full, S.awaitOldest];
+    expect(Object.keys(d.States).sort()).toEqual(Object.values(S).filter((n) => !concurrentOnly.includes(n)).sort());
     const next = (name: string) => st(click, name).Next;
     expect(next(S.fresh)).toBe(S.allocate);
     expect(next(S.resume)).toBe(S.allocate);

@@ -40,6 +40,10 @@ export const COORDINATOR_STATES = {
   continueAsNewChoice: 'ContinueAsNew?',
   continueAsNew: 'ContinueAsNew',
   done: 'Done',
+  // only with checkpoint.maxConcurrent > 1
+  settle: 'Settle',
+  full: 'Full?',
+  awaitOldest: 'AwaitOldest',
 } as const;
 
 /** Errors a Lambda task raises when the Lambda service itself hiccups (retried everywhere). */
@@ -147,13 +151,16 @@ export class CoordinatorStateMachine extends Construct {
       retryOnServiceExceptions: false,
     });
     addServiceRetry(allocate);
-    allocate.addRetry({
-      errors: [CHECKPOINT_IN_FLIGHT],
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxDelay: Duration.seconds(30),
-      maxAttempts: allocateRetryAttempts(checkpoint),
-    });
+    const concurrent = (checkpoint.maxConcurrent ?? 1) > 1;
+    if (!concurrent) {
+      allocate.addRetry({
+        errors: [CHECKPOINT_IN_FLIGHT],
+        interval: Duration.seconds(1),
+        backoffRate: 2,
+        maxDelay: Duration.seconds(30),
+        maxAttempts: allocateRetryAttempts(checkpoint),
+      });
+    }
 
     const inject = tasks.LambdaInvoke.jsonPath(this, S.inject, {
       comment: 'inject barrier n into every source shard (idempotent)',
@@ -210,7 +217,7 @@ export class CoordinatorStateMachine extends Construct {
     });
 
     inject.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
-    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+    if (!concurrent) awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
 
     const pause = sfn.Wait.jsonPath(this, S.pause, {
       comment: 'max(intervalMs, minPauseMs), whole seconds',
@@ -248,13 +255,48 @@ export class CoordinatorStateMachine extends Construct {
     abort.next(pause);
     fresh.next(allocate);
     resume.next(allocate);
-    allocate
-      .next(inject)
-      .next(awaitAcks)
-      .next(commit)
-      .next(pause)
-      .next(count)
-      .next(choice);
+    if (!concurrent) {
+      allocate.next(inject).next(awaitAcks).next(commit).next(pause).next(count).next(choice);
+    } else {
+      // Several checkpoints in flight: a new one starts every pause while fewer than maxConcurrent
+      // are open. Settle commits the complete ones in order (and aborts the timed-out); when the
+      // window is full the workflow waits on the oldest one's task token, woken by its last ack.
+      const settle = tasks.LambdaInvoke.jsonPath(this, S.settle, {
+        comment: 'commit every complete open checkpoint in order, abort the timed-out (idempotent)',
+        lambdaFunction: fn,
+        payload: sfn.TaskInput.fromObject({ action: 'settle' }),
+        resultSelector: { open: sfn.JsonPath.numberAt('$.Payload.open'), oldest: sfn.JsonPath.numberAt('$.Payload.oldest') },
+        resultPath: '$.settled',
+        retryOnServiceExceptions: false,
+      });
+      settle.addRetry({
+        errors: [sfn.Errors.ALL],
+        interval: Duration.seconds(1),
+        backoffRate: 2,
+        maxDelay: Duration.seconds(60),
+        maxAttempts: 1500,
+        jitterStrategy: sfn.JitterType.FULL,
+      });
+      const awaitOldest = tasks.LambdaInvoke.jsonPath(this, S.awaitOldest, {
+        comment: 'the window is full: register the oldest open checkpoint\'s task token and wait for its last ack',
+        lambdaFunction: fn,
+        integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+        payload: sfn.TaskInput.fromObject({ action: 'await', checkpointId: sfn.JsonPath.numberAt('$.settled.oldest'), taskToken: sfn.JsonPath.taskToken }),
+        taskTimeout: sfn.Timeout.duration(Duration.seconds(wholeSeconds(checkpoint.timeoutMs))),
+        resultPath: sfn.JsonPath.DISCARD,
+        retryOnServiceExceptions: false,
+      });
+      addServiceRetry(awaitOldest);
+      // a timeout is settled too: Settle aborts what is past its timeout
+      awaitOldest.addCatch(settle, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+      // the window is full (or a stop or a reshard holds checkpoints back): settle, pause, try again
+      allocate.addCatch(settle, { errors: [CHECKPOINT_IN_FLIGHT], resultPath: sfn.JsonPath.DISCARD });
+      const full = sfn.Choice.jsonPath(this, S.full, { comment: 'as many checkpoints open as allowed?' })
+        .when(sfn.Condition.numberGreaterThanEquals('$.settled.open', checkpoint.maxConcurrent!), awaitOldest.next(settle))
+        .otherwise(pause);
+      allocate.next(inject).next(settle).next(full);
+      pause.next(count).next(choice);
+    }
     const definition = init;
 
     this.logGroup = new logs.LogGroup(this, 'Logs', {

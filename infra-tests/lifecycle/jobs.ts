@@ -11,6 +11,7 @@ import {
   TumblingEventTimeWindows,
   valueState,
   WatermarkStrategies,
+  type CheckpointOptions,
   type Job,
   type KeyedProcessFunction,
 } from '../../shared/api/index.js';
@@ -60,8 +61,8 @@ export function txSinksJob(): Job {
  * collect sink; with `withTotals`, also the running count per user into an upsert sink (a second keyed
  * stage with the same parallelism).
  */
-export function windowJob(parallelism: number, withTotals = true): Job {
-  const j = job('windows', { maxParallelism: 16, checkpoint: { intervalMs: 300, timeoutMs: 20_000, retained: 2 } });
+export function windowJob(parallelism: number, withTotals = true, checkpoint: CheckpointOptions = {}): Job {
+  const j = job('windows', { maxParallelism: 16, checkpoint: { intervalMs: 300, timeoutMs: 20_000, retained: 2, ...checkpoint } });
   const events = j.source<Ev>({ name: 'events', shards: 2, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) });
   events
     .keyBy((e) => e.user, { parallelism })

@@ -29,6 +29,11 @@ export interface CheckpointOptions {
   readonly minPauseMs?: number;
   /** completed checkpoints kept; @default 3 */
   readonly retained?: number;
+  /**
+   * checkpoints in flight at once (1–8): a new one starts every interval while earlier ones still
+   * align, as long as fewer than this many are open; @default 1
+   */
+  readonly maxConcurrent?: number;
 }
 
 export interface JobOptions {

@@ -2,7 +2,7 @@
  * The coordinator's tasks. The state machine (defined once, in CDK) sequences them; this class does
  * the work of each, and is the only writer of checkpoint status:
  *
- * 1. allocate n — a conditional write, so at most one checkpoint is in flight;
+ * 1. allocate n — a conditional write on the set of open checkpoints (at most maxConcurrent);
  * 2. inject barrier n into every open shard of every source stream;
  * 3. await — store the task token; the instance whose ack completes the ack set wakes the workflow;
  * 4. commit n — mark it COMPLETED, record what each instance flushed, publish what transactional
@@ -10,7 +10,9 @@
  *    retained checkpoint needs; or abort n — mark it ABORTED and still deliver barrier n everywhere
  *    (a channel that skips a barrier number would stall every later alignment).
  *
- * Checkpoints in flight: at most one (allocate is a conditional write). Savepoints are checkpoints
+ * Checkpoints in flight: `plan.checkpoint.maxConcurrent` (default 1); with more than one, `settle`
+ * commits the complete ones in order and aborts the timed-out (the workflow calls it after every
+ * injection and whenever its window is full). Savepoints are checkpoints
  * too: a user asks for one (`requestSavepoint`), the next allocate turns into a savepoint, and its
  * commit writes the portable files (shared/adapters/aws/savepoints.ts).
  */
@@ -32,7 +34,7 @@ import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import { deltasToDelete } from './gc.js';
 import { InPlaceRescale } from './rescale.js';
-import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput } from './protocol.js';
+import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, SettleOutput } from './protocol.js';
 import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
 
 export class CheckpointInFlightError extends SluiceError {
@@ -154,6 +156,8 @@ export class Coordinator {
         return this.requestSavepoint(input.savepointId !== undefined ? { id: input.savepointId, stop: input.stop ?? false } : { stop: input.stop ?? false });
       case 'gc':
         return this.gc();
+      case 'settle':
+        return this.settle();
       default:
         throw new SluiceError(`unknown coordinator action ${JSON.stringify((input as { action?: unknown }).action)}`, 'BAD_INPUT');
     }
@@ -166,17 +170,23 @@ export class Coordinator {
   async allocate(savepoint = false): Promise<AllocateOutput> {
     const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
     const last = (state.Item?.last as number | undefined) ?? 0;
-    const inFlight = state.Item?.inFlight as number | undefined;
-    if (inFlight !== undefined) {
+    const open = openOf(state.Item);
+    const maxOpen = this.plan.checkpoint.maxConcurrent ?? 1;
+    for (const id of open) {
       // a checkpoint still open past its timeout was left by an execution that died (or whose
       // allocate lost its answer): nobody waits for it any more, so abort it — which still delivers
       // its barrier everywhere — and go on with the next one
-      const open = await this.get(inFlight);
-      const age = open ? this.now().getTime() - Date.parse(open.startedAt) : Number.POSITIVE_INFINITY;
-      if (age <= this.plan.checkpoint.timeoutMs) throw new CheckpointInFlightError(inFlight);
-      await this.abort(inFlight, 'left in flight past its timeout by a coordinator execution that ended');
-      return this.allocate(savepoint);
+      const ck = await this.get(id);
+      const age = ck ? this.now().getTime() - Date.parse(ck.startedAt) : Number.POSITIVE_INFINITY;
+      if (age > this.plan.checkpoint.timeoutMs) {
+        await this.abort(id, 'left in flight past its timeout by a coordinator execution that ended');
+        return this.allocate(savepoint);
+      }
     }
+    if (open.length >= maxOpen) throw new CheckpointInFlightError(open[0]!);
+    // a stop-with-savepoint in flight: no checkpoint may follow it
+    const stopping = state.Item?.stopping as number | undefined;
+    if (stopping !== undefined) throw new CheckpointInFlightError(stopping, `no checkpoint after the stop-with-savepoint ${stopping}`);
     const stoppedAt = state.Item?.stoppedAt as number | undefined;
     if (stoppedAt !== undefined) throw new JobStoppedError(stoppedAt);
     const n = last + 1;
@@ -187,16 +197,19 @@ export class Coordinator {
     const request = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConsistentRead: true }));
     const savepointId = request.Item?.id as string | undefined;
     if (savepointId !== undefined) savepoint = true;
+    const stop = savepointId !== undefined && request.Item?.stop === true;
     const topology = await Promise.all(this.plan.stages.map(async (s) => (await this.shards.openShards(this.names.streamOf(s))).length));
     try {
       await this.clients.doc.send(
         new UpdateCommand({
           TableName: this.table,
           Key: { pk: 'coordinator', sk: 'state' },
-          UpdateExpression: 'SET #last = :n, inFlight = :n',
-          ConditionExpression: '(attribute_not_exists(#last) OR #last = :prev) AND attribute_not_exists(inFlight) AND attribute_not_exists(stoppedAt)',
-          ExpressionAttributeNames: { '#last': 'last' },
-          ExpressionAttributeValues: { ':n': n, ':prev': last },
+          // `open` holds the checkpoints in flight (at most maxConcurrent)
+          UpdateExpression: `SET #last = :n${stop ? ', stopping = :n' : ''} ADD #open :ns`,
+          ConditionExpression:
+            '(attribute_not_exists(#last) OR #last = :prev) AND (attribute_not_exists(#open) OR size(#open) < :max) AND attribute_not_exists(stoppedAt) AND attribute_not_exists(stopping)',
+          ExpressionAttributeNames: { '#last': 'last', '#open': 'open' },
+          ExpressionAttributeValues: { ':n': n, ':prev': last, ':ns': new Set([n]), ':max': maxOpen },
         }),
       );
     } catch (err) {
@@ -549,17 +562,7 @@ export class Coordinator {
       });
     }
     if (ck) await this.inject(n);
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'coordinator', sk: 'state' },
-        UpdateExpression: 'REMOVE inFlight',
-        ConditionExpression: 'inFlight = :n',
-        ExpressionAttributeValues: { ':n': n },
-      }),
-    ).catch((err: unknown) => {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
-    });
+    await this.close(n);
     return { checkpointId: n };
   }
 
@@ -583,17 +586,50 @@ export class Coordinator {
     ).catch((err: unknown) => {
       if (!(err instanceof ConditionalCheckFailedException)) throw err; // finished by an earlier try
     });
+    await this.close(n);
+  }
+
+  /** Takes n out of the checkpoints in flight (and lifts the stop it held back, if it was one). */
+  private async close(n: number): Promise<void> {
     await this.clients.doc.send(
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: 'coordinator', sk: 'state' },
-        UpdateExpression: 'REMOVE inFlight',
-        ConditionExpression: 'inFlight = :n',
+        UpdateExpression: 'DELETE #open :ns',
+        ExpressionAttributeNames: { '#open': 'open' },
+        ExpressionAttributeValues: { ':ns': new Set([n]) },
+      }),
+    );
+    await this.clients.doc.send(
+      new UpdateCommand({
+        TableName: this.table,
+        Key: { pk: 'coordinator', sk: 'state' },
+        UpdateExpression: 'REMOVE stopping',
+        ConditionExpression: 'stopping = :n',
         ExpressionAttributeValues: { ':n': n },
       }),
     ).catch((err: unknown) => {
       if (!(err instanceof ConditionalCheckFailedException)) throw err;
     });
+  }
+
+  /**
+   * With more than one checkpoint in flight: commits, in order, every open checkpoint whose ack set
+   * is complete, and aborts those past their timeout. Returns what stays open, oldest first.
+   */
+  async settle(): Promise<SettleOutput> {
+    const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
+    const still: number[] = [];
+    for (const n of openOf(state.Item)) {
+      const ck = await this.get(n);
+      if (!ck || ck.status !== 'IN_FLIGHT') {
+        if (ck?.status === 'COMPLETED') await this.commit(n); // a commit that died half-way: finish it
+        else await this.close(n);
+      } else if (ck.acks >= ck.expected) await this.commit(n);
+      else if (this.now().getTime() - Date.parse(ck.startedAt) > this.plan.checkpoint.timeoutMs) await this.abort(n, 'timed out');
+      else still.push(n);
+    }
+    return { open: still.length, oldest: still[0] ?? 0 };
   }
 
   async get(n: number): Promise<CheckpointRecord | undefined> {
@@ -663,4 +699,10 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
     ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),
     ...(item.reason ? { reason: item.reason as string } : {}),
   };
+}
+
+/** The checkpoints in flight, ascending (a number set in the coordinator's state item). */
+function openOf(item: Record<string, unknown> | undefined): number[] {
+  const open = item?.open as Set<number> | undefined;
+  return open ? [...open].map(Number).sort((a, b) => a - b) : [];
 }

@@ -18,7 +18,9 @@ export type CoordinatorTaskInput =
   /** ask for a savepoint (the next checkpoint becomes one); with `stop`, no checkpoint follows it */
   | { readonly action: 'savepoint'; readonly savepointId?: string; readonly stop?: boolean }
   /** delete deltas no retained checkpoint needs (commit does it too) */
-  | { readonly action: 'gc' };
+  | { readonly action: 'gc' }
+  /** with several checkpoints in flight: commit the complete ones in order, abort the timed-out ones */
+  | { readonly action: 'settle' };
 
 export interface AllocateOutput {
   readonly checkpointId: number;
@@ -33,6 +35,12 @@ export interface CommitOutput {
   readonly published: number;
   /** deltas garbage-collected */
   readonly deltasDeleted?: number;
+}
+export interface SettleOutput {
+  /** checkpoints still in flight */
+  readonly open: number;
+  /** the oldest of them (0 when none) */
+  readonly oldest: number;
 }
 export interface AbortOutput {
   readonly checkpointId: number;

@@ -120,6 +120,8 @@ export class InPlaceRescale {
           await this.setPhase('resharding', { reshardedAt: this.now().toISOString() });
           return { proceed: false, why: `resharding ${stream} to ${r.toShards} shards` };
         }
+        // with several checkpoints in flight, none may start after the announcing one until it ends
+        if (status === 'IN_FLIGHT') return { proceed: false, why: `waiting for checkpoint ${r.checkpointId} to announce the reshard of ${stream}` };
         // the announcing checkpoint failed: announce again with the next one
         await this.setPhase('requested');
         return { proceed: true, reshard: [stageIndex] };

@@ -132,6 +132,8 @@ export interface CheckpointSettings {
   readonly retained: number;
   /** the coordinator workflow continues as a new execution after this many checkpoints */
   readonly continueAsNewAfter: number;
+  /** checkpoints in flight at once; absent = 1 */
+  readonly maxConcurrent?: number;
 }
 
 export interface Plan {

@@ -25,6 +25,7 @@ const jobOptionsSchema = z
         timeoutMs: z.number().int().min(1000).optional(),
         minPauseMs: z.number().int().min(0).optional(),
         retained: z.number().int().min(1).max(100).optional(),
+        maxConcurrent: z.number().int().min(1).max(8).optional(),
       })
       .strict()
       .optional(),
@@ -217,6 +218,8 @@ export function planJob(job: Job): Plan {
     minPauseMs: c.minPauseMs ?? 0,
     retained: c.retained ?? 3,
     continueAsNewAfter: 500,
+    // only set above 1: the plan (and its hash) of a job that does not ask stays as it was
+    ...(c.maxConcurrent !== undefined && c.maxConcurrent > 1 ? { maxConcurrent: c.maxConcurrent } : {}),
   };
   if (checkpoint.timeoutMs <= checkpoint.minPauseMs) {
     throw new PlanError(`job "${job.name}" › options.checkpoint.timeoutMs`, 'must exceed minPauseMs');
