@@ -261,19 +261,43 @@ export class StageInstance {
     }
     const fresh: StoredRecord[] = [];
     for (const r of records) if (this.lastPosition === undefined || compareSeq(r.sequenceNumber, this.lastPosition) > 0) fresh.push(r);
-    const packets: DecodedPacket[] = new Array(fresh.length);
-    const units: Unit[] = [];
-    for (let i = 0; i < fresh.length; i++) {
-      const p = (packets[i] = this.decodeInner(fresh[i]!));
-      for (const u of p.units) units.push(u);
-    }
-    await this.prefetch(units);
-    units.length = 0;
-    for (let i = 0; i < fresh.length; i++) {
-      await this.processPacket(fresh[i]!, packets[i]!);
-      // what a packet decoded is garbage once it is applied (held units are kept by `held`)
-      packets[i] = EMPTY_PACKET;
-      this.lastPosition = fresh[i]!.sequenceNumber;
+    await this.processPackets(fresh, true);
+  }
+
+  /**
+   * Decodes and applies inner packets in order. While every key a packet touches is cached, the
+   * packet is applied right after its decode: its values are still in the CPU's caches and die
+   * young. The first packet with a key not cached decodes the rest of the records too, so that the
+   * missing rows of all of them are read together, then applies them in order (a cold cache after a
+   * takeover reads its keys in a few concurrent reads instead of one per packet).
+   */
+  private async processPackets(records: readonly StoredRecord[], track: boolean): Promise<void> {
+    const ids: StateRowId[] = [];
+    for (let i = 0; i < records.length; i++) {
+      const r = records[i]!;
+      const p = this.decodeInner(r);
+      this.resolveUnits(p.units, ids);
+      if (!ids.length) {
+        await this.processPacket(r, p);
+        if (track) this.lastPosition = r.sequenceNumber;
+        continue;
+      }
+      const packets: DecodedPacket[] = [p];
+      for (let j = i + 1; j < records.length; j++) {
+        const q = this.decodeInner(records[j]!);
+        this.resolveUnits(q.units, ids);
+        packets.push(q);
+      }
+      await this.readMissing(ids);
+      ids.length = 0;
+      for (let j = 0; j < packets.length; j++) {
+        const rj = records[i + j]!;
+        await this.processPacket(rj, packets[j]!);
+        // what a packet decoded is garbage once it is applied (held units are kept by `held`)
+        packets[j] = EMPTY_PACKET;
+        if (track) this.lastPosition = rj.sequenceNumber;
+      }
+      return;
     }
   }
 
@@ -405,11 +429,19 @@ export class StageInstance {
 
   /** Decodes payloads and keys of units and loads the state rows they will touch. */
   private async prefetch(units: readonly Unit[]): Promise<void> {
+    const ids: StateRowId[] = [];
+    this.resolveUnits(units, ids);
+    if (ids.length) await this.readMissing(ids);
+  }
+
+  /**
+   * Decodes the payloads and keys of units not decoded yet, points each at its first keyed
+   * operator's cached entry, and adds the (operator, key)s not cached to `ids` (some may repeat).
+   */
+  private resolveUnits(units: readonly Unit[], ids: StateRowId[]): void {
     const selectors = this.chain.keySelectors;
     const ops = this.chain.keyedOperators;
     const state = this.state;
-    // only keys not in the cache become ids (`missing` would drop the others anyway)
-    const ids: StateRowId[] = [];
     for (let i = 0; i < units.length; i++) {
       const u = units[i]!;
       const env = u.env;
@@ -444,8 +476,11 @@ export class StageInstance {
         u.poison = err;
       }
     }
-    if (!ids.length) return;
-    const missing = state.missing(ids);
+  }
+
+  /** Reads the rows of `ids` that are still not cached (duplicates are read once). */
+  private async readMissing(ids: readonly StateRowId[]): Promise<void> {
+    const missing = this.state.missing(ids);
     if (missing.length <= PREFETCH_CHUNK) {
       await this.loadRows(missing);
       return;
@@ -583,7 +618,13 @@ export class StageInstance {
   private async fireTimers(domain: TimeDomain, upTo: number): Promise<void> {
     const due = this.timers.peekDue(domain, upTo);
     if (!due.length) return;
-    await this.loadRows(this.state.missing(due.map((t) => ({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key }))));
+    // ids only for the keys not cached (a window's timers usually find theirs loaded)
+    let ids: StateRowId[] | undefined;
+    for (let i = 0; i < due.length; i++) {
+      const t = due[i]!;
+      if (!this.state.has(t.operatorId, t.key)) (ids ??= []).push({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key });
+    }
+    if (ids) await this.loadRows(this.state.missing(ids));
     for (let t = this.timers.popDue(domain, upTo); t; t = this.timers.popDue(domain, upTo)) {
       this.stats.timersFired++;
       try {
@@ -695,9 +736,7 @@ export class StageInstance {
     this.spilledFrom = undefined;
     const stream = this.names.streamOf(this.stage);
     for await (const page of this.ports.reader.read(stream, this.shardId, { from: 'at', sequenceNumber: from }, frontier)) {
-      const packets = page.map((r) => this.decodeInner(r));
-      await this.prefetch(packets.flatMap((p) => p.units));
-      for (let i = 0; i < page.length; i++) await this.processPacket(page[i]!, packets[i]!);
+      await this.processPackets(page, false);
     }
     this.current = frontier;
     this.lastPosition = lastPosition;

@@ -1,0 +1,124 @@
+import fc from 'fast-check';
+import { Packr } from 'msgpackr';
+import { describe, expect, it } from 'vitest';
+import { decodePayload, decodePayloadAt, encodePayload } from './payload.js';
+
+/** msgpackr alone, with the codec's options: what `decodePayloadAt` must agree with */
+const reference = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
+
+/** the same value: same types and prototypes, own keys in the same order, numbers by Object.is */
+function same(a: unknown, b: unknown): boolean {
+  if (Object.is(a, b)) return true;
+  if (!a || !b || typeof a !== 'object' || typeof b !== 'object') return false;
+  if (Object.getPrototypeOf(a) !== Object.getPrototypeOf(b)) return false;
+  if (ArrayBuffer.isView(a)) return Buffer.from(a as Uint8Array).equals(Buffer.from(b as Uint8Array));
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  if (ka.length !== kb.length || ka.some((k, i) => k !== kb[i])) return false;
+  return ka.every((k) => same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+type Outcome = { ok: true; value: unknown } | { ok: false };
+
+function outcome(f: () => unknown): Outcome {
+  try {
+    return { ok: true, value: f() };
+  } catch {
+    return { ok: false };
+  }
+}
+
+function agree(bytes: Uint8Array, start = 0, end = bytes.length): void {
+  const fast = outcome(() => decodePayloadAt(bytes, start, end));
+  const slow = outcome(() => reference.unpack(bytes.subarray(start, end)));
+  expect(fast.ok).toBe(slow.ok);
+  if (fast.ok && slow.ok && !same(fast.value, slow.value)) expect(fast.value).toStrictEqual(slow.value);
+  if (fast.ok && slow.ok) expect(same(fast.value, slow.value)).toBe(true);
+}
+
+const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.string({ unit: 'grapheme', maxLength: 40 }), fc.string({ minLength: 30, maxLength: 300 }));
+const number = fc.oneof(
+  fc.integer(),
+  fc.double(),
+  fc.constantFrom(0, -0, 2 ** 31, -(2 ** 31) - 1, 2 ** 32, 2 ** 53 - 1, -(2 ** 53) + 1, 255, 256, -32, -33, -128, -129, 65535, 65536, Number.MAX_VALUE, Number.MIN_VALUE),
+  fc.float().map((f) => Math.fround(f)),
+);
+const leaf = fc.oneof(text, number, fc.boolean(), fc.constant(null));
+const value = fc.letrec((tie) => ({
+  any: fc.oneof({ depthSize: 'small' }, leaf, tie('array'), tie('object')),
+  array: fc.array(tie('any'), { maxLength: 20 }),
+  object: fc.dictionary(fc.oneof(text, fc.constantFrom('__proto__', 'constructor', 'k', 'ts', '0', '10', 'a'.repeat(40))), tie('any'), { maxKeys: 20 }),
+})).any;
+
+describe('decodePayloadAt', () => {
+  it('gives what msgpackr gives for encoded values, at any offset of a larger buffer', () => {
+    fc.assert(
+      fc.property(value, fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ maxLength: 8 }), (v, before, after) => {
+        const p = encodePayload(v);
+        const buf = new Uint8Array([...before, ...p, ...after]);
+        agree(buf, before.length, before.length + p.length);
+        expect(same(decodePayloadAt(buf, before.length, before.length + p.length), decodePayload(p))).toBe(true);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('gives what msgpackr gives (value or error) for arbitrary and mutated bytes', () => {
+    fc.assert(
+      fc.property(fc.uint8Array({ minLength: 1, maxLength: 60 }), (bytes) => agree(bytes)),
+      { numRuns: 5000 },
+    );
+    fc.assert(
+      fc.property(value, fc.nat(), fc.nat({ max: 255 }), fc.integer({ min: -3, max: 3 }), (v, at, byte, cut) => {
+        const p = new Uint8Array(encodePayload(v));
+        p[at % p.length] = byte;
+        agree(p, 0, Math.max(1, Math.min(p.length, p.length + cut)));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('reads every MessagePack type it handles itself, and leaves the others to msgpackr', () => {
+    const hex = (h: string) => Uint8Array.from(Buffer.from(h.replace(/ /g, ''), 'hex'));
+    for (const h of [
+      'ca 3f c0 00 00', // float32 1.5
+      'ca 3d cc cc cd', // float32 0.1 (not rounded to 0.1)
+      'cf 00 00 00 01 00 00 00 02', // uint64
+      'd3 ff ff ff ff ff ff ff fe', // int64 -2
+      'd0 80',
+      'd1 80 00',
+      'd2 80 00 00 00',
+      'cd ff ff',
+      'ce ff ff ff ff',
+      'dc 00 02 01 02', // array16
+      '82 a1 61 01 a1 61 02', // repeated key: the last wins, in the first one's place
+      '81 a9 5f 5f 70 72 6f 74 6f 5f 5f 01', // __proto__ → __proto_
+      '81 01 02', // number key
+      '81 c0 02', // nil key
+      '81 c3 02', // boolean key
+      'c4 02 01 02', // bin 8
+      'd4 01 00', // fixext
+      'c1',
+      '93 01 02', // truncated array
+      '01 02', // trailing bytes
+      'a3 e2 82 ac', // "€"
+      'a2 c3 28', // invalid UTF-8
+      'a3 ef bb bf', // a BOM is kept
+      'ed a0 80', // lone surrogate, CESU style
+      'a3 ed a0 80',
+    ]) {
+      agree(hex(h));
+    }
+    // an empty range is malformed either way
+    expect(() => decodePayloadAt(new Uint8Array([0x90, 0x90]), 1, 1)).toThrow();
+  });
+
+  it('does not let one payload leak into the next (keys, strings and state are per call)', () => {
+    const a = encodePayload({ k: 'user-1', v: 1, ts: 1_767_225_600_000 });
+    const b = encodePayload({ k: 'user-2', w: [1, 'x'], ts: -1.5 });
+    for (let i = 0; i < 3; i++) {
+      expect(decodePayloadAt(a, 0, a.length)).toStrictEqual({ k: 'user-1', v: 1, ts: 1_767_225_600_000 });
+      expect(decodePayloadAt(b, 0, b.length)).toStrictEqual({ k: 'user-2', w: [1, 'x'], ts: -1.5 });
+    }
+  });
+});
