@@ -28,6 +28,8 @@ export const CHAOS_INVOCATION_TIMEOUT_MS = 10_000;
 
 export interface ChaosOptions {
   readonly seeds: readonly number[];
+  /** reshard a running stream on a third of the seeds; @default true */
+  readonly rescale?: boolean;
   /** @default 'alternate' (even seeds two-stage, odd seeds three-stage) */
   readonly variant?: ChaosVariant | 'alternate';
   /** input records per seed (poison included), ±25 % per seed; @default 160 */
@@ -418,8 +420,18 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   // shards per stream: 2 by default, 1–3 on a third of the seeds
   const shardsDrawn = limitsRng() < 0.33 ? { sourceShards: 1 + Math.floor(limitsRng() * 3), innerShards: 1 + Math.floor(limitsRng() * 3) } : {};
   const job = { ...shardsDrawn, ...options.job };
+  // a third of the seeds reshard a running stream in the middle of the input (an inner stage's or
+  // the source's), within Kinesis' half-to-double step; tight seeds also keep only 2 dirty keys in
+  // memory (the rest waits in the spill store)
+  const reshardRoll = limitsRng();
+  const stageToRescale = reshardRoll < 0.33 && options.rescale !== false ? (limitsRng() < 0.7 ? 's1' : 's0') : undefined;
+  const from = stageToRescale === 's0' ? (job.sourceShards ?? 2) : (job.innerShards ?? 2);
+  const rescaleTo = stageToRescale ? (from === 1 ? 2 : limitsRng() < 0.5 ? from - 1 : from + 1) : 0;
+  const limits: { maxHeldRecords: number; maxCachedKeys: number; maxDirtyKeys?: number } | undefined =
+    engineLimits && reshardRoll > 0.8 ? { ...engineLimits, maxDirtyKeys: 2 } : engineLimits;
   const shards = `${job.sourceShards ?? 2}x${job.innerShards ?? 2}`;
-  const base = { seed, variant, profile: schedule.profile + (tight ? '+tight' : ''), shards, records: input.records, poison: input.poison };
+  const profile = schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo})` : '');
+  const base = { seed, variant, profile, shards, records: input.records, poison: input.poison };
   const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0 };
   let run: ChaosRun | undefined;
   try {
@@ -430,7 +442,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       schedule,
       job,
       ...(options.hookOptions ? { hookOptions: options.hookOptions } : {}),
-      ...(options.runnerOptions || engineLimits ? { runnerOptions: { ...(engineLimits ? { runner: engineLimits } : {}), ...options.runnerOptions } } : {}),
+      ...(options.runnerOptions || limits ? { runnerOptions: { ...(limits ? { runner: limits } : {}), ...options.runnerOptions } } : {}),
       ...(options.prefixTag ? { prefix: `chaos-${seed}-${variant === 'two-stage' ? 'a' : 'b'}${options.prefixTag}` } : {}),
       ...(options.engineLog ? { engineLog: options.engineLog } : {}),
     });
@@ -440,11 +452,16 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     phases.t = Date.now();
     r.startMonitor();
 
-    // ---- fault phase: the input in bursts
+    // ---- fault phase: the input in bursts (a reshard starting half-way, while bursts go on)
+    let rescaling: Promise<unknown> | undefined;
     for (let b = 0; b < input.bursts.length; b++) {
+      if (stageToRescale && b === Math.floor(input.bursts.length / 2)) {
+        rescaling = r.runner.rescaleInPlace(stageToRescale, rescaleTo, { timeoutMs: 90_000 }).catch((err: unknown) => err);
+      }
       await r.produce(input.bursts[b]!);
       await sleep(input.gapsMs[b]!);
     }
+    const rescaleError = rescaling ? await rescaling : undefined;
     // keep the faults on while the input flows through the stages: until a checkpoint that started
     // after the last burst has ended, one has committed, and every kind of the schedule has fired
     // (some only get a chance at a commit or an ack) — within a bound
@@ -474,6 +491,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     if (!q.live) v.verdict.problems.push(`liveness: only ${q.completed} checkpoints completed in the quiet phase (completed ${v.checkpoints.completed}, aborted ${v.checkpoints.aborted})`);
     return {
       ...base,
+      ...(rescaleError instanceof Error ? { error: `rescale of ${stageToRescale} to ${rescaleTo} shards: ${rescaleError.message}` } : {}),
       deadLettered: v.deadLettered,
       faults: new Map(schedule.counts),
       totalFaults: schedule.total,
@@ -513,13 +531,13 @@ export function seedLine(r: SeedResult): string {
   const faults = [...r.faults].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
   const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|CacheMiss|PutRecordsRetried|InvocationErrors/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
   const v = r.verdict;
-  const bad = v.lost || v.duplicated || v.mismatched || r.deadLettered !== r.poison || !r.live;
+  const bad = v.lost || v.duplicated || v.mismatched || r.deadLettered !== r.poison || !r.live || r.error !== undefined;
   return (
     `seed=${r.seed} ${r.variant} shards=${r.shards} profile=${r.profile} records=${r.records} faults=${r.totalFaults} [${faults}]` +
     ` observed[${obs}] checkpoints=${r.checkpoints.completed}/${r.checkpoints.aborted}aborted hit=${r.cacheHitRate.toFixed(2)}` +
     ` outputs=${v.outputs} lost=${v.lost} duplicated=${v.duplicated} mismatched=${v.mismatched} dead-lettered=${r.deadLettered} poison=${r.poison}` +
     ` ${(r.durationMs / 1000).toFixed(1)}s (start ${(r.phasesMs.start / 1000).toFixed(1)} fault ${(r.phasesMs.fault / 1000).toFixed(1)} quiet ${(r.phasesMs.quiet / 1000).toFixed(1)})${bad ? ' FAIL' : ''}` +
-    (bad || v.problems.length ? `\n  ${v.problems.join('\n  ')}` : '')
+    (bad || v.problems.length ? `\n  ${[...(r.error !== undefined ? [`error: ${r.error}`] : []), ...v.problems].join('\n  ')}` : '')
   );
 }
 
@@ -562,6 +580,6 @@ export function summarize(results: SeedResult[]): ChaosSummary {
     stalled: results.filter((r) => !r.live).length,
   };
   const line = `chaos: seeds=${s.seeds} faults=${s.faults} kinds=${s.kinds} outputs=${s.outputs} lost=${s.lost} duplicated=${s.duplicated} mismatched=${s.mismatched} dead-lettered=${s.deadLettered} poison=${s.poison}`;
-  const ok = s.lost === 0 && s.duplicated === 0 && s.mismatched === 0 && s.deadLettered === s.poison && s.stalled === 0;
+  const ok = s.lost === 0 && s.duplicated === 0 && s.mismatched === 0 && s.deadLettered === s.poison && s.stalled === 0 && results.every((r) => r.error === undefined);
   return { ...s, results, faultsByKind, line, ok };
 }
