@@ -8,7 +8,11 @@ import type { KinesisStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { LocalJobRunner } from '../../local/runner.js';
-import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { provisionJob } from '../../local/provision.js';
+import { Coordinator, type CheckpointRecord } from '../../shared/coordinator/coordinator.js';
+import { planJob } from '../../shared/plan/planner.js';
+import { resourceNames } from '../../shared/plan/resources.js';
 import { windowJob, type Ev, type UserCount, type WindowCount } from './jobs.js';
 import { makeEvents, totalsOracle, windowOracle } from './oracles.js';
 
@@ -91,5 +95,27 @@ describe('two checkpoints in flight at once', () => {
 
   it('keeps every running count', () => {
     expect(new Map(totals.map((t) => [t.user, t.count]))).toEqual(totalsOracle(events));
+  });
+
+  it('takes over a control table whose one open checkpoint an earlier version recorded as inFlight', async () => {
+    const plan = planJob(windowJob(2, true));
+    const names = resourceNames(plan, 'legacy-state');
+    await provisionJob(plan, names, runner.clients);
+    const doc = runner.clients.doc;
+    const stale = new Date(Date.now() - 10 * plan.checkpoint.timeoutMs).toISOString();
+    await doc.send(new PutCommand({ TableName: names.controlTable, Item: { pk: 'coordinator', sk: 'state', last: 3, inFlight: 3 } }));
+    await doc.send(
+      new PutCommand({
+        TableName: names.controlTable,
+        Item: { pk: 'checkpoint', sk: String(3).padStart(12, '0'), status: 'IN_FLIGHT', expected: 6, topology: [2, 2, 2], startedAt: stale, savepoint: false },
+      }),
+    );
+    const c = new Coordinator(plan, names, runner.clients);
+    // the old checkpoint is past its timeout: aborted (its barrier delivered again), and the next one starts
+    expect(await c.allocate()).toEqual({ checkpointId: 4 });
+    expect((await c.get(3))?.status).toBe('ABORTED');
+    const state = (await doc.send(new GetCommand({ TableName: names.controlTable, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }))).Item!;
+    expect(state.inFlight).toBeUndefined();
+    expect([...(state.open as Set<number>)]).toEqual([4]);
   });
 });

@@ -595,7 +595,8 @@ export class Coordinator {
       new UpdateCommand({
         TableName: this.table,
         Key: { pk: 'coordinator', sk: 'state' },
-        UpdateExpression: 'DELETE #open :ns',
+        // `inFlight`: the single open checkpoint as earlier versions recorded it
+        UpdateExpression: 'DELETE #open :ns REMOVE inFlight',
         ExpressionAttributeNames: { '#open': 'open' },
         ExpressionAttributeValues: { ':ns': new Set([n]) },
       }),
@@ -703,6 +704,8 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
 
 /** The checkpoints in flight, ascending (a number set in the coordinator's state item). */
 function openOf(item: Record<string, unknown> | undefined): number[] {
-  const open = item?.open as Set<number> | undefined;
-  return open ? [...open].map(Number).sort((a, b) => a - b) : [];
+  const open = new Set([...((item?.open as Set<number> | undefined) ?? [])].map(Number));
+  // a state item written by an earlier version names its one open checkpoint `inFlight`
+  if (typeof item?.inFlight === 'number') open.add(item.inFlight);
+  return [...open].sort((a, b) => a - b);
 }
