@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { LocalJobRunner } from '../../local/runner.js';
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoUpsertSinkWriter } from '../../shared/adapters/aws/dynamo-upsert-sink.js';
 import { provisionJob } from '../../local/provision.js';
 import { Coordinator, type CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { planJob } from '../../shared/plan/planner.js';
@@ -95,6 +96,21 @@ describe('two checkpoints in flight at once', () => {
 
   it('keeps every running count', () => {
     expect(new Map(totals.map((t) => [t.user, t.count]))).toEqual(totalsOracle(events));
+  });
+
+  it('the DynamoDB upsert sink keeps a child shard\'s write of a key against its parent\'s late one', async () => {
+    const sink = runner.plan.sinks.find((s) => s.name === 'totals')!;
+    const table = runner.names.sinkTable(sink);
+    const writer = new DynamoUpsertSinkWriter(runner.clients);
+    const put = (seq: number, count: number, producer: string, generation?: number) =>
+      writer.write(table, 'pk', [{ key: 'zz', item: { user: 'zz', count }, producer, epoch: 99, seq, ...(generation ? { generation } : {}) }]);
+    const read = async () => (await runner.clients.doc.send(new GetCommand({ TableName: table, Key: { pk: 'zz' }, ConsistentRead: true }))).Item!;
+    await put(7, 16, 'parent');
+    await put(2, 19, 'child', 1);
+    await put(9, 17, 'parent'); // a zombie of the parent: refused
+    expect(await read()).toMatchObject({ count: 19, _sluice_gen: 1, _sluice_producer: 'child' });
+    await put(0, 20, 'other'); // same epoch, lower generation: refused too
+    expect((await read()).count).toBe(19);
   });
 
   it('takes over a control table whose one open checkpoint an earlier version recorded as inFlight', async () => {

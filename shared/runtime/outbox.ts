@@ -165,6 +165,8 @@ export class Outbox {
   private readonly rr = new Map<string, number>();
   epoch = 0;
   dataOut = 0;
+  /** see UpsertWrite.generation; back to 0 at every epoch */
+  generation = 0;
 
   constructor(readonly producer: string) {}
 
@@ -258,7 +260,8 @@ export class Outbox {
   upsert(sink: string, table: string, keyAttribute: string, key: string, item: Record<string, unknown>): void {
     let u = this.upserts.get(sink);
     if (!u) this.upserts.set(sink, (u = { table, keyAttribute, writes: [] }));
-    u.writes.push({ key, item, producer: this.producer, epoch: this.epoch, seq: this.nextSinkSeq(sink) });
+    const seq = this.nextSinkSeq(sink);
+    u.writes.push(this.generation ? { key, item, producer: this.producer, epoch: this.epoch, seq, generation: this.generation } : { key, item, producer: this.producer, epoch: this.epoch, seq });
   }
 
   collect(sink: string, value: unknown): void {
@@ -283,6 +286,7 @@ export class Outbox {
   /** Sets the epoch after a restore (no barrier is sent: the snapshot's barrier was sent before it was made). */
   startEpoch(epoch: number, reshard: readonly number[] = []): void {
     this.epoch = epoch;
+    this.generation = 0;
     this.sinkSeq.clear();
     this.rr.clear();
     for (const d of this.dests.values()) {

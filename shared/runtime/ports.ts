@@ -146,6 +146,11 @@ export interface UpsertWrite {
   readonly producer: string;
   readonly epoch: number;
   readonly seq: number;
+  /**
+   * > 0 in the epoch a child shard's instance took over from its parents (1 + theirs): within that
+   * epoch another producer's write of a lower generation (a parent's late zombie) cannot replace it
+   */
+  readonly generation?: number;
 }
 
 export interface UpsertSinkWriter {

@@ -837,6 +837,8 @@ export class StageInstance {
     this.epoch = first.epoch;
     this.reshard = first.reshard;
     this.outbox.startEpoch(this.epoch, this.reshard);
+    // the rest of this epoch's upserts outrank whatever a parent wrote (or a zombie of it writes late)
+    this.outbox.generation = 1 + Math.max(...parents.map((p) => p.instance.outbox.generation));
     this.lastTopology = first.lastTopology;
     this.watermark = Math.min(...parents.map((p) => p.instance.watermark));
     this.processingTime = Math.max(...parents.map((p) => p.instance.processingTime));

@@ -1,7 +1,10 @@
 /**
  * The DynamoDB upsert sink. Each write is conditioned on the emitting instance's output version
- * (epoch, seq): a replay rewrites the same values, and a row never moves back in time. Several
- * writes of one key in a batch collapse to the last.
+ * (epoch, seq): a replay rewrites the same values, and a row never moves back in time. Another
+ * producer of the same epoch wins by arrival (a key written from several keys), unless the row came
+ * from a later generation (a child shard's instance took the key over from its parent in that
+ * epoch: the parent's late writes must not undo it). Several writes of one key in a batch collapse
+ * to the last.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -22,9 +25,11 @@ export class DynamoUpsertSinkWriter implements UpsertSinkWriter {
     const worker = async () => {
       while (next < todo.length) {
         const w = todo[next++]!;
-        const names: Record<string, string> = { '#e': '_sluice_epoch', '#s': '_sluice_seq', '#p': '_sluice_producer' };
-        const values: Record<string, unknown> = { ':e': w.epoch, ':s': w.seq, ':p': w.producer };
+        const gen = w.generation ?? 0;
+        const names: Record<string, string> = { '#e': '_sluice_epoch', '#s': '_sluice_seq', '#p': '_sluice_producer', '#g': '_sluice_gen' };
+        const values: Record<string, unknown> = { ':e': w.epoch, ':s': w.seq, ':p': w.producer, ':g': gen };
         const sets = ['#e = :e', '#s = :s', '#p = :p'];
+        if (gen) sets.push('#g = :g');
         let i = 0;
         for (const [k, v] of Object.entries(w.item)) {
           if (k === keyAttribute || v === undefined) continue;
@@ -39,10 +44,11 @@ export class DynamoUpsertSinkWriter implements UpsertSinkWriter {
               new UpdateCommand({
                 TableName: table,
                 Key: { [keyAttribute]: w.key },
-                UpdateExpression: `SET ${sets.join(', ')}`,
+                UpdateExpression: `SET ${sets.join(', ')}${gen ? '' : ' REMOVE #g'}`,
                 // newer epoch, or same epoch and producer with a later seq; another producer in the
-                // same epoch (a key written from several keys) wins by arrival
-                ConditionExpression: 'attribute_not_exists(#e) OR #e < :e OR (#e = :e AND #p <> :p) OR (#e = :e AND #s < :s)',
+                // same epoch wins by arrival unless the row is of a later generation
+                ConditionExpression:
+                  'attribute_not_exists(#e) OR #e < :e OR (#e = :e AND #p <> :p AND (attribute_not_exists(#g) OR #g <= :g)) OR (#e = :e AND #p = :p AND #s < :s)',
                 ExpressionAttributeNames: names,
                 ExpressionAttributeValues: values,
               }),

@@ -399,6 +399,24 @@ describe('MemoryUpsertSink', () => {
     expect(upsertSink.accepted).toHaveLength(4);
   });
 
+  it('a child shard taking a key over in an epoch is not undone by its parent writing late', async () => {
+    const { upsertSink } = createMemoryPorts();
+    const g = (key: string, epoch: number, seq: number, value: number, producer: string, generation?: number) => ({ ...w(key, epoch, seq, value, producer), ...(generation ? { generation } : {}) });
+    await upsertSink.write('t', 'pk', [g('a', 5, 7, 16, 'parent')]);
+    await upsertSink.write('t', 'pk', [g('a', 5, 2, 19, 'child', 1)]);
+    expect(upsertSink.table('t').get('a')).toMatchObject({ value: 19, _sluice_gen: 1 });
+    // a zombie of the parent, same epoch, later seq: refused (it would put an older count back)
+    await upsertSink.write('t', 'pk', [g('a', 5, 9, 17, 'parent')]);
+    expect(upsertSink.table('t').get('a')!.value).toBe(19);
+    // the child's own later writes, and the next epoch's, go on; a plain write drops the generation
+    await upsertSink.write('t', 'pk', [g('a', 5, 3, 20, 'child', 1)]);
+    await upsertSink.write('t', 'pk', [g('a', 6, 0, 21, 'child')]);
+    expect(upsertSink.table('t').get('a')).toEqual({ pk: 'a', value: 21, _sluice_epoch: 6, _sluice_seq: 0, _sluice_producer: 'child' });
+    // producers of one generation still win by arrival (a key written from several keys)
+    await upsertSink.write('t', 'pk', [g('a', 6, 0, 22, 'other')]);
+    expect(upsertSink.table('t').get('a')!.value).toBe(22);
+  });
+
   it('keeps attributes a later write does not set (UpdateItem SET)', async () => {
     const { upsertSink } = createMemoryPorts();
     await upsertSink.write('t', 'id', [{ key: 'k', item: { a: 1, b: 2 }, producer: 'p', epoch: 0, seq: 0 }]);

@@ -1036,6 +1036,8 @@ export class MemoryTaskNotifier implements TaskNotifier {
 
 /** Version attributes the upsert sink adds to every row, as the DynamoDB sink does. */
 export const SINK_VERSION_ATTRIBUTES = { epoch: '_sluice_epoch', seq: '_sluice_seq', producer: '_sluice_producer' } as const;
+/** set only on a row written by a child shard's instance in the epoch it took over (UpsertWrite.generation) */
+export const SINK_GENERATION = '_sluice_gen';
 
 export interface AcceptedUpsert {
   readonly table: string;
@@ -1062,18 +1064,21 @@ export class MemoryUpsertSink implements UpsertSinkWriter {
       const { epoch: E, seq: S, producer: P } = SINK_VERSION_ATTRIBUTES;
       for (const w of last.values()) {
         const cur = t.get(w.key);
+        const gen = w.generation ?? 0;
         const ok =
           !cur ||
           cur[E] === undefined ||
           (cur[E] as number) < w.epoch ||
-          (cur[E] === w.epoch && cur[P] !== w.producer) ||
-          (cur[E] === w.epoch && (cur[S] as number) < w.seq);
+          (cur[E] === w.epoch && cur[P] !== w.producer && ((cur[SINK_GENERATION] as number | undefined) ?? 0) <= gen) ||
+          (cur[E] === w.epoch && cur[P] === w.producer && (cur[S] as number) < w.seq);
         if (!ok) {
           this.rejected++;
           continue;
         }
         // SET semantics: attributes not in this write stay; the key attribute is never overwritten
         const next: Record<string, unknown> = { ...(cur ?? { [keyAttribute]: w.key }), [E]: w.epoch, [S]: w.seq, [P]: w.producer };
+        if (gen) next[SINK_GENERATION] = gen;
+        else delete next[SINK_GENERATION];
         for (const [k, v] of Object.entries(w.item)) {
           if (k === keyAttribute || v === undefined) continue;
           next[k] = structuredClone(v);
