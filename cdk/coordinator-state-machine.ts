@@ -190,14 +190,7 @@ export class CoordinatorStateMachine extends Construct {
       retryOnServiceExceptions: false,
     });
     // Commit is idempotent and must not be skipped: retry anything, for about a day.
-    commit.addRetry({
-      errors: [sfn.Errors.ALL],
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxDelay: Duration.seconds(60),
-      maxAttempts: 1500,
-      jitterStrategy: sfn.JitterType.FULL,
-    });
+    retryIdempotent(commit);
 
     const abort = tasks.LambdaInvoke.jsonPath(this, S.abort, {
       comment: 'mark n ABORTED and still deliver barrier n to every source shard',
@@ -207,14 +200,7 @@ export class CoordinatorStateMachine extends Construct {
       retryOnServiceExceptions: false,
     });
     // Abort is idempotent too, and barrier n must reach every source shard: retry anything.
-    abort.addRetry({
-      errors: [sfn.Errors.ALL],
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxDelay: Duration.seconds(60),
-      maxAttempts: 1500,
-      jitterStrategy: sfn.JitterType.FULL,
-    });
+    retryIdempotent(abort);
 
     inject.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
     if (!concurrent) awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
@@ -269,14 +255,7 @@ export class CoordinatorStateMachine extends Construct {
         resultPath: '$.settled',
         retryOnServiceExceptions: false,
       });
-      settle.addRetry({
-        errors: [sfn.Errors.ALL],
-        interval: Duration.seconds(1),
-        backoffRate: 2,
-        maxDelay: Duration.seconds(60),
-        maxAttempts: 1500,
-        jitterStrategy: sfn.JitterType.FULL,
-      });
+      retryIdempotent(settle);
       const awaitOldest = tasks.LambdaInvoke.jsonPath(this, S.awaitOldest, {
         comment: 'the window is full: register the oldest open checkpoint\'s task token and wait for its last ack',
         lambdaFunction: fn,
@@ -319,6 +298,18 @@ export class CoordinatorStateMachine extends Construct {
       tracingEnabled: true,
     });
   }
+}
+
+/** An idempotent task that must not be skipped (commit, abort, settle): retry anything, for about a day. */
+function retryIdempotent(task: tasks.LambdaInvoke): void {
+  task.addRetry({
+    errors: [sfn.Errors.ALL],
+    interval: Duration.seconds(1),
+    backoffRate: 2,
+    maxDelay: Duration.seconds(60),
+    maxAttempts: 1500,
+    jitterStrategy: sfn.JitterType.FULL,
+  });
 }
 
 /** Lambda service errors: retried with backoff on every task. */

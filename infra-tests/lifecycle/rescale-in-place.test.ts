@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { LocalJobRunner } from '../../local/runner.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
+import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import type { RescaleRecord } from '../../shared/coordinator/rescale.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, CHAOS_INVOCATION_TIMEOUT_MS } from '../chaos/harness.js';
 import { chaosHooks, FaultSchedule } from '../chaos/faults.js';
@@ -21,6 +22,8 @@ import { makeEvents, totalsOracle, windowOracle } from './oracles.js';
 interface Outcome {
   readonly events: Ev[];
   readonly rescales: RescaleRecord[];
+  /** the checkpoint that announced each reshard, as recorded when the reshard finished */
+  readonly announcing: CheckpointRecord[];
   readonly windows: WindowCount[];
   readonly totals: UserCount[];
   readonly shardCounts: Record<string, number[]>;
@@ -43,6 +46,7 @@ async function scenario(emulators: LocalEmulators, prefix: string, schedule?: Fa
   hooks?.attach(runner);
   const events: Ev[] = [];
   const rescales: RescaleRecord[] = [];
+  const announcing: CheckpointRecord[] = [];
   const shardCounts: Record<string, number[]> = {};
   try {
     const t0 = Date.now();
@@ -62,6 +66,7 @@ async function scenario(emulators: LocalEmulators, prefix: string, schedule?: Fa
     const step = async (stage: string, shards: number, seed: number) => {
       const [r] = await Promise.all([runner.rescaleInPlace(stage, shards, { timeoutMs: 180_000 }), produce(30, seed)]);
       rescales.push(r);
+      announcing.push((await runner.coordinator.get(r.checkpointId!))!);
       await countShards(stage);
       lap(`${stage} → ${shards} shards`);
       await produce(30, seed + 100);
@@ -79,7 +84,7 @@ async function scenario(emulators: LocalEmulators, prefix: string, schedule?: Fa
     const totals = await runner.readUpsertSink<UserCount>('totals');
     const faults = schedule ? [...schedule.counts].map(([k, n]) => `${k}=${n}`).join(' ') : 'none';
     lap(`faults: ${faults}`);
-    return { events, rescales, windows, totals, shardCounts, faults };
+    return { events, rescales, announcing, windows, totals, shardCounts, faults };
   } finally {
     await runner.stop();
   }
@@ -124,7 +129,14 @@ describe.each([
   it('reshards each stream to the asked number of shards, at a checkpoint boundary', () => {
     expect(out.rescales.map((r) => `${r.stage}:${r.fromShards}→${r.toShards}:${r.phase}`)).toEqual(['s1:2→4:done', 's1:4→3:done', 's0:2→3:done']);
     expect(out.shardCounts).toEqual({ s1: [4, 3], s0: [3] });
-    for (const r of out.rescales) expect(r.checkpointId).toBeGreaterThan(0);
+    // UpdateShardCount ran only once the checkpoint announcing it had completed
+    out.rescales.forEach((r, i) => {
+      const ck = out.announcing[i]!;
+      expect(ck.checkpointId).toBe(r.checkpointId);
+      expect(ck.status).toBe('COMPLETED');
+      expect(ck.reshard).toEqual([r.stage === 's0' ? 0 : 1]);
+      expect(Date.parse(r.reshardedAt!)).toBeGreaterThanOrEqual(Date.parse(ck.endedAt!));
+    });
   });
 
   it('publishes exactly the windows of the input (computed without the engine), each once', () => {

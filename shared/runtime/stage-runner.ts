@@ -147,9 +147,9 @@ export class StageRunner {
     const shards = await this.ports.shards.allShards(this.names.streamOf(this.stage));
     const byId = new Map(shards.map((s) => [s.shardId, s]));
     const me = byId.get(shardId);
-    if (!me || !parentsOf(me, byId).length) return [];
+    const parents = me ? parentsOf(me, byId) : [];
+    if (!me || !parents.length) return [];
     const owned = keyGroupsOfHashRange(me.startingHashKey, me.endingHashKey, this.plan.maxParallelism);
-    const parents = parentsOf(me, byId);
     inst.adoptParents(await Promise.all(parents.map((p) => this.rebuildParent(p, me, byId, owned))));
     return parents.map((p) => p.shardId);
   }
