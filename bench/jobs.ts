@@ -94,3 +94,88 @@ export function e2eJob(): Job {
     .sinkTo(collectSink('out'));
   return j;
 }
+
+/**
+ * Keyed count that emits every update (`{ k, n }`) to a next stage (a rebalance: a Kinesis stream
+ * between the keyed stage and the sink's stage), as a job that feeds anything downstream does.
+ */
+export function keyedCountEmitJob(o: BenchJobOptions = {}): Job {
+  const n = valueState<number>('count');
+  const fn: KeyedProcessFunction<string, Ev, { k: string; n: number }> = {
+    state: [n],
+    processElement(e, ctx, out) {
+      const s = ctx.getState(n);
+      const next = (s.value() ?? 0) + 1;
+      s.update(next);
+      out.collect({ k: e.k, n: next });
+    },
+  };
+  const j = job('bench-count-emit', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
+  j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
+    .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
+    .process(fn, { name: 'count' })
+    .rebalance({ parallelism: 1 })
+    .sinkTo(collectSink('counts'));
+  return j;
+}
+
+/** The tumbling window job, its results sent to a next stage (a rebalance) instead of a sink in the same stage. */
+export function windowEmitJob(o: BenchJobOptions = {}): Job {
+  const j = job('bench-window-emit', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
+  j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
+    .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
+    .window(TumblingEventTimeWindows.of(WINDOW_MS))
+    .aggregate(
+      {
+        createAccumulator: () => ({ n: 0, sum: 0 }),
+        add: (e: Ev, a: { n: number; sum: number }) => ({ n: a.n + 1, sum: a.sum + e.v }),
+        getResult: (a: { n: number; sum: number }) => a,
+      },
+      { name: 'window-sum', result: (key, w, a) => ({ k: key, start: w.start, n: a.n, sum: a.sum }) },
+    )
+    .rebalance({ parallelism: 1 })
+    .sinkTo(collectSink('windows'));
+  return j;
+}
+
+/** How events spread over keys. */
+export type KeyDistribution =
+  /** every key equally likely */
+  | { readonly kind: 'uniform'; readonly keys: number }
+  /** `share` of the events on the first `hot` keys, the rest uniform over all `keys` */
+  | { readonly kind: 'hot'; readonly keys: number; readonly hot: number; readonly share: number }
+  /** Zipf with exponent `s` over `keys` ranks (a long tail of keys seen once or twice) */
+  | { readonly kind: 'zipf'; readonly keys: number; readonly s: number };
+
+/** Deterministic events whose keys follow `dist`, event time 1 ms apart. */
+export function makeEventsOf(count: number, dist: KeyDistribution, seed = 7, start = Date.UTC(2026, 0, 1)): Ev[] {
+  let s = seed >>> 0;
+  const rnd = () => {
+    s = (s + 0x6d2b79f5) | 0;
+    let t = Math.imul(s ^ (s >>> 15), 1 | s);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  let pick: () => number;
+  if (dist.kind === 'uniform') pick = () => Math.floor(rnd() * dist.keys);
+  else if (dist.kind === 'hot') pick = () => (rnd() < dist.share ? Math.floor(rnd() * dist.hot) : Math.floor(rnd() * dist.keys));
+  else {
+    const cdf = new Float64Array(dist.keys);
+    let acc = 0;
+    for (let i = 0; i < dist.keys; i++) cdf[i] = acc += 1 / Math.pow(i + 1, dist.s);
+    pick = () => {
+      const x = rnd() * acc;
+      let lo = 0;
+      let hi = dist.keys - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (cdf[mid]! < x) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo;
+    };
+  }
+  const out: Ev[] = new Array(count);
+  for (let i = 0; i < count; i++) out[i] = { k: `user-${pick()}`, v: 1 + (i % 7), ts: start + i };
+  return out;
+}

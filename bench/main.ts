@@ -1,43 +1,59 @@
 /**
- * `npm run bench`: Sluice's benchmarks, each next to a baseline measured in the same run.
+ * `npm run bench`: Sluice's benchmarks, each next to a baseline measured in the same run. Run
+ * `npm run bench -- --help` for the options. A full run (no --only, no --quick) prints a table,
+ * writes bench/results/latest.json and latest.svg, and ends with one summary line:
  *
- *   npm run bench                       everything (in process, then the emulated AWS stack)
- *   npm run bench -- --no-emulators     in-process sections only
- *   npm run bench -- --quick            tiny inputs, no emulators, no files written (smoke test)
- *   npm run bench -- --out DIR          where latest.json and latest.svg go (default bench/results)
- *   npm run bench -- --hotpath-only     the hot path section only: prints its lines, writes nothing
+ *   bench: handler_eps=… fair_ratio=… source_eps=… window_fair_ratio=… ckpt_cpu_events_per_key=…
+ *          ckpt_wcu_uniform=… ckpt_wcu_hot=… ckpt_wcu_tail=… nexmark_q5_eps_core=… overhead_bytes=…
  *
- * Prints a markdown table, writes `latest.json` and `latest.svg`, and ends with one summary line:
- * `bench: hotpath_eps=… hotpath_ratio=… overhead_bytes=… ckpt_wcu_ratio=… usd_per_million=…`.
- * Performance is never asserted: the numbers are for reading (shared machines are noisy).
+ * (on one line). Every rate is events over total wall time or over total CPU time of what it
+ * measures; performance is never asserted (shared machines are noisy).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import { measureCheckpoint, type CheckpointFigures } from './checkpoint.js';
 import { costOf, transitionsPerCheckpoint, type AslState, type CostScenario } from './cost.js';
+import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
-import { handCount, handWindow, measureHotpath, type HotpathRun } from './hotpath.js';
-import { e2eJob, keyedCountJob, makeEvents, windowJob } from './jobs.js';
+import { FairCount, FairSource, FairWindow } from './fair-loops.js';
+import { measureKeyedPath, measureSourcePath, type PathFigures } from './handler.js';
+import { e2eJob, keyedCountEmitJob, keyedCountJob, makeEvents, makeEventsOf, windowEmitJob, type KeyDistribution } from './jobs.js';
+import { NEXMARK_QUERIES, runNexmark, type NexmarkFigures } from './nexmark.js';
 import { runPipeline, type PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, FLINK_FLOOR_PER_MONTH, PRICES } from './prices.js';
 import { runScenario, PortTimer, timePorts, withLatency, type LatencyModel, type ScenarioResult } from './stage1-scenario.js';
 import { encodeRounds, loadRounds, type InputShape } from './stage1-input.js';
 import { chart, fmt, type Panel } from './svg.js';
 
+// ------------------------------------------------------------------------------------------ parts
+
+/**
+ * The parts of the bench, in the order a full run takes them. `--only a,b` runs some of them.
+ * A part reads its sizes from `Sizes`, writes its figures into `BenchResults` and logs progress.
+ * The `cost` part is where the cost model plugs in (its figures: metering.ts, prices.ts, cost.ts).
+ */
+export const PARTS = ['handler', 'window', 'source', 'checkpoint', 'wire', 'recovery', 'nexmark', 'cost', 'emulated'] as const;
+export type PartName = (typeof PARTS)[number];
+
+const PART_HELP: Record<PartName, string> = {
+  handler: 'keyed count through the Lambda handler (StageRunner.handle, AWS event shape), emitting every update to a next stage, checkpoints included; against a fair hand-written loop; checkpoint CPU per dirty key',
+  window: 'tumbling event-time window aggregate through the handler, results to a next stage, checkpoints included; against a fair loop',
+  source: 'the source stage through the handler: JSON records in, packed envelopes out, checkpoints included; against a fair loop',
+  checkpoint: 'write units of a checkpoint against a layout-free floor (dirty bytes / 1 KB) for uniform, hot-key and long-tail keys (state table on dynalite in a full run)',
+  wire: 'bytes per event on the stage-to-stage stream beyond the payload (whole job in process, metered)',
+  recovery: 'restore + replay + batch after a lost cache (in process; and with modelled AWS latencies)',
+  nexmark: `Nexmark ${NEXMARK_QUERIES.join(', ')} as whole in-process jobs: events/s per core of every stage's CPU, next to Flink's published per-core figures`,
+  cost: 'AWS cost per 1 M events from metered in-process runs (see metering.ts, prices.ts, cost.ts)',
+  emulated: 'the emulated AWS stack (kinesis-mock, dynalite, fauxqs): warmed raw Kinesis rate, keyed stage, end to end (not in --quick unless asked with --only)',
+};
+
 export interface BenchOptions {
   readonly quick?: boolean;
-  readonly emulators?: boolean;
+  /** parts to run; @default every part (the emulated one not in quick mode) */
+  readonly only?: readonly PartName[];
   readonly log?: (line: string) => void;
-}
-
-export interface HotpathFigures extends HotpathRun {
-  /** headline: median over batches of the engine's events/s on one core */
-  readonly eps: number;
-  /** headline: median over batch pairs of engine speed ÷ hand-written loop speed */
-  readonly ratio: number;
 }
 
 export interface WireFigures {
@@ -51,71 +67,79 @@ export interface WireFigures {
   readonly sourceBytesPerEvent: number;
 }
 
+export interface CheckpointScenario extends CheckpointFigures {
+  readonly scenario: 'uniform' | 'hot' | 'tail';
+  readonly distribution: string;
+  readonly eventsPerCheckpoint: number;
+  /** ceil(dirty bytes / 1 KB): what the dirty state costs written with no layout at all */
+  readonly layoutFreeFloor: number;
+  /** used.total ÷ layoutFreeFloor */
+  readonly layoutFreeRatio: number;
+}
+
 export interface BenchResults {
-  readonly version: 1;
+  readonly version: 2;
   readonly date: string;
   readonly quick: boolean;
+  readonly parts: PartName[];
   readonly machine: { node: string; cpus: number; cpu: string; loadAvgAtStart: number[]; loadAvgAtEnd?: number[] };
-  readonly hotpath: { count: HotpathFigures; window: HotpathFigures; shape: InputShape; keys: number };
-  readonly wire: WireFigures[];
-  readonly checkpoints: Array<CheckpointFigures & { scenario: string; eventsPerCheckpoint: number }>;
-  readonly recovery: {
+  handler?: PathFigures;
+  window?: PathFigures;
+  source?: PathFigures;
+  checkpoints?: CheckpointScenario[];
+  wire?: WireFigures[];
+  recovery?: {
     memory: ScenarioResult & { events: number };
     /** the same on the twins with AWS-like request latencies (an assumption: see latency) */
     modelled: ScenarioResult & { events: number; latency: LatencyModel; keys: number };
   };
-  readonly cost: { transitionsPerCheckpoint: number; transitionsPath: string[]; scenarios: CostScenario[]; prices: typeof PRICES; assumptions: typeof ASSUMPTIONS };
-  readonly emulated?: { raw: RawRate; stage1: EmulatedStage1; e2e: EndToEnd; startMs: number } | { error: string };
+  nexmark?: { figures: NexmarkFigures[]; events: number; checkpointEvery: number; batch: number; ratePerSecond: number };
+  cost?: { transitionsPerCheckpoint: number; transitionsPath: string[]; scenarios: CostScenario[]; prices: typeof PRICES; assumptions: typeof ASSUMPTIONS };
+  emulated?: { rawCold: RawRate; raw: RawRate; stage1: EmulatedStage1; e2e: EndToEnd; startMs: number } | { error: string };
   summary?: string;
 }
+
+const DISTRIBUTIONS: Array<{ scenario: CheckpointScenario['scenario']; dist: KeyDistribution; label: string }> = [
+  { scenario: 'uniform', dist: { kind: 'uniform', keys: 10_000 }, label: 'uniform over 10 k keys' },
+  { scenario: 'hot', dist: { kind: 'hot', keys: 10_000, hot: 100, share: 0.9 }, label: '90 % of events on 100 hot keys, the rest uniform over 10 k' },
+  { scenario: 'tail', dist: { kind: 'zipf', keys: 100_000, s: 1 }, label: 'Zipf (s = 1) over 100 k keys' },
+];
 
 const sizes = (quick: boolean) =>
   quick
     ? {
-        hotShape: { eventsPerPacket: 50, packetsPerBatch: 2, batchesPerRound: 1 },
-        hotRounds: 3,
-        hotWarmup: 1,
-        hotReps: 1,
-        keys: 50,
-        pipeline: [{ eps: 200, seconds: 2, every: 1, sourceShards: 1, parallelism: 1, keys: 100 }],
-        ckShape: { eventsPerPacket: 50, packetsPerBatch: 2, batchesPerRound: 1 },
-        ckKeys: [{ name: 'tiny', keys: 20 }],
-        recShape: { eventsPerPacket: 50, packetsPerBatch: 2, batchesPerRound: 3 },
+        keyedShape: { eventsPerPacket: 100, packetsPerBatch: 5, batchesPerRound: 2 } as InputShape,
+        keyedRounds: 4,
+        keyedWarmup: 1,
+        keys: 200,
+        sourceBatch: 100,
+        sourcePerCheckpoint: 1_000,
+        pipelines: [{ eps: 200, seconds: 2, every: 1, sourceShards: 1, parallelism: 1, keys: 100 }],
+        ckShape: { eventsPerPacket: 50, packetsPerBatch: 2, batchesPerRound: 1 } as InputShape,
+        ckScale: 0.01,
+        recShape: { eventsPerPacket: 50, packetsPerBatch: 2, batchesPerRound: 3 } as InputShape,
+        nexmark: { events: 3_000, checkpointEvery: 1_000, batch: 500, ratePerSecond: 10_000 },
       }
     : {
-        hotShape: { eventsPerPacket: 500, packetsPerBatch: 20, batchesPerRound: 2 },
-        hotRounds: 10,
-        hotWarmup: 2,
-        hotReps: 2,
+        // 20 k events per checkpoint: 4 ESM batches of 10 packets × 500 events, then the barrier
+        keyedShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 } as InputShape,
+        keyedRounds: 12,
+        keyedWarmup: 2,
         keys: 10_000,
-        pipeline: [
+        sourceBatch: 500,
+        sourcePerCheckpoint: 20_000,
+        pipelines: [
           { eps: 1_000, seconds: 30, every: 10, sourceShards: 2, parallelism: 1, keys: 10_000 },
           { eps: 10_000, seconds: 30, every: 10, sourceShards: 12, parallelism: 2, keys: 10_000 },
           // the same 1 k ev/s with checkpoints every 60 s: a key written many times is written once
           { eps: 1_000, seconds: 120, every: 60, sourceShards: 2, parallelism: 1, keys: 10_000 },
         ],
-        ckShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 2 },
-        ckKeys: [
-          { name: 'hot keys: 1 k keys', keys: 1_000 },
-          { name: 'typical: 10 k keys', keys: 10_000 },
-          { name: 'long tail: 100 k keys', keys: 100_000 },
-        ],
-        recShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 6 },
+        ckShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 2 } as InputShape,
+        ckScale: 1,
+        recShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 6 } as InputShape,
+        nexmark: { events: 200_000, checkpointEvery: 20_000, batch: 500, ratePerSecond: 10_000 },
       };
-
-async function hotpath(kind: 'count' | 'window', s: ReturnType<typeof sizes>, log: (l: string) => void): Promise<HotpathFigures> {
-  const perRound = s.hotShape.eventsPerPacket * s.hotShape.packetsPerBatch * s.hotShape.batchesPerRound;
-  const rounds = encodeRounds(makeEvents(perRound * s.hotRounds, s.keys), s.hotShape, 128);
-  const r =
-    kind === 'count'
-      ? await measureHotpath(() => keyedCountJob(), handCount, rounds, s.hotWarmup, s.hotReps)
-      : await measureHotpath(() => windowJob(), handWindow, rounds, s.hotWarmup, s.hotReps);
-  if (kind === 'count' && r.checksum.engine !== perRound * s.hotRounds) throw new Error(`hot path: the engine counted ${r.checksum.engine} events of ${perRound * s.hotRounds}`);
-  if (kind === 'count' && r.checksum.hand !== perRound * s.hotRounds) throw new Error(`hot path: the hand-written loop counted ${r.checksum.hand} events`);
-  if (kind === 'window' && r.outputs.engine !== r.outputs.hand) throw new Error(`hot path: the engine fired ${r.outputs.engine} windows, the hand-written loop ${r.outputs.hand}`);
-  log(`  ${kind}: engine ${fmt(r.engineMedianEps)} ev/s, hand-written ${fmt(r.handMedianEps)} ev/s (medians of ${r.ratios.length} batches), ratio ${(100 * r.medianRatio).toFixed(1)} %`);
-  return { ...r, eps: r.engineMedianEps, ratio: r.medianRatio };
-}
+type Sizes = ReturnType<typeof sizes>;
 
 function wireOf(r: PipelineResult, batch: number): WireFigures {
   return {
@@ -138,83 +162,152 @@ async function coordinatorTransitions(quick: boolean): Promise<{ count: number; 
   return transitionsPerCheckpoint(def.definition.States as unknown as Record<string, AslState>);
 }
 
-export async function runBench(o: BenchOptions = {}): Promise<BenchResults> {
-  const quick = o.quick ?? false;
-  const log = o.log ?? (() => undefined);
-  const s = sizes(quick);
-  const loadAvgAtStart = os.loadavg().map((x) => Math.round(x * 100) / 100);
+const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
 
-  log('hot path (in process, memory ports)');
-  const count = await hotpath('count', s, log);
-  const window = await hotpath('window', s, log);
+function logPath(log: (l: string) => void, f: PathFigures): void {
+  log(
+    `  ${f.path}: engine ${fmt(f.engine.eps)} ev/s wall (${fmt(f.engine.cpuEps)} CPU), fair loop ${fmt(f.fair.eps)} ev/s wall (${fmt(f.fair.cpuEps)} CPU): ${pct(f.fairRatio)} (CPU ${pct(f.fairCpuRatio)}); ` +
+      `${f.checkpoints.count} checkpoints ${fmt(f.checkpoints.cpuMs)} ms CPU` +
+      (f.checkpoints.dirtyKeys ? ` for ${fmt(f.checkpoints.dirtyKeys)} dirty keys = ${f.checkpoints.eventsPerKey.toFixed(2)} events' CPU per key` : ''),
+  );
+}
 
-  log('whole job in process, metered (wire efficiency, cost)');
-  const transitions = await coordinatorTransitions(quick);
-  const pipelines: PipelineResult[] = [];
-  for (const p of s.pipeline) {
-    const r = await runPipeline({
-      job: keyedCountJob({ sourceShards: p.sourceShards, parallelism: p.parallelism, checkpointIntervalMs: p.every * 1000 }),
-      eventsPerSecond: p.eps,
-      seconds: p.seconds,
-      checkpointEverySeconds: p.every,
-      maxBatch: 500,
-      keys: p.keys,
-      warmupSeconds: p.every,
-    });
-    pipelines.push(r);
-    log(`  ${fmt(p.eps)} ev/s: ${r.events} events, ${r.checkpoints} checkpoints`);
-  }
-  const wire = pipelines.map((r) => wireOf(r, 500));
-  const scenarios = pipelines.map((r) => costOf(r, transitions.count));
+function checkSame(what: string, a: number, b: number): void {
+  if (a !== b) throw new Error(`${what}: the engine gave ${a}, the fair loop ${b}`);
+}
 
-  // the state table on DynamoDB (dynalite, in this process) unless emulators are off: the real store, measured
-  const ckDynamo = (o.emulators ?? !quick) ? await checkpointTable() : undefined;
-  log(`checkpoints (state table on ${ckDynamo ? 'dynalite: the real store, DynamoDB-reported write units' : 'the twin, sized as DynamoDB bills'})`);
-  const checkpoints: BenchResults['checkpoints'] = [];
-  const ckPerRound = s.ckShape.eventsPerPacket * s.ckShape.packetsPerBatch * s.ckShape.batchesPerRound;
-  try {
-    for (const [i, c] of s.ckKeys.entries()) {
-      const rounds = encodeRounds(makeEvents(ckPerRound * 4, c.keys, 11), s.ckShape, 128);
-      const f = await measureCheckpoint(keyedCountJob(), rounds, 3, ckDynamo ? { clients: ckDynamo.clients, table: await ckDynamo.table(`bench-ckpt-${i}`) } : undefined);
-      checkpoints.push({ ...f, scenario: c.name, eventsPerCheckpoint: ckPerRound });
-      log(`  ${c.name}: ${f.dirtyRows} dirty rows, ${f.used.total} WCU (rows ${f.used.rows} in ${f.used.items} items, delta ${f.used.delta}), floor ${f.floor}, ratio ${f.ratio.toFixed(2)}, ${f.ms.toFixed(0)} ms`);
+type Runner = (s: Sizes, r: BenchResults, log: (l: string) => void, quick: boolean) => Promise<void>;
+
+let pipelineMemo: Promise<PipelineResult[]> | undefined;
+/** The metered whole-job runs, shared by the wire and cost parts (run once per bench run). */
+function pipelines(s: Sizes, log: (l: string) => void): Promise<PipelineResult[]> {
+  return (pipelineMemo ??= (async () => {
+    const out: PipelineResult[] = [];
+    for (const p of s.pipelines) {
+      const r = await runPipeline({
+        job: keyedCountJob({ sourceShards: p.sourceShards, parallelism: p.parallelism, checkpointIntervalMs: p.every * 1000 }),
+        eventsPerSecond: p.eps,
+        seconds: p.seconds,
+        checkpointEverySeconds: p.every,
+        maxBatch: 500,
+        keys: p.keys,
+        warmupSeconds: p.every,
+      });
+      out.push(r);
+      log(`  whole job, ${fmt(p.eps)} ev/s: ${r.events} events, ${r.checkpoints} checkpoints`);
     }
-  } finally {
-    await ckDynamo?.stop();
-  }
+    return out;
+  })());
+}
 
-  log('recovery (in process, memory ports)');
-  const recPerRound = s.recShape.eventsPerPacket * s.recShape.packetsPerBatch * s.recShape.batchesPerRound;
-  const recRounds = encodeRounds(makeEvents(recPerRound * 5, s.keys, 13), s.recShape, 128);
-  const timer = new PortTimer();
-  const recInput = loadRounds(keyedCountJob(), recRounds, (p) => timePorts(p, timer));
-  const tailBatches = s.recShape.batchesPerRound - 1;
-  const memRec = await runScenario({ ...recInput }, { rounds: 4, tailBatches, warmup: 1 }, timer);
-  // with request latencies like AWS's, and many keys (a cold cache must read them all back)
-  const latency: LatencyModel = { dynamoMs: 5, kinesisGetMs: 20, kinesisPutMs: 20 };
-  const latTimer = new PortTimer();
-  const latKeys = quick ? 200 : 20_000;
-  const latRounds = encodeRounds(makeEvents(recPerRound * 5, latKeys, 19), s.recShape, 128);
-  const latInput = loadRounds(keyedCountJob(), latRounds, (p) => timePorts(withLatency(p, latency), latTimer));
-  const latRec = await runScenario({ ...latInput }, { rounds: 4, tailBatches, warmup: 1 }, latTimer);
-  const eventsReplayed = tailBatches * (recPerRound / s.recShape.batchesPerRound);
-  const recovery = { memory: { ...memRec, events: eventsReplayed }, modelled: { ...latRec, events: eventsReplayed, latency, keys: latKeys } };
-  log(`  in process: ${fmt(memRec.recovery.ms)} ms; with modelled AWS latencies (${fmt(latKeys)} keys): ${fmt(latRec.recovery.ms)} ms`);
-
-  const results: BenchResults = {
-    version: 1,
-    date: new Date().toISOString(),
-    quick,
-    machine: { node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', loadAvgAtStart },
-    hotpath: { count, window, shape: s.hotShape, keys: s.keys },
-    wire,
-    checkpoints,
-    recovery,
-    cost: { transitionsPerCheckpoint: transitions.count, transitionsPath: transitions.path, scenarios, prices: PRICES, assumptions: ASSUMPTIONS },
-  };
-
-  if (o.emulators ?? !quick) {
-    log('emulated AWS stack (kinesis-mock, dynalite, fauxqs)');
+const RUNNERS: Record<PartName, Runner> = {
+  async handler(s, r, log) {
+    const f = await measureKeyedPath({
+      path: 'count',
+      job: keyedCountEmitJob(),
+      fair: new FairCount(128),
+      events: makeEvents(s.keyedShape.eventsPerPacket * s.keyedShape.packetsPerBatch * s.keyedShape.batchesPerRound * s.keyedRounds, s.keys),
+      shape: s.keyedShape,
+      warmupRounds: s.keyedWarmup,
+      keys: `${fmt(s.keys)} keys, uniform`,
+    });
+    checkSame('keyed count: sum of counts', f.checksum.engine, f.checksum.fair);
+    checkSame('keyed count: outputs', f.outputs.engine, f.outputs.fair);
+    logPath(log, f);
+    r.handler = f;
+  },
+  async window(s, r, log) {
+    const f = await measureKeyedPath({
+      path: 'window',
+      job: windowEmitJob(),
+      fair: new FairWindow(128),
+      events: makeEvents(s.keyedShape.eventsPerPacket * s.keyedShape.packetsPerBatch * s.keyedShape.batchesPerRound * s.keyedRounds, s.keys, 3),
+      shape: s.keyedShape,
+      warmupRounds: s.keyedWarmup,
+      keys: `${fmt(s.keys)} keys, uniform`,
+    });
+    checkSame('window: windows fired', f.checksum.engine, f.checksum.fair);
+    logPath(log, f);
+    r.window = f;
+  },
+  async source(s, r, log) {
+    const f = await measureSourcePath({
+      job: keyedCountEmitJob(),
+      fair: new FairSource(128),
+      events: makeEvents(s.sourcePerCheckpoint * s.keyedRounds, s.keys, 5),
+      batch: s.sourceBatch,
+      eventsPerCheckpoint: s.sourcePerCheckpoint,
+      warmupRounds: s.keyedWarmup,
+      keys: `${fmt(s.keys)} keys, uniform`,
+    });
+    checkSame('source: sum of values', f.checksum.engine, f.checksum.fair);
+    checkSame('source: envelopes', f.outputs.engine, f.outputs.fair);
+    logPath(log, f);
+    r.source = f;
+  },
+  async checkpoint(s, r, log, quick) {
+    // the state table on DynamoDB (dynalite, in this process) in a full run: the real store, measured
+    const dynamo = quick ? undefined : await checkpointTable();
+    log(`  state table on ${dynamo ? 'dynalite (DynamoDB-reported write units)' : 'the twin, sized as DynamoDB bills'}`);
+    const perRound = s.ckShape.eventsPerPacket * s.ckShape.packetsPerBatch * s.ckShape.batchesPerRound;
+    const out: CheckpointScenario[] = [];
+    try {
+      for (const [i, d] of DISTRIBUTIONS.entries()) {
+        const dist: KeyDistribution = { ...d.dist, keys: Math.max(10, Math.round(d.dist.keys * s.ckScale)) } as KeyDistribution;
+        const rounds = encodeRounds(makeEventsOf(perRound * 4, dist, 11), s.ckShape, 128);
+        const f = await measureCheckpoint(keyedCountJob(), rounds, 3, dynamo ? { clients: dynamo.clients, table: await dynamo.table(`bench-ckpt-${i}`) } : undefined);
+        const layoutFreeFloor = Math.max(1, Math.ceil(f.dirtyBytes / KB));
+        const sc: CheckpointScenario = { ...f, scenario: d.scenario, distribution: d.label, eventsPerCheckpoint: perRound, layoutFreeFloor, layoutFreeRatio: f.used.total / layoutFreeFloor };
+        out.push(sc);
+        log(`  ${d.scenario} (${d.label}): ${f.dirtyRows} dirty keys, ${fmt(f.dirtyBytes)} dirty B, ${f.used.total} WCU (rows ${f.used.rows} in ${f.used.items} items, delta ${f.used.delta}), layout-free floor ${layoutFreeFloor}: ${sc.layoutFreeRatio.toFixed(2)}`);
+      }
+    } finally {
+      await dynamo?.stop();
+    }
+    r.checkpoints = out;
+  },
+  async wire(s, r, log) {
+    const p = await pipelines(s, log);
+    r.wire = p.map((x) => wireOf(x, 500));
+    log(`  ${r.wire[0]!.overheadBytesPerEvent.toFixed(2)} B per event beyond the payload`);
+  },
+  async recovery(s, r, log, quick) {
+    const keys = quick ? s.keys : 10_000;
+    const recPerRound = s.recShape.eventsPerPacket * s.recShape.packetsPerBatch * s.recShape.batchesPerRound;
+    const recRounds = encodeRounds(makeEvents(recPerRound * 5, keys, 13), s.recShape, 128);
+    const timer = new PortTimer();
+    const recInput = loadRounds(keyedCountJob(), recRounds, (p) => timePorts(p, timer));
+    const tailBatches = s.recShape.batchesPerRound - 1;
+    const memRec = await runScenario({ ...recInput }, { rounds: 4, tailBatches, warmup: 1 }, timer);
+    // with request latencies like AWS's, and many keys (a cold cache must read them all back)
+    const latency: LatencyModel = { dynamoMs: 5, kinesisGetMs: 20, kinesisPutMs: 20 };
+    const latTimer = new PortTimer();
+    const latKeys = quick ? 200 : 20_000;
+    const latRounds = encodeRounds(makeEvents(recPerRound * 5, latKeys, 19), s.recShape, 128);
+    const latInput = loadRounds(keyedCountJob(), latRounds, (p) => timePorts(withLatency(p, latency), latTimer));
+    const latRec = await runScenario({ ...latInput }, { rounds: 4, tailBatches, warmup: 1 }, latTimer);
+    const eventsReplayed = tailBatches * (recPerRound / s.recShape.batchesPerRound);
+    r.recovery = { memory: { ...memRec, events: eventsReplayed }, modelled: { ...latRec, events: eventsReplayed, latency, keys: latKeys } };
+    log(`  in process: ${fmt(memRec.recovery.ms)} ms; with modelled AWS latencies (${fmt(latKeys)} keys): ${fmt(latRec.recovery.ms)} ms`);
+  },
+  async nexmark(s, r, log) {
+    const figures: NexmarkFigures[] = [];
+    for (const q of NEXMARK_QUERIES) {
+      const f = await runNexmark(q, s.nexmark);
+      figures.push(f);
+      log(`  ${q}: ${fmt(f.events)} events through ${f.stages} stages, ${f.checkpoints} checkpoints, ${fmt(f.cpuMs)} ms CPU: ${fmt(f.epsPerCore)} ev/s per core (Flink ${fmt(f.flinkPerCore)}); ${f.outputs} results`);
+    }
+    r.nexmark = { figures, ...s.nexmark };
+  },
+  // the cost model's part: its figures come from metering.ts and prices.ts
+  async cost(s, r, log, quick) {
+    const transitions = await coordinatorTransitions(quick);
+    const p = await pipelines(s, log);
+    const scenarios = p.map((x) => costOf(x, transitions.count));
+    r.cost = { transitionsPerCheckpoint: transitions.count, transitionsPath: transitions.path, scenarios, prices: PRICES, assumptions: ASSUMPTIONS };
+    log(`  ${scenarios.map((c) => `${fmt(c.eventsPerSecond)} ev/s: $${c.usdPerMillion.toFixed(4)} per 1 M events`).join('; ')}`);
+  },
+  async emulated(_s, r, log) {
     const { startEmulators, rawKinesisRate, emulatedStage1, emulatorClients, endToEnd } = await import('./emulated.js');
     const t0 = Date.now();
     let emu;
@@ -222,33 +315,56 @@ export async function runBench(o: BenchOptions = {}): Promise<BenchResults> {
       emu = await startEmulators();
       const startMs = Date.now() - t0;
       const clients = emulatorClients(emu);
-      const raw = await rawKinesisRate(clients, 1000);
+      // the first pass warms the emulator (its JIT, its first streams) and the SDK; the second is the figure
+      const rawCold = await rawKinesisRate(clients, 1000);
+      const raw = await rawKinesisRate(clients, 2000);
       clients.kinesis.destroy();
-      log(`  raw PutRecords ${fmt(raw.putPerSec)}/s, GetRecords ${fmt(raw.getPerSec)}/s`);
+      log(`  raw (warmed) PutRecords ${fmt(raw.putPerSec)}/s, GetRecords ${fmt(raw.getPerSec)}/s (cold: ${fmt(rawCold.putPerSec)}/s, ${fmt(rawCold.getPerSec)}/s)`);
       const shape = { eventsPerPacket: 500, packetsPerBatch: 4, batchesPerRound: 4 };
       const rounds = encodeRounds(makeEvents(8_000 * 3, 500, 17), shape, 128);
       const stage1 = await emulatedStage1(emu, keyedCountJob(), rounds, { rounds: 2, tailBatches: 3, warmup: 0 });
       log(`  keyed stage: checkpoint ${fmt(stage1.checkpointMs.at(-1) ?? 0)} ms, recovery ${fmt(stage1.recovery.ms)} ms`);
       const e2e = await endToEnd(emu, { throughputEvents: 3000, latencySeconds: 6, timeoutMs: 90_000 });
       log(`  end to end: ${fmt(e2e.throughput.eventsPerSec)} ev/s, p50 ${e2e.latency.p50} ms, p99 ${e2e.latency.p99} ms`);
-      (results as { emulated?: BenchResults['emulated'] }).emulated = { raw, stage1, e2e, startMs };
+      r.emulated = { rawCold, raw, stage1, e2e, startMs };
     } catch (err) {
-      (results as { emulated?: BenchResults['emulated'] }).emulated = { error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
+      r.emulated = { error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) };
       log(`  emulated stack failed: ${String(err)}`);
     } finally {
       await emu?.stop();
     }
+  },
+};
+
+export async function runBench(o: BenchOptions = {}): Promise<BenchResults> {
+  const quick = o.quick ?? false;
+  const log = o.log ?? (() => undefined);
+  const s = sizes(quick);
+  const parts = o.only?.length ? PARTS.filter((p) => o.only!.includes(p)) : PARTS.filter((p) => !(quick && p === 'emulated'));
+  const r: BenchResults = {
+    version: 2,
+    date: new Date().toISOString(),
+    quick,
+    parts,
+    machine: { node: process.version, cpus: os.cpus().length, cpu: os.cpus()[0]?.model ?? 'unknown', loadAvgAtStart: os.loadavg().map((x) => Math.round(x * 100) / 100) },
+  };
+  pipelineMemo = undefined;
+  for (const [i, p] of parts.entries()) {
+    log(`[${i + 1}/${parts.length}] ${p}: ${PART_HELP[p]}`);
+    const t0 = Date.now();
+    await RUNNERS[p](s, r, log, quick);
+    log(`  (${((Date.now() - t0) / 1000).toFixed(1)} s)`);
   }
-  results.machine.loadAvgAtEnd = os.loadavg().map((x) => Math.round(x * 100) / 100);
-  results.summary = summaryLine(results);
-  return results;
+  r.machine.loadAvgAtEnd = os.loadavg().map((x) => Math.round(x * 100) / 100);
+  r.summary = summaryLine(r);
+  return r;
 }
 
 /** dynalite alone (in this process), with a way to create state tables in it. */
 async function checkpointTable() {
   const { startEmulators } = await import('../local/emulators.js');
   const { createAwsClients } = await import('../shared/adapters/aws/clients.js');
-  const { CreateTableCommand } = await import('@aws-sdk/client-dynamodb');
+  const { CreateTableCommand, DescribeTableCommand } = await import('@aws-sdk/client-dynamodb');
   const emu = await startEmulators({ services: ['dynamodb'] });
   const clients = createAwsClients({ region: emu.region, credentials: emu.credentials, endpoints: emu.endpoints, maxAttempts: 3 });
   return {
@@ -269,11 +385,10 @@ async function checkpointTable() {
         }),
       );
       // dynalite creates tables asynchronously
-      const { DescribeTableCommand } = await import('@aws-sdk/client-dynamodb');
       for (let i = 0; i < 100; i++) {
         const d = await clients.dynamodb.send(new DescribeTableCommand({ TableName: name }));
         if (d.Table?.TableStatus === 'ACTIVE') break;
-        await new Promise((r) => setTimeout(r, 20));
+        await new Promise((res) => setTimeout(res, 20));
       }
       return name;
     },
@@ -286,40 +401,96 @@ async function checkpointTable() {
 
 // ------------------------------------------------------------------------------------------ output
 
-const typicalCheckpoint = (r: BenchResults) => r.checkpoints.find((c) => c.scenario.startsWith('typical')) ?? r.checkpoints[0]!;
-const headlineWire = (r: BenchResults) => r.wire[0]!;
+const ckOf = (r: BenchResults, s: CheckpointScenario['scenario']) => r.checkpoints?.find((c) => c.scenario === s);
 
+/** The summary line; a figure whose part did not run is `-`. */
 export function summaryLine(r: BenchResults): string {
-  const ck = typicalCheckpoint(r);
+  const n = (x: number | undefined, digits = 0) => (x === undefined || !Number.isFinite(x) ? '-' : digits ? x.toFixed(digits) : String(Math.round(x)));
+  const q5 = r.nexmark?.figures.find((f) => f.query === 'q5');
   return [
     'bench:',
-    `hotpath_eps=${Math.round(r.hotpath.count.eps)}`,
-    `hotpath_ratio=${r.hotpath.count.ratio.toFixed(3)}`,
-    `overhead_bytes=${headlineWire(r).overheadBytesPerEvent.toFixed(2)}`,
-    `ckpt_wcu_ratio=${ck.ratio.toFixed(2)}`,
-    `usd_per_million=${r.cost.scenarios[0]!.usdPerMillion.toFixed(4)}`,
+    `handler_eps=${n(r.handler?.engine.eps)}`,
+    `fair_ratio=${n(r.handler?.fairRatio, 3)}`,
+    `source_eps=${n(r.source?.engine.eps)}`,
+    `window_fair_ratio=${n(r.window?.fairRatio, 3)}`,
+    `ckpt_cpu_events_per_key=${n(r.handler?.checkpoints.eventsPerKey, 2)}`,
+    `ckpt_wcu_uniform=${n(ckOf(r, 'uniform')?.layoutFreeRatio, 2)}`,
+    `ckpt_wcu_hot=${n(ckOf(r, 'hot')?.layoutFreeRatio, 2)}`,
+    `ckpt_wcu_tail=${n(ckOf(r, 'tail')?.layoutFreeRatio, 2)}`,
+    `nexmark_q5_eps_core=${n(q5?.epsPerCore)}`,
+    `overhead_bytes=${n(r.wire?.[0]?.overheadBytesPerEvent, 2)}`,
   ].join(' ');
 }
 
 const usd = (x: number) => (x >= 100 ? `$${x.toFixed(0)}` : x >= 1 ? `$${x.toFixed(2)}` : `$${x.toFixed(4)}`);
 
+function pathRows(add: (...c: string[]) => void, name: string, f: PathFigures): void {
+  const sh = f.shape;
+  add(
+    `${name}: events/s over total wall time (${fmt(sh.eventsPerCheckpoint)} events per checkpoint, checkpoints included; ${sh.keys})`,
+    fmt(f.engine.eps),
+    `fair loop ${fmt(f.fair.eps)}`,
+    pct(f.fairRatio),
+  );
+  add(`${name}: events/s over total CPU time`, fmt(f.engine.cpuEps), `fair loop ${fmt(f.fair.cpuEps)}`, pct(f.fairCpuRatio));
+  add(
+    `${name}: checkpoints (barrier batches)`,
+    `${f.checkpoints.count} × ${fmt(f.checkpoints.cpuMs / Math.max(1, f.checkpoints.count))} ms CPU`,
+    f.checkpoints.dirtyKeys ? `${fmt(f.checkpoints.dirtyKeys / f.checkpoints.count)} dirty keys each` : '',
+    f.checkpoints.dirtyKeys ? `${f.checkpoints.eventsPerKey.toFixed(2)} events' CPU per dirty key` : `${pct(f.checkpoints.cpuMs / f.engine.cpuMs)} of the CPU`,
+  );
+}
+
+/** The cost model's rows (its own section of the table). */
+function renderCost(r: BenchResults, out: string[]): void {
+  if (!r.cost) return;
+  const sc = r.cost.scenarios;
+  out.push('', `Cost per 1 M events by service (us-east-1 list prices, ${PRICES.date}; Managed Flink floor ${usd(FLINK_FLOOR_PER_MONTH)}/month):`, '');
+  const name = (c: CostScenario) => `${fmt(c.eventsPerSecond)} ev/s, ${c.checkpointIntervalS} s`;
+  out.push(`| service | item | ${sc.map((c) => `${name(c)}: quantity`).join(' | ')} | ${sc.map((c) => `${name(c)}: $`).join(' | ')} |`);
+  out.push(`|---|---|${sc.map(() => '---').join('|')}|${sc.map(() => '---').join('|')}|`);
+  sc[0]!.lines.forEach((l, i) => {
+    out.push(`| ${l.service} | ${l.item} | ${sc.map((c) => `${fmt(c.lines[i]!.quantity)} ${c.lines[i]!.unit}`).join(' | ')} | ${sc.map((c) => usd(c.lines[i]!.usdPerMillion)).join(' | ')} |`);
+  });
+  out.push(`| **total** | | ${sc.map(() => '').join(' | ')} | ${sc.map((c) => `**${usd(c.usdPerMillion)}**`).join(' | ')} |`);
+  out.push(`| **per month** | | ${sc.map(() => '').join(' | ')} | ${sc.map((c) => `**${usd(c.usdPerMonth)}**`).join(' | ')} |`);
+}
+
 export function renderTable(r: BenchResults): string {
   const rows: string[][] = [];
   const add = (...c: string[]) => rows.push(c);
-  const hc = r.hotpath.count;
-  const hw = r.hotpath.window;
-  add('Hot path: keyed count (ValueState), events/s/core (median batch)', fmt(hc.eps), `hand-written loop ${fmt(hc.handMedianEps)}`, `${(100 * hc.ratio).toFixed(1)} % (targets ≥ 1 M/s, ≥ 50 %)`);
-  add('Hot path: tumbling window aggregate, events/s/core (median batch)', fmt(hw.eps), `hand-written loop ${fmt(hw.handMedianEps)}`, `${(100 * hw.ratio).toFixed(1)} %`);
-  add('Hot path: keyed count over CPU time (all threads)', fmt(hc.engineCpuEps), `hand-written loop ${fmt(hc.handCpuEps)}`, `${((100 * hc.engineCpuEps) / hc.handCpuEps).toFixed(1)} %`);
-  add('Hot path: ms per batch (keyed count, mean)', `${hc.engine.msPerBatch.toFixed(2)} ms / ${fmt(hc.engine.events / hc.engine.batches)} events`, `${hc.hand.msPerBatch.toFixed(2)} ms`, '');
-  for (const w of r.wire) {
+  if (r.handler) pathRows(add, 'Keyed count through the handler, emitting', r.handler);
+  if (r.window) pathRows(add, 'Tumbling window through the handler, emitting', r.window);
+  if (r.source) pathRows(add, 'Source stage (JSON in, packed envelopes out)', r.source);
+  for (const c of r.checkpoints ?? []) {
+    add(
+      `Checkpoint WCU, ${c.scenario}: ${c.distribution} (${fmt(c.eventsPerCheckpoint)} events)`,
+      `${c.used.total} (rows ${c.used.rows} in ${c.used.items} items, delta ${c.used.delta}${c.used.s3Puts ? ' = 1 S3 PUT' : ''}, ${c.store})`,
+      `layout-free floor ${c.layoutFreeFloor} (${fmt(c.dirtyBytes)} dirty B, ${fmt(c.dirtyRows)} dirty keys); per-key-group floor ${c.floor}`,
+      `${c.layoutFreeRatio.toFixed(2)}; full snapshot ${c.full.writeUnits}`,
+    );
+  }
+  for (const w of r.wire ?? []) {
     add(
       `Wire: bytes/event beyond the payload (${fmt(w.eventsPerSecond)} ev/s, batch ${w.batch}, ${w.destinationShards} dest. shards)`,
       w.overheadBytesPerEvent.toFixed(2),
       `payload ${w.payloadBytesPerEvent.toFixed(1)} B (source JSON ${w.sourceBytesPerEvent.toFixed(1)} B)`,
-      'target ≤ 12 B',
+      `${fmt(w.eventsPerRecord)} events per record`,
     );
-    add(`Wire: Kinesis records per event (${fmt(w.eventsPerSecond)} ev/s)`, w.recordsPerEvent.toFixed(5), `unpacked: 1`, `${fmt(w.eventsPerRecord)} events per record`);
+  }
+  if (r.recovery) {
+    const mr = r.recovery.memory.recovery;
+    add('Recovery in process: restore + replay + batch', `${mr.ms.toFixed(1)} ms for ${mr.replayedRecords} records (${fmt(r.recovery.memory.events)} events)`, `raw read ${mr.rawReadMs.toFixed(1)} ms; live ${mr.liveMs.toFixed(1)} ms`, `${fmt(r.recovery.memory.events / (mr.ms / 1000))} events/s`);
+    const lr = r.recovery.modelled;
+    add(
+      `Recovery, modelled AWS latencies (${lr.latency.dynamoMs} ms DynamoDB, ${lr.latency.kinesisGetMs} ms GetRecords; ${fmt(lr.keys)} keys)`,
+      `${fmt(lr.recovery.ms)} ms for ${fmt(lr.events)} events`,
+      `${lr.recovery.ports['state.getRows']?.calls ?? 0} state reads; replay reads ${fmt(lr.recovery.ports['reader.read']?.ms ?? 0)} ms`,
+      `${fmt(lr.events / (lr.recovery.ms / 1000))} events/s`,
+    );
+  }
+  for (const f of r.nexmark?.figures ?? []) {
+    add(`Nexmark ${f.query}, whole job in process (${f.stages} stages), events/s per core`, fmt(f.epsPerCore), `Flink 1.13 (published) ${fmt(f.flinkPerCore)}`, `${(f.epsPerCore / f.flinkPerCore).toFixed(2)}× (${fmt(f.events)} events, ${f.outputs} results)`);
   }
   const em = r.emulated && 'raw' in r.emulated ? r.emulated : undefined;
   if (em) {
@@ -327,138 +498,143 @@ export function renderTable(r: BenchResults): string {
     add(
       'End to end (emulated stack): throughput, events/s',
       fmt(em.e2e.throughput.eventsPerSec),
-      `emulator raw: PutRecords ${fmt(em.raw.putPerSec)}/s, GetRecords ${fmt(em.raw.getPerSec)}/s (one after the other: ${fmt(em.raw.putGetPerSec)}/s)`,
-      `${((100 * em.e2e.throughput.eventsPerSec) / rawBound).toFixed(0)} % of the slower of the two`,
+      `emulator raw, warmed: PutRecords ${fmt(em.raw.putPerSec)}/s, GetRecords ${fmt(em.raw.getPerSec)}/s (cold: ${fmt(em.rawCold.putPerSec)}/s)`,
+      `${pct(em.e2e.throughput.eventsPerSec / rawBound)} of the slower of the two`,
     );
     add('End to end: latency producer → sink write, p50 / p99', `${em.e2e.latency.p50} / ${em.e2e.latency.p99} ms`, `at ${em.e2e.latency.rate} ev/s`, `to commit: ${em.e2e.latency.commitP50} / ${em.e2e.latency.commitP99} ms`);
-  } else if (r.emulated) add('End to end (emulated stack)', 'failed', (r.emulated as { error: string }).error.slice(0, 80), '');
-  for (const c of r.checkpoints) {
-    add(
-      `Checkpoint WCU (${c.scenario}, ${fmt(c.eventsPerCheckpoint)} events)`,
-      `${c.used.total} (rows ${c.used.rows} in ${c.used.items} items, delta ${c.used.delta}${c.used.s3Puts ? ' = 1 S3 PUT' : ''}, ${c.store})`,
-      `floor ${c.floor} (${fmt(c.dirtyBytes)} dirty B in ${c.dirtyKeyGroups} key groups)`,
-      `ratio ${c.ratio.toFixed(2)}; full snapshot ${c.full.writeUnits}`,
-    );
-  }
-  const ck = typicalCheckpoint(r);
-  add('Checkpoint: requests / bytes written (typical)', `${ck.used.requests} req, ${fmt(ck.used.bytes)} B`, `${ck.dirtyRows} dirty rows`, `${(ck.used.bytes / ck.dirtyBytes).toFixed(1)}× the dirty bytes`);
-  add('Checkpoint duration, in process (typical)', `${ck.ms.toFixed(1)} ms`, '', '');
-  if (em) {
     const n = em.stage1.checkpointMs;
-    add('Checkpoint duration on dynalite (500 dirty keys)', `${fmt(n.reduce((a, b) => a + b, 0) / n.length)} ms`, `batch of ${fmt(em.stage1.eventsPerBatch)} events: ${fmt(em.stage1.batchMs.reduce((a, b) => a + b, 0) / em.stage1.batchMs.length)} ms`, `control WCU: model ${em.stage1.writeUnits.model} = dynalite ${em.stage1.writeUnits.dynalite}; state ${em.stage1.writeUnits.state} (dynalite)`);
-  }
-  const mr = r.recovery.memory.recovery;
-  add('Recovery in process: restore + replay + batch', `${mr.ms.toFixed(1)} ms for ${mr.replayedRecords} records (${fmt(r.recovery.memory.events)} events)`, `raw read ${mr.rawReadMs.toFixed(1)} ms; live ${mr.liveMs.toFixed(1)} ms`, `${fmt(r.recovery.memory.events / (mr.ms / 1000))} events/s`);
-  const lr = r.recovery.modelled;
-  add(
-    `Recovery, modelled AWS latencies (${lr.latency.dynamoMs} ms DynamoDB, ${lr.latency.kinesisGetMs} ms GetRecords; ${fmt(lr.keys)} keys)`,
-    `${fmt(lr.recovery.ms)} ms for ${fmt(lr.events)} events`,
-    `redo of the delta's rows ${fmt(lr.recovery.ports['state.applyRows']?.ms ?? 0)} ms; ${lr.recovery.ports['state.getRows']?.calls ?? 0} state reads (${fmt(lr.recovery.ports['state.getRows']?.ms ?? 0)} ms summed, 8 at a time); replay reads ${fmt(lr.recovery.ports['reader.read']?.ms ?? 0)} ms`,
-    `${fmt(lr.events / (lr.recovery.ms / 1000))} events/s`,
-  );
-  if (em) {
-    const er = em.stage1.recovery;
-    add('Recovery on the emulators: restore + replay + batch', `${fmt(er.ms)} ms for ${er.replayedRecords} records (${fmt(er.replayedEvents)} events)`, `raw read ${fmt(er.rawReadMs)} ms`, `redo of the delta's rows: ${fmt(er.ports['state.applyRows']?.ms ?? 0)} ms`);
-  }
-  for (const c of r.cost.scenarios) {
-    add(`Cost at ${fmt(c.eventsPerSecond)} events/s, checkpoint every ${c.checkpointIntervalS} s`, `${usd(c.usdPerMillion)} per 1 M events`, `${usd(c.usdPerMonth)}/month`, `Managed Flink floor ${usd(FLINK_FLOOR_PER_MONTH)}/month`);
-  }
-  const head = ['measure', 'Sluice', 'baseline (same run)', 'ratio / target'];
+    add('Keyed stage on the emulators: checkpoint (500 dirty keys)', `${fmt(n.reduce((a, b) => a + b, 0) / Math.max(1, n.length))} ms`, `recovery ${fmt(em.stage1.recovery.ms)} ms`, '');
+  } else if (r.emulated) add('End to end (emulated stack)', 'failed', (r.emulated as { error: string }).error.slice(0, 80), '');
+  const head = ['measure', 'Sluice', 'baseline (same run)', 'ratio'];
   const out = [`| ${head.join(' | ')} |`, `|${head.map(() => '---').join('|')}|`, ...rows.map((c) => `| ${c.join(' | ')} |`)];
-  // cost breakdown
-  out.push('', `Cost per 1 M events by service (us-east-1 list prices, ${PRICES.date}):`, '');
-  const sc = r.cost.scenarios;
-  const name = (c: CostScenario) => `${fmt(c.eventsPerSecond)} ev/s, ${c.checkpointIntervalS} s`;
-  out.push(`| service | item | ${sc.map((c) => `${name(c)}: quantity`).join(' | ')} | ${sc.map((c) => `${name(c)}: $`).join(' | ')} |`);
-  out.push(`|---|---|${sc.map(() => '---').join('|')}|${sc.map(() => '---').join('|')}|`);
-  const first = sc[0]!;
-  first.lines.forEach((l, i) => {
-    out.push(`| ${l.service} | ${l.item} | ${sc.map((c) => `${fmt(c.lines[i]!.quantity)} ${c.lines[i]!.unit}`).join(' | ')} | ${sc.map((c) => usd(c.lines[i]!.usdPerMillion)).join(' | ')} |`);
-  });
-  out.push(`| **total** | | ${sc.map(() => '').join(' | ')} | ${sc.map((c) => `**${usd(c.usdPerMillion)}**`).join(' | ')} |`);
+  renderCost(r, out);
   return out.join('\n');
 }
 
 export function renderSvg(r: BenchResults): string {
-  const em = r.emulated && 'raw' in r.emulated ? r.emulated : undefined;
   const blue = '#2e86de';
   const grey = '#95a5a6';
   const green = '#27ae60';
-  const orange = '#e67e22';
-  const panels: Panel[] = [
-    {
-      title: 'Hot path, events/s on one core (in process, warm cache)',
-      unit: 'ev/s',
-      bars: [
-        { label: 'keyed count: Sluice', value: r.hotpath.count.eps, color: blue },
-        { label: 'keyed count: hand-written loop', value: r.hotpath.count.handMedianEps, color: grey },
-        { label: 'tumbling window: Sluice', value: r.hotpath.window.eps, color: blue },
-        { label: 'tumbling window: hand-written loop', value: r.hotpath.window.handMedianEps, color: grey },
-      ],
-      marker: { value: 1e6, label: 'target 1 M' },
-    },
-    {
-      title: `Checkpoint write units (${typicalCheckpoint(r).scenario})`,
-      unit: 'WCU',
-      bars: [
-        { label: 'floor (dirty bytes, one item per key group)', value: typicalCheckpoint(r).floor, color: green },
-        { label: 'Sluice: packed items + delta + lease + ack', value: typicalCheckpoint(r).used.total, color: blue },
-        { label: 'one item per key, before packing (2026-11-29 run)', value: 6567, color: orange },
-        { label: 'full snapshot', value: typicalCheckpoint(r).full.writeUnits, color: grey },
-      ],
-    },
-    {
-      title: 'Cost per month (us-east-1 list prices)',
-      unit: '$',
-      bars: [
-        ...r.cost.scenarios.map((c) => ({ label: `Sluice, ${fmt(c.eventsPerSecond)} ev/s, checkpoint ${c.checkpointIntervalS} s`, value: c.usdPerMonth, color: blue, text: `$${c.usdPerMonth.toFixed(0)}/month` })),
-        { label: 'Managed Flink floor (2 KPU)', value: FLINK_FLOOR_PER_MONTH, color: grey, text: `$${FLINK_FLOOR_PER_MONTH.toFixed(0)}/month` },
-      ],
-    },
-  ];
-  if (em) {
+  const panels: Panel[] = [];
+  const paths = [r.handler && (['keyed count', r.handler] as const), r.window && (['window', r.window] as const), r.source && (['source stage', r.source] as const)].filter((x) => !!x);
+  if (paths.length) {
     panels.push({
-      title: 'Emulated stack (one machine: kinesis-mock, dynalite)',
+      title: 'Through the Lambda handler, events/s over total wall time (checkpoints included)',
       unit: 'ev/s',
-      bars: [
-        { label: 'emulator raw PutRecords', value: em.raw.putPerSec, color: grey, text: `${fmt(em.raw.putPerSec)} rec/s` },
-        { label: 'emulator raw GetRecords', value: em.raw.getPerSec, color: grey, text: `${fmt(em.raw.getPerSec)} rec/s` },
-        { label: 'Sluice end to end', value: em.e2e.throughput.eventsPerSec, color: blue, text: `${fmt(em.e2e.throughput.eventsPerSec)} ev/s, p50 ${em.e2e.latency.p50} ms, p99 ${em.e2e.latency.p99} ms` },
-      ],
+      bars: paths.flatMap(([name, f]) => [
+        { label: `${name}: Sluice`, value: f.engine.eps, color: blue },
+        { label: `${name}: fair hand-written loop`, value: f.fair.eps, color: grey },
+      ]),
+      marker: { value: 1e6, label: '1 M' },
+    });
+  }
+  if (r.checkpoints?.length) {
+    panels.push({
+      title: 'Checkpoint write units against the layout-free floor (dirty bytes / 1 KB)',
+      unit: 'WCU',
+      bars: r.checkpoints.flatMap((c) => [
+        { label: `${c.scenario}: floor`, value: c.layoutFreeFloor, color: green },
+        { label: `${c.scenario}: Sluice`, value: c.used.total, color: blue },
+      ]),
+    });
+  }
+  if (r.nexmark) {
+    panels.push({
+      title: 'Nexmark, events/s per core (Sluice: whole job in process; Flink: published)',
+      unit: 'ev/s',
+      bars: r.nexmark.figures.flatMap((f) => [
+        { label: `${f.query}: Sluice`, value: f.epsPerCore, color: blue },
+        { label: `${f.query}: Flink 1.13`, value: f.flinkPerCore, color: grey },
+      ]),
     });
   }
   return chart('Sluice benchmarks', `${r.date} · ${r.machine.cpu} ×${r.machine.cpus} · Node ${r.machine.node} · load ${r.machine.loadAvgAtStart.join(' ')}`, panels);
 }
 
-async function main(): Promise<void> {
-  const args = process.argv.slice(2);
-  const quick = args.includes('--quick');
-  const emulators = !args.includes('--no-emulators') && !quick;
-  const outIdx = args.indexOf('--out');
-  const outDir = outIdx >= 0 ? args[outIdx + 1]! : join(dirname(fileURLToPath(import.meta.url)), 'results');
-  void createMemoryPorts;
-  if (args.includes('--hotpath-only')) {
-    const s = sizes(quick);
-    const log = (l: string) => process.stdout.write(`${l}\n`);
-    const count = await hotpath('count', s, log);
-    const window = await hotpath('window', s, log);
-    log(`hotpath: count_eps=${Math.round(count.eps)} count_ratio=${count.ratio.toFixed(3)} count_cpu_ratio=${(count.engineCpuEps / count.handCpuEps).toFixed(3)} window_eps=${Math.round(window.eps)} window_ratio=${window.ratio.toFixed(3)}`);
-    return;
+// ------------------------------------------------------------------------------------------ CLI
+
+const USAGE = `Usage: npm run bench -- [options]
+
+Runs Sluice's benchmarks in this process (and on the emulated AWS stack), each next to a baseline
+measured in the same run. Rates are events over total wall time and over CPU time.
+
+Options:
+  --help            this text; runs nothing
+  --quick           tiny inputs, no emulators (a smoke run); writes nothing
+  --only <parts>    only these parts (comma-separated); writes nothing
+  --out <dir>       where a full run writes latest.json and latest.svg (default bench/results)
+
+Only a full run (no --quick, no --only) writes results.
+
+Parts:
+${PARTS.map((p) => `  ${p.padEnd(11)} ${PART_HELP[p]}`).join('\n')}
+`;
+
+export interface CliArgs {
+  readonly help: boolean;
+  readonly quick: boolean;
+  readonly only: PartName[];
+  readonly out: string | undefined;
+}
+
+/** Parses the command line; throws on anything it does not know. */
+export function parseArgs(args: readonly string[]): CliArgs {
+  let help = false;
+  let quick = false;
+  let only: PartName[] = [];
+  let out: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]!;
+    const value = () => {
+      const v = args[++i];
+      if (v === undefined || v.startsWith('--')) throw new Error(`${a} needs a value`);
+      return v;
+    };
+    if (a === '--help' || a === '-h') help = true;
+    else if (a === '--quick') quick = true;
+    else if (a === '--only' || a.startsWith('--only=')) {
+      const list = a.includes('=') ? a.slice(a.indexOf('=') + 1) : value();
+      for (const p of list.split(',').filter(Boolean)) {
+        if (!(PARTS as readonly string[]).includes(p)) throw new Error(`unknown part "${p}" (parts: ${PARTS.join(', ')})`);
+        only.push(p as PartName);
+      }
+      if (!only.length) throw new Error('--only needs at least one part');
+    } else if (a === '--out' || a.startsWith('--out=')) out = a.includes('=') ? a.slice(a.indexOf('=') + 1) : value();
+    else throw new Error(`unknown option "${a}"`);
   }
-  const r = await runBench({ quick, emulators, log: (l) => process.stderr.write(`${l}\n`) });
+  only = [...new Set(only)];
+  return { help, quick, only, out };
+}
+
+async function main(): Promise<number> {
+  let args: CliArgs;
+  try {
+    args = parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`bench: ${(err as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (args.help) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const full = !args.quick && !args.only.length;
+  const r = await runBench({ quick: args.quick, only: args.only, log: (l) => process.stderr.write(`${l}\n`) });
   process.stdout.write(`${renderTable(r)}\n\n`);
-  if (!quick || outIdx >= 0) {
+  if (full) {
+    const outDir = args.out ?? join(dirname(fileURLToPath(import.meta.url)), 'results');
     mkdirSync(outDir, { recursive: true });
     writeFileSync(join(outDir, 'latest.json'), `${JSON.stringify(r, null, 2)}\n`);
     writeFileSync(join(outDir, 'latest.svg'), renderSvg(r));
     process.stdout.write(`wrote ${join(outDir, 'latest.json')} and ${join(outDir, 'latest.svg')}\n`);
-  }
+  } else process.stdout.write(`(${args.quick ? '--quick' : '--only'}: nothing written; only a full run writes results)\n`);
   process.stdout.write(`${r.summary}\n`);
+  return 0;
 }
 
 if (import.meta.url === `file://${process.argv[1]}` || process.argv[1]?.endsWith('bench/main.ts')) {
   main().then(
-    () => process.exit(0),
+    (code) => process.exit(code),
     (err: unknown) => {
       process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
       process.exit(1);

@@ -37,8 +37,8 @@ export interface EncodedRound {
 
 export const PRODUCER = instanceIdOf('s0', 'shardId-000000000000');
 
-/** Encodes events into rounds of packets, as one s0 instance with one downstream shard emits them. */
-export function encodeRounds(events: readonly Ev[], shape: InputShape, maxParallelism: number): EncodedRound[] {
+/** Encodes events into rounds of packets, as one s0 instance with one downstream shard emits them; `topology` is the job's instances per stage. */
+export function encodeRounds(events: readonly Ev[], shape: InputShape, maxParallelism: number, topology: readonly number[] = [1, 1]): EncodedRound[] {
   const perRound = shape.eventsPerPacket * shape.packetsPerBatch * shape.batchesPerRound;
   const wmInterval = shape.watermarkIntervalMs ?? 200;
   const rounds: EncodedRound[] = [];
@@ -71,7 +71,7 @@ export function encodeRounds(events: readonly Ev[], shape: InputShape, maxParall
       batches.push(packets);
     }
     const bb = new PacketBuilder(PRODUCER);
-    bb.add({ kind: 'barrier', checkpointId: r + 1, count: seq, topology: [1, 1], savepoint: false });
+    bb.add({ kind: 'barrier', checkpointId: r + 1, count: seq, topology, savepoint: false });
     rounds.push({ batches, barrier: bb.finish(), events: perRound });
   }
   return rounds;
