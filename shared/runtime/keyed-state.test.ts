@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { valueState } from '../api/state.js';
 import { textSerializer } from '../api/serializers.js';
-import { KeyedStateCache } from './keyed-state.js';
+import { compareRows, KeyedStateCache } from './keyed-state.js';
 import type { StateRow } from './ports.js';
 import { encodeDelta } from './stage-instance.js';
 
@@ -148,6 +148,75 @@ describe('KeyedStateCache', () => {
           expect(c.dirtyRows()).toEqual(rowsBefore);
         },
       ),
+    );
+  });
+  it('dirtyRows and markClean agree with a model of the dirty set across checkpoints, evictions and handles kept past eviction', () => {
+    type Step =
+      | { kind: 'write'; op: number; key: string; value: number; clear: boolean }
+      | { kind: 'checkpoint' }
+      | { kind: 'evict'; limit: number }
+      | { kind: 'stale'; op: number; key: string; value: number };
+    const step: fc.Arbitrary<Step> = fc.oneof(
+      { weight: 6, arbitrary: fc.record({ kind: fc.constant('write' as const), op: fc.nat({ max: 1 }), key: fc.string({ maxLength: 3 }), value: fc.integer(), clear: fc.boolean() }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('checkpoint' as const) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('evict' as const), limit: fc.nat({ max: 8 }) }) },
+      { weight: 1, arbitrary: fc.record({ kind: fc.constant('stale' as const), op: fc.nat({ max: 1 }), key: fc.string({ maxLength: 3 }), value: fc.integer() }) },
+    );
+    const ops = ['op2-process', 'op5-reduce'] as const;
+    const reduce = valueState<number>('reduce');
+    const descOf = (op: number) => (op === 0 ? count : reduce);
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 60 }), (steps) => {
+        const c = cache();
+        // the model: each cached key's value (undefined = cleared or never set) and the dirty keys
+        const values = ops.map(() => new Map<string, number | undefined>());
+        const dirty = ops.map(() => new Set<string>());
+        const expected = (): StateRow[] =>
+          ops
+            .flatMap((op, i) =>
+              [...dirty[i]!].map((key) => {
+                const v = values[i]!.get(key);
+                const name = i === 0 ? 'count' : 'reduce';
+                return { operatorId: op, keyGroup: key.length, key, values: v === undefined ? {} : { [name]: enc(v) } };
+              }),
+            )
+            .sort(compareRows);
+        for (const s of steps) {
+          if (s.kind === 'write') {
+            const h = c.valueState(ops[s.op], s.key, s.key.length, descOf(s.op));
+            if (s.clear) h.clear();
+            else h.update(s.value);
+            values[s.op]!.set(s.key, s.clear ? undefined : s.value);
+            dirty[s.op]!.add(s.key);
+          } else if (s.kind === 'checkpoint') {
+            expect(c.dirtyRows()).toEqual(expected());
+            expect(c.dirtyCount).toBe(dirty[0]!.size + dirty[1]!.size);
+            c.markClean();
+            for (const d of dirty) d.clear();
+            expect(c.dirtyRows()).toEqual([]);
+          } else if (s.kind === 'evict') {
+            c.evictClean(s.limit);
+            ops.forEach((op, i) => {
+              for (const key of [...values[i]!.keys()]) if (!c.has(op, key)) values[i]!.delete(key);
+            });
+          } else {
+            // a handle taken, its (clean) entry evicted, a write through the old handle, then the key written anew
+            const d = descOf(s.op);
+            const old = c.valueState(ops[s.op], s.key, s.key.length, d);
+            if (dirty[s.op]!.has(s.key)) continue;
+            c.evictClean(0);
+            ops.forEach((op, i) => {
+              for (const key of [...values[i]!.keys()]) if (!c.has(op, key)) values[i]!.delete(key);
+            });
+            old.update(s.value + 1);
+            c.valueState(ops[s.op], s.key, s.key.length, d).update(s.value);
+            values[s.op]!.set(s.key, s.value);
+            dirty[s.op]!.add(s.key);
+          }
+        }
+        expect(c.dirtyRows()).toEqual(expected());
+      }),
+      { numRuns: 300 },
     );
   });
 });

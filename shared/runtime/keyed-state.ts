@@ -47,6 +47,8 @@ export class KeyEntry {
   extraT: Map<string, number> | undefined = undefined;
   /** listed in `dirty` since the last checkpoint */
   dirty = false;
+  /** the serialization pass that last wrote this entry (dedupes a dirty list without a Set) */
+  pass = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
   constructor(
@@ -98,8 +100,12 @@ interface OperatorSlots {
 
 export class KeyedStateCache {
   private readonly ops = new Map<string, Map<string, KeyEntry>>();
-  /** keys written since the last checkpoint, per operator (each listed once: the entry's flag says so) */
-  private readonly dirty = new Map<string, string[]>();
+  /**
+   * entries written since the last checkpoint, per operator (each listed once: its flag says so; a
+   * key can still appear twice when a handle outlived its evicted entry, which `pass` dedupes)
+   */
+  private readonly dirty = new Map<string, KeyEntry[]>();
+  private pass = 0;
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
   private readonly slots = new Map<string, OperatorSlots>();
   /** processing time used for TTL; set by the instance */
@@ -221,17 +227,30 @@ export class KeyedStateCache {
     return e;
   }
 
-  private markDirty(operatorId: string, key: string, e: KeyEntry): void {
+  private markDirty(operatorId: string, _key: string, e: KeyEntry): void {
     if (e.dirty) return;
     let d = this.dirty.get(operatorId);
     if (!d) this.dirty.set(operatorId, (d = []));
-    d.push(key);
+    d.push(e);
     e.dirty = true;
   }
 
-  /** Dirty keys of an operator, each once (a handle kept past its entry's eviction could list a key twice). */
-  private dirtyKeys(keys: readonly string[]): Iterable<string> {
-    return new Set(keys);
+  /**
+   * The dirty keys of an operator, each once, in list order: the key's current entry decides (a
+   * handle kept past its entry's eviction wrote to an entry the cache no longer holds).
+   */
+  private dirtyKeys(operatorId: string, list: readonly KeyEntry[]): string[] {
+    const m = this.ops.get(operatorId);
+    const pass = ++this.pass;
+    const keys: string[] = [];
+    if (!m) return keys;
+    for (const listed of list) {
+      const e = m.get(listed.key);
+      if (!e || e.pass === pass) continue;
+      e.pass = pass;
+      keys.push(listed.key);
+    }
+    return keys;
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
@@ -279,7 +298,7 @@ export class KeyedStateCache {
 
   get dirtyCount(): number {
     let n = 0;
-    for (const keys of this.dirty.values()) n += new Set(keys).size;
+    for (const [operatorId, list] of this.dirty) n += this.dirtyKeys(operatorId, list).length;
     return n;
   }
 
@@ -290,11 +309,13 @@ export class KeyedStateCache {
     return n;
   }
 
-  /** Serializes the dirty keys into rows (an empty `values` clears the row). */
+  /** Serializes the dirty keys into rows (an empty `values` clears the row), in `compareRows` order. */
   dirtyRows(): StateRow[] {
     const rows: StateRow[] = [];
-    for (const [operatorId, list] of this.dirty) this.rowsOf(operatorId, this.dirtyKeys(list), rows);
-    return rows.sort(compareRows);
+    const ops = [...this.dirty.keys()].sort();
+    // operator, then key: compareRows' order, with the default sort (UTF-16 code units, as `<`) on plain strings
+    for (const operatorId of ops) this.rowsOf(operatorId, this.dirtyKeys(operatorId, this.dirty.get(operatorId)!).sort(), rows);
+    return rows;
   }
 
   /**
@@ -305,12 +326,12 @@ export class KeyedStateCache {
     const rows: StateRow[] = [];
     for (const [operatorId, list] of this.dirty) {
       if (rows.length >= n) break;
-      const keys = [...this.dirtyKeys(list)].slice(0, n - rows.length);
+      const keys = this.dirtyKeys(operatorId, list).slice(0, n - rows.length);
       this.rowsOf(operatorId, keys, rows);
       const m = this.ops.get(operatorId)!;
       const taken = new Set(keys);
       for (const k of keys) m.delete(k);
-      const rest = list.filter((k) => !taken.has(k));
+      const rest = list.filter((e) => !taken.has(e.key));
       if (rest.length) this.dirty.set(operatorId, rest);
       else this.dirty.delete(operatorId);
     }
@@ -345,14 +366,7 @@ export class KeyedStateCache {
   }
 
   markClean(): void {
-    for (const [operatorId, keys] of this.dirty) {
-      const m = this.ops.get(operatorId);
-      if (!m) continue;
-      for (const key of keys) {
-        const e = m.get(key);
-        if (e) e.dirty = false;
-      }
-    }
+    for (const list of this.dirty.values()) for (const e of list) e.dirty = false;
     this.dirty.clear();
   }
 
@@ -379,7 +393,7 @@ export class KeyedStateCache {
     const size = this.size;
     for (const [op, m] of this.ops) {
       const list = this.dirty.get(op);
-      const d = list ? new Set(list) : undefined;
+      const d = list ? new Set(list.map((e) => e.key)) : undefined;
       for (const key of m.keys()) {
         if (size - evicted <= limit) return evicted;
         if (d?.has(key)) continue;
