@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import { decodePayload, decodePayloadAt, encodePayload } from './payload.js';
+import { decodePayload, decodePayloadAt, encodePayload, encodePayloadFast } from './payload.js';
 
 /** msgpackr alone, with the codec's options: what `decodePayloadAt` must agree with */
 const reference = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
@@ -120,5 +120,68 @@ describe('decodePayloadAt', () => {
       expect(decodePayloadAt(a, 0, a.length)).toStrictEqual({ k: 'user-1', v: 1, ts: 1_767_225_600_000 });
       expect(decodePayloadAt(b, 0, b.length)).toStrictEqual({ k: 'user-2', w: [1, 'x'], ts: -1.5 });
     }
+  });
+});
+
+describe('encodePayload', () => {
+  const bytesOf = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('hex');
+  const ascii = fc.string({ unit: fc.integer({ min: 0, max: 0x7f }).map((c) => String.fromCharCode(c)), maxLength: 40 });
+  const longAscii = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), minLength: 250, maxLength: 70_000 }).filter((x) => x.length < 300 || x.length > 65_000);
+  const bin = fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constant(new Uint8Array(70_000).fill(7)), fc.uint8Array({ maxLength: 20 }).map((b) => Buffer.from(b)));
+  const asciiNumber = fc.oneof(number, fc.constantFrom(127, 128, -0x8000, -0x8001, 2 ** 32 - 1, NaN, Infinity, -Infinity, 1.5, Date.UTC(2026, 0, 1)));
+  const asciiLeaf = fc.oneof(ascii, asciiNumber, fc.boolean(), fc.constant(null), fc.constant(undefined), bin);
+  const asciiValue = fc.letrec((tie) => ({
+    any: fc.oneof({ depthSize: 'small' }, asciiLeaf, tie('array'), tie('object')),
+    array: fc.oneof(fc.array(tie('any'), { maxLength: 20 }), fc.array(fc.integer(), { minLength: 16, maxLength: 70 })),
+    // no own `constructor` key: msgpackr looks at it to choose a writer, so such objects are left to it
+    object: fc.dictionary(fc.oneof(ascii, fc.constantFrom('__proto__', '0', '10', 'k', 'ts', 'a'.repeat(40))), tie('any'), { maxKeys: 20, noNullPrototype: true }),
+  })).any;
+
+  it("writes msgpackr's exact bytes for the shapes it writes itself, and writes those shapes itself", () => {
+    fc.assert(
+      fc.property(asciiValue, (v) => {
+        const fast = encodePayloadFast(v);
+        expect(fast).toBeDefined();
+        expect(bytesOf(fast!)).toBe(bytesOf(reference.pack(v)));
+        expect(bytesOf(encodePayload(v))).toBe(bytesOf(reference.pack(v)));
+      }),
+      { numRuns: 500 },
+    );
+    // long strings, big maps and a value larger than a chunk
+    const big = { rows: Array.from({ length: 5_000 }, (_, i) => ['op1', i % 128, `user-${i}`, { count: new Uint8Array([48 + (i % 10)]) }]), s: 'x'.repeat(70_000) };
+    expect(bytesOf(encodePayloadFast(big)!)).toBe(bytesOf(reference.pack(big)));
+    fc.assert(
+      fc.property(longAscii, (s) => {
+        expect(bytesOf(encodePayloadFast({ s })!)).toBe(bytesOf(reference.pack({ s })));
+      }),
+      { numRuns: 20 },
+    );
+  });
+
+  it('gives every other value to msgpackr: the same bytes, or the same error', () => {
+    const other = fc.oneof(
+      value,
+      fc.bigInt().map((b) => ({ b })),
+      fc.date({ noInvalidDate: true }).map((d) => [d]),
+      fc.constant(new Map([['a', 1]])),
+      fc.constant(new Set([1, 2])),
+      fc.constant(Object.assign(Object.create(null) as Record<string, unknown>, { a: 1 })),
+      fc.constant({ hasOwnProperty: 1, a: 2 }),
+      fc.constant({ f: () => 1 }),
+    );
+    fc.assert(
+      fc.property(other, (v) => {
+        const want = outcome(() => bytesOf(reference.pack(v)));
+        const got = outcome(() => bytesOf(encodePayload(v)));
+        expect(got).toEqual(want);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('results do not overlap: earlier results keep their bytes', () => {
+    const made = Array.from({ length: 3_000 }, (_, i) => ({ v: { i, s: `k${i}`, pad: 'p'.repeat(i % 50) } }));
+    const encoded = made.map((m) => encodePayload(m.v));
+    made.forEach((m, i) => expect(decodePayload(encoded[i]!)).toEqual(m.v));
   });
 });

@@ -7,7 +7,7 @@ import { Packr } from 'msgpackr';
 const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
 
 export function encodePayload(value: unknown): Uint8Array {
-  return packr.pack(value);
+  return encodePayloadFast(value) ?? packr.pack(value);
 }
 
 export function decodePayload<T = unknown>(bytes: Uint8Array): T {
@@ -283,4 +283,219 @@ function readKey(): string {
 function giveUpKey(): string {
   bail = true;
   return '';
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast writer. For the common shapes — plain objects, arrays, ASCII strings, numbers,
+// booleans, null, undefined, Uint8Arrays — it writes the very bytes msgpackr writes with the
+// options above (replay relies on equal values giving equal bytes): objects always as map 16 (what
+// msgpackr's `useRecords: false` writer does), own enumerable keys in for-in order; integers of 32
+// bits in their smallest form (0–127 as a fixint); every other number as a float 64; strings with
+// the smallest header. Anything else (non-ASCII text, other classes, bigints, functions, deep or
+// huge values) gives up without side effects and msgpackr encodes the whole value. Results are
+// views of a shared chunk, as msgpackr's are.
+
+const CHUNK = 64 * 1024;
+let out: Buffer = Buffer.allocUnsafeSlow(CHUNK);
+/** where the next result starts in `out` */
+let at = 0;
+/** write position */
+let w = 0;
+const hasOwn = Object.prototype.hasOwnProperty;
+const f64Out = new Float64Array(1);
+const f64OutBytes = new Uint8Array(f64Out.buffer);
+
+/** The bytes msgpackr would make of `value`, or undefined when the value is not of a shape written here. */
+export function encodePayloadFast(value: unknown): Uint8Array | undefined {
+  if (out.length - at < 256) {
+    out = Buffer.allocUnsafeSlow(CHUNK);
+    at = 0;
+  }
+  w = at;
+  if (!writeValue(value, 0)) return undefined;
+  const r = out.subarray(at, w);
+  at = w;
+  return r;
+}
+
+/** Makes room for `n` more bytes, moving the value written so far to a larger chunk if needed. */
+function room(n: number): void {
+  if (w + n <= out.length) return;
+  const used = w - at;
+  const next = Buffer.allocUnsafeSlow(Math.max(CHUNK, 2 * (used + n)));
+  out.copy(next, 0, at, w);
+  out = next;
+  at = 0;
+  w = used;
+}
+
+function writeValue(v: unknown, depth: number): boolean {
+  switch (typeof v) {
+    case 'string':
+      return writeString(v);
+    case 'number':
+      writeNumber(v);
+      return true;
+    case 'boolean':
+      room(1);
+      out[w++] = v ? 0xc3 : 0xc2;
+      return true;
+    case 'undefined':
+      room(3);
+      out[w++] = 0xd4;
+      out[w++] = 0;
+      out[w++] = 0;
+      return true;
+    case 'object': {
+      if (v === null) {
+        room(1);
+        out[w++] = 0xc0;
+        return true;
+      }
+      if (depth >= MAX_DEPTH) return false;
+      const c = (v as object).constructor;
+      if (c === Object) return writeObject(v as Record<string, unknown>, depth);
+      if (c === Array) return writeArray(v as unknown[], depth);
+      if (c === Uint8Array || c === Buffer) {
+        writeBin(v as Uint8Array);
+        return true;
+      }
+      return false;
+    }
+    default:
+      return false;
+  }
+}
+
+function writeNumber(x: number): void {
+  room(9);
+  if (x >>> 0 === x) {
+    if (x < 0x80) out[w++] = x;
+    else if (x < 0x100) {
+      out[w++] = 0xcc;
+      out[w++] = x;
+    } else if (x < 0x10000) {
+      out[w++] = 0xcd;
+      out[w++] = x >> 8;
+      out[w++] = x & 0xff;
+    } else {
+      out[w++] = 0xce;
+      out[w++] = x >>> 24;
+      out[w++] = (x >> 16) & 0xff;
+      out[w++] = (x >> 8) & 0xff;
+      out[w++] = x & 0xff;
+    }
+  } else if (x >> 0 === x) {
+    if (x >= -0x20) out[w++] = 0x100 + x;
+    else if (x >= -0x80) {
+      out[w++] = 0xd0;
+      out[w++] = x + 0x100;
+    } else if (x >= -0x8000) {
+      out[w++] = 0xd1;
+      out[w++] = (x >> 8) & 0xff;
+      out[w++] = x & 0xff;
+    } else {
+      out[w++] = 0xd2;
+      out[w++] = (x >>> 24) & 0xff;
+      out[w++] = (x >> 16) & 0xff;
+      out[w++] = (x >> 8) & 0xff;
+      out[w++] = x & 0xff;
+    }
+  } else {
+    out[w++] = 0xcb;
+    f64Out[0] = x;
+    if (LITTLE_ENDIAN) for (let i = 7; i >= 0; i--) out[w++] = f64OutBytes[i]!;
+    else for (let i = 0; i < 8; i++) out[w++] = f64OutBytes[i]!;
+  }
+}
+
+/** ASCII strings only (anything else: false, and the caller gives up). */
+function writeString(s: string): boolean {
+  const n = s.length;
+  room(n + 5);
+  if (n < 0x20) out[w++] = 0xa0 | n;
+  else if (n < 0x100) {
+    out[w++] = 0xd9;
+    out[w++] = n;
+  } else if (n < 0x10000) {
+    out[w++] = 0xda;
+    out[w++] = n >> 8;
+    out[w++] = n & 0xff;
+  } else {
+    out[w++] = 0xdb;
+    out[w++] = n >>> 24;
+    out[w++] = (n >> 16) & 0xff;
+    out[w++] = (n >> 8) & 0xff;
+    out[w++] = n & 0xff;
+  }
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return false;
+    out[w++] = c;
+  }
+  return true;
+}
+
+function writeBin(b: Uint8Array): void {
+  const n = b.byteLength;
+  room(n + 5);
+  if (n < 0x100) {
+    out[w++] = 0xc4;
+    out[w++] = n;
+  } else if (n < 0x10000) {
+    out[w++] = 0xc5;
+    out[w++] = n >> 8;
+    out[w++] = n & 0xff;
+  } else {
+    out[w++] = 0xc6;
+    out[w++] = n >>> 24;
+    out[w++] = (n >> 16) & 0xff;
+    out[w++] = (n >> 8) & 0xff;
+    out[w++] = n & 0xff;
+  }
+  if (n < 16) for (let i = 0; i < n; i++) out[w++] = b[i]!;
+  else {
+    out.set(b, w);
+    w += n;
+  }
+}
+
+function writeArray(a: unknown[], depth: number): boolean {
+  const n = a.length;
+  room(5);
+  if (n < 0x10) out[w++] = 0x90 | n;
+  else if (n < 0x10000) {
+    out[w++] = 0xdc;
+    out[w++] = n >> 8;
+    out[w++] = n & 0xff;
+  } else {
+    out[w++] = 0xdd;
+    out[w++] = n >>> 24;
+    out[w++] = (n >> 16) & 0xff;
+    out[w++] = (n >> 8) & 0xff;
+    out[w++] = n & 0xff;
+  }
+  for (let i = 0; i < n; i++) if (!writeValue(a[i], depth + 1)) return false;
+  return true;
+}
+
+/** Always a map 16, its size written once the own keys are counted (msgpackr's plain-object writer). */
+function writeObject(o: Record<string, unknown>, depth: number): boolean {
+  room(3);
+  out[w++] = 0xde;
+  // relative to the value's start: `room` may move the value to another chunk
+  const sizeAt = w - at;
+  w += 2;
+  let size = 0;
+  for (const k in o) {
+    if (!hasOwn.call(o, k)) continue;
+    // an own `hasOwnProperty` changes which keys msgpackr writes: leave such objects to it
+    if (k === 'hasOwnProperty') return false;
+    if (!writeString(k) || !writeValue(o[k], depth + 1)) return false;
+    size++;
+  }
+  if (size > 0xffff) return false;
+  out[at + sizeAt] = size >> 8;
+  out[at + sizeAt + 1] = size & 0xff;
+  return true;
 }
