@@ -81,6 +81,11 @@ describe('TimerIndex', () => {
         expect(new Set(json.map(([d, o, k, , t]) => JSON.stringify([d, o, k, t])))).toEqual(new Set([...model.live.values()].map((t) => JSON.stringify(row(t)))));
         // a restored index holds the same timers and writes the same rows
         expect(TimerIndex.fromJSON(json).toJSON()).toEqual(json);
+        // in firing order: every timer sorted by (time, operator, key, domain), as a plain sort gives it
+        const sorted = [...model.live.values()]
+          .sort((a, b) => a.time - b.time || (a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0))
+          .map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
+        expect(json).toEqual(sorted);
       }),
       { numRuns: 300 },
     );
