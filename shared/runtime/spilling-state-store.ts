@@ -41,31 +41,46 @@ export class SpillingStateStore implements StateStore {
     return this.resolve(await this.inner.readGroup(operatorId, keyGroup));
   }
 
-  private resolve(rows: StateRow[]): Promise<StateRow[]> {
-    return Promise.all(
-      rows.map(async (r) => {
-        const ref = r.values[SPILLED];
-        if (!ref) return r;
-        const values = unpack(await this.blobs.get(utf8d.decode(ref)));
-        return { ...r, values };
+  /** Rows with their spilled values read back; rows without a reference are returned as they are. */
+  private async resolve(rows: StateRow[]): Promise<StateRow[]> {
+    let spilled: number[] | undefined;
+    for (let i = 0; i < rows.length; i++) if (rows[i]!.values[SPILLED]) (spilled ??= []).push(i);
+    if (!spilled) return rows;
+    const out = rows.slice();
+    await Promise.all(
+      spilled.map(async (i) => {
+        const r = rows[i]!;
+        out[i] = { ...r, values: unpack(await this.blobs.get(utf8d.decode(r.values[SPILLED]!))) };
       }),
     );
+    return out;
   }
 
   async applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void> {
-    const out = await Promise.all(
-      rows.map(async (r) => {
-        let size = r.key.length;
-        for (const [k, v] of Object.entries(r.values)) size += k.length + v.length;
-        if (size <= this.threshold) return r;
+    // sizes first, without a promise per row: only rows over the threshold (rare) wait on the blob store
+    let large: number[] | undefined;
+    for (let i = 0; i < rows.length; i++) if (rowSize(rows[i]!) > this.threshold) (large ??= []).push(i);
+    if (!large) return this.inner.applyRows(checkpointId, fence, rows);
+    const out = rows.slice();
+    await Promise.all(
+      large.map(async (i) => {
+        const r = rows[i]!;
         const name = blobName(r, checkpointId);
         await this.blobs.put(name, pack(r.values));
         this.spilled++;
-        return { ...r, values: { [SPILLED]: utf8.encode(name) } };
+        out[i] = { ...r, values: { [SPILLED]: utf8.encode(name) } };
       }),
     );
     await this.inner.applyRows(checkpointId, fence, out);
   }
+}
+
+/** What the threshold is compared with: the key's length plus each state's name length and bytes. */
+function rowSize(r: StateRow): number {
+  let size = r.key.length;
+  const values = r.values;
+  for (const k in values) if (Object.prototype.hasOwnProperty.call(values, k)) size += k.length + values[k]!.length;
+  return size;
 }
 
 export function blobName(r: StateRowId, checkpointId: number): string {
