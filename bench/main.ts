@@ -14,6 +14,7 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { measureCheckpoint, type CheckpointFigures } from './checkpoint.js';
+import { measureComponents, type ComponentFigures } from './components.js';
 import { costOf, transitionsPerCheckpoint, type AslState, type CostScenario } from './cost.js';
 import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
@@ -34,13 +35,14 @@ import { chart, fmt, type Panel } from './svg.js';
  * A part reads its sizes from `Sizes`, writes its figures into `BenchResults` and logs progress.
  * The `cost` part is where the cost model plugs in (its figures: metering.ts, prices.ts, cost.ts).
  */
-export const PARTS = ['handler', 'window', 'source', 'checkpoint', 'wire', 'recovery', 'nexmark', 'cost', 'emulated'] as const;
+export const PARTS = ['handler', 'window', 'source', 'components', 'checkpoint', 'wire', 'recovery', 'nexmark', 'cost', 'emulated'] as const;
 export type PartName = (typeof PARTS)[number];
 
 const PART_HELP: Record<PartName, string> = {
   handler: 'keyed count through the Lambda handler (StageRunner.handle, AWS event shape), emitting every update to a next stage, checkpoints included; against a fair hand-written loop; checkpoint CPU per dirty key',
   window: 'tumbling event-time window aggregate through the handler, results to a next stage, checkpoints included; against a fair loop',
   source: 'the source stage through the handler: JSON records in, packed envelopes out, checkpoints included; against a fair loop',
+  components: "a checkpoint's CPU per dirty key, piece by piece (rows, delta, spilling store, packed layout), and the payload writer; each piece alone, best run",
   checkpoint: 'write units of a checkpoint against a layout-free floor (dirty bytes / 1 KB) for uniform, hot-key and long-tail keys (state table on dynalite in a full run)',
   wire: 'bytes per event on the stage-to-stage stream beyond the payload (whole job in process, metered)',
   recovery: 'restore + replay + batch after a lost cache (in process; and with modelled AWS latencies)',
@@ -86,6 +88,7 @@ export interface BenchResults {
   handler?: PathFigures;
   window?: PathFigures;
   source?: PathFigures;
+  components?: ComponentFigures;
   checkpoints?: CheckpointScenario[];
   wire?: WireFigures[];
   recovery?: {
@@ -244,6 +247,12 @@ const RUNNERS: Record<PartName, Runner> = {
     checkSame('source: envelopes', f.outputs.engine, f.outputs.fair);
     logPath(log, f);
     r.source = f;
+  },
+  async components(s, r, log, quick) {
+    const f = await measureComponents({ dirtyKeys: quick ? 500 : 8_700, keys: quick ? 1_000 : 10_000, runs: quick ? 3 : 30 });
+    const k = f.nsPerKey;
+    log(`  per dirty key: rows ${fmt(k.rows)} ns, delta ${fmt(k.delta)} ns, spilling store ${fmt(k.spill)} ns, packed layout ${fmt(k.packed)} ns; encodePayload: output ${fmt(f.nsPerPayload.output)} ns, event ${fmt(f.nsPerPayload.event)} ns`);
+    r.components = f;
   },
   async checkpoint(s, r, log, quick) {
     // the state table on DynamoDB (dynalite, in this process) in a full run: the real store, measured
@@ -462,6 +471,16 @@ export function renderTable(r: BenchResults): string {
   if (r.handler) pathRows(add, 'Keyed count through the handler, emitting', r.handler);
   if (r.window) pathRows(add, 'Tumbling window through the handler, emitting', r.window);
   if (r.source) pathRows(add, 'Source stage (JSON in, packed envelopes out)', r.source);
+  if (r.components) {
+    const k = r.components.nsPerKey;
+    add(
+      `Checkpoint CPU per dirty key, piece by piece (${fmt(r.components.dirtyKeys)} dirty keys, best of ${r.components.runs})`,
+      `${fmt(k.rows + k.delta + k.spill + k.packed)} ns`,
+      `rows ${fmt(k.rows)}, delta ${fmt(k.delta)}, spilling store ${fmt(k.spill)}, packed layout ${fmt(k.packed)} ns`,
+      '',
+    );
+    add('encodePayload, CPU per call (best run)', `${fmt(r.components.nsPerPayload.output)} ns ({ k, n })`, `${fmt(r.components.nsPerPayload.event)} ns ({ k, v, ts })`, '');
+  }
   for (const c of r.checkpoints ?? []) {
     add(
       `Checkpoint WCU, ${c.scenario}: ${c.distribution} (${fmt(c.eventsPerCheckpoint)} events)`,
