@@ -228,13 +228,14 @@ export class StageInstance {
   async restore(pointer: SnapshotPointer | undefined): Promise<void> {
     if (!pointer) return;
     const { rows, extras } = decodeDelta(await this.ports.control.readDelta(pointer.delta));
-    await this.ports.state.applyRows(pointer.checkpointId, this.fence, rows);
+    // standing for a resharded parent: only the child's key groups (a sibling may have written past it)
+    await this.ports.state.applyRows(pointer.checkpointId, this.fence, this.ownedKeyGroups ? rows.filter((r) => this.owns(r.keyGroup)) : rows);
     this.epoch = pointer.checkpointId;
     this.reshard = extras?.reshard ?? [];
     this.outbox.startEpoch(pointer.checkpointId, this.reshard);
     this.skipThrough = pointer.replayPoint;
     if (extras) {
-      for (const [domain, operatorId, key, keyGroup, time] of extras.timers) this.timers.add({ domain, operatorId, key, keyGroup, time });
+      for (const [domain, operatorId, key, keyGroup, time] of extras.timers) if (this.owns(keyGroup)) this.timers.add({ domain, operatorId, key, keyGroup, time });
       for (const [p, wm, idle] of extras.channels) this.channels.set(p, { wm, idle });
       this.watermark = extras.watermark ?? Number.NEGATIVE_INFINITY;
       this.processingTime = extras.processingTime;
@@ -818,6 +819,16 @@ export class StageInstance {
   }
 
   /**
+   * Whether this instance keeps key group g: always, unless it stands for a resharded parent. Then a
+   * sibling child may already have snapshotted past the reshard, so a timer of the sibling's key
+   * groups, fired in the parent's tail, would read rows written past this instance's epoch (and
+   * fail every retry): the parent restores only the timers and rows of the child's key groups.
+   */
+  private owns(g: number): boolean {
+    return !this.ownedKeyGroups || this.ownedKeyGroups[g] === 1;
+  }
+
+  /**
    * Starts a child shard's instance from its parents, each restored and replayed to the end of its
    * closed shard (see standForChild). Streams are resharded only at a checkpoint boundary, so every
    * parent is in the same epoch with nothing held back; the child goes on with that epoch as a new
@@ -846,10 +857,9 @@ export class StageInstance {
     this.broadcastState.load(first.broadcastState.toJSON());
     const shares: OperatorListRow[][] = [];
     for (const { instance: p, childIndex, children } of parents) {
-      const mask = p.ownedKeyGroups;
-      this.state.adoptDirty(p.state.dirtyRows().filter((r) => !mask || mask[r.keyGroup] === 1));
+      this.state.adoptDirty(p.state.dirtyRows().filter((r) => p.owns(r.keyGroup)));
       for (const [domain, operatorId, key, keyGroup, time] of p.timers.toJSON()) {
-        if (!mask || mask[keyGroup] === 1) this.timers.add({ domain, operatorId, key, keyGroup, time });
+        if (p.owns(keyGroup)) this.timers.add({ domain, operatorId, key, keyGroup, time });
       }
       for (const [producer, c] of p.channels) {
         const mine = this.channels.get(producer);
