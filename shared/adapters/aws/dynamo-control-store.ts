@@ -5,7 +5,7 @@
  * |------------------------|--------------|--------------------------------------------------------|
  * | `lease#<instance>`     | `lease`      | fence, lastPosition, snapshot (the current pointer)    |
  * | `delta#<instance>`     | `<n, padded>`| a small delta, inline (larger ones go to S3)           |
- * | `checkpoint`           | `<n, padded>`| status, expected acks, ack set, task token, timings    |
+ * | `checkpoint`           | `<n, padded>`| status, members (expected acks), ack set, token, times |
  * | `coordinator`          | `state`      | last allocated checkpoint, the one in flight           |
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
@@ -140,12 +140,17 @@ export class DynamoControlStore implements ControlStore {
       );
       const old = r.Attributes ?? {};
       const before = (old.acks as Set<string> | undefined) ?? new Set<string>();
+      const members = old.members as Set<string> | undefined;
       const expected = (old.expected as number | undefined) ?? Number.POSITIVE_INFINITY;
       const after = before.has(instanceId) ? before.size : before.size + 1;
-      // every ack that finds the set complete wakes the workflow, not only the one that completed it:
+      // complete by identity: every instance expected at allocate has acked (an ack from an instance
+      // nobody expected, e.g. a shard of a source resharded outside the job, does not count);
+      // records written before `members` existed compare counts.
+      // Every ack that finds the set complete wakes the workflow, not only the one that completed it:
       // if that one crashed before SendTaskSuccess, its retry (a duplicate ack) must still do it;
       // extra SendTaskSuccess calls on an answered token are ignored
-      const completedBy = old.status === 'IN_FLIGHT' && after >= expected;
+      const complete = members ? [...members].every((m) => m === instanceId || before.has(m)) : after >= expected;
+      const completedBy = old.status === 'IN_FLIGHT' && complete;
       return { completedBy, ...(old.taskToken ? { taskToken: old.taskToken as string } : {}) };
     } catch (err) {
       // a checkpoint record that does not exist: nobody waits for this ack

@@ -62,6 +62,7 @@ import type {
 } from '../../runtime/ports.js';
 import { groupRows, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import { compareSeq } from '../../runtime/positions.js';
+import { instanceIdOf } from '../../runtime/stage-instance.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
 import { replayTrimmed } from '../replay-trimmed.js';
 import { CountingTelemetry } from '../telemetry.js';
@@ -590,6 +591,8 @@ export interface MemoryCheckpoint {
   status: CheckpointStatus;
   readonly savepoint: boolean;
   readonly expected: number;
+  /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
+  readonly members?: ReadonlySet<string>;
   readonly topology: readonly number[];
   readonly acks: Set<string>;
   taskToken?: string;
@@ -715,7 +718,7 @@ export class MemoryControlStore implements ControlStore {
       if (!ck) return { completedBy: false }; // nobody waits for this ack
       ck.acks.add(instanceId);
       // as the DynamoDB store: any ack that finds the set complete wakes the coordinator
-      const completedBy = ck.status === 'IN_FLIGHT' && ck.acks.size >= ck.expected;
+      const completedBy = ck.status === 'IN_FLIGHT' && ackSetComplete(ck);
       return { completedBy, ...(ck.taskToken ? { taskToken: ck.taskToken } : {}) };
     });
   }
@@ -753,7 +756,7 @@ export class MemoryControlStore implements ControlStore {
   }
 
   /** Allocates the next checkpoint (at most one in flight), as the coordinator's `allocate` does. */
-  allocateCheckpoint(topology: readonly number[], savepoint = false): number {
+  allocateCheckpoint(topology: readonly number[], savepoint = false, members?: readonly string[]): number {
     if (this.coordinatorState.inFlight !== undefined) throw new CheckpointInFlightError(this.coordinatorState.inFlight);
     const n = this.coordinatorState.last + 1;
     this.coordinatorState.last = n;
@@ -762,7 +765,8 @@ export class MemoryControlStore implements ControlStore {
       checkpointId: n,
       status: 'IN_FLIGHT',
       savepoint,
-      expected: topology.reduce((a, b) => a + b, 0),
+      expected: members?.length ?? topology.reduce((a, b) => a + b, 0),
+      ...(members ? { members: new Set(members) } : {}),
       topology: [...topology],
       acks: new Set(),
     });
@@ -774,7 +778,7 @@ export class MemoryControlStore implements ControlStore {
     const ck = this.checkpoints.get(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
     ck.taskToken = taskToken;
-    return ck.acks.size >= ck.expected;
+    return ackSetComplete(ck);
   }
 
   /** Marks an in-flight checkpoint COMPLETED or ABORTED (no-op if already finished) and clears the in-flight slot. */
@@ -787,6 +791,11 @@ export class MemoryControlStore implements ControlStore {
     }
     if (this.coordinatorState.inFlight === n) this.coordinatorState.inFlight = undefined;
   }
+}
+
+/** As the coordinator's: complete by the identities expected (by count without them). */
+function ackSetComplete(ck: MemoryCheckpoint): boolean {
+  return ck.members ? [...ck.members].every((m) => ck.acks.has(m)) : ck.acks.size >= ck.expected;
 }
 
 export class CheckpointInFlightError extends SluiceError {
@@ -1186,7 +1195,8 @@ export class MemoryCoordinator {
   }
 
   allocate(savepoint = false): { checkpointId: number } {
-    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint) };
+    const members = this.plan.stages.flatMap((s) => this.openShards(this.names.streamOf(s)).map((x) => instanceIdOf(s.id, x.shardId)));
+    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint, members) };
   }
 
   /** Puts barrier n into every open source shard; returns where each landed (shard → sequence number). */
