@@ -373,6 +373,8 @@ export interface ChaosHookOptions {
    * return another command to send instead
    */
   readonly clientFault?: (service: keyof AwsClients, command: object, ctx: { stage: PlanStage; environment: string }) => object | void | Promise<object | void>;
+  /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
+  readonly coordinatorWriteCrash?: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined;
 }
 
 export interface ChaosHooks {
@@ -619,6 +621,8 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     attach(r) {
       runner = r;
       crashCoordinatorWrites(r.clients, (where) => {
+        const targeted = opts.coordinatorWriteCrash?.(where);
+        if (targeted) return targeted;
         if (!schedule.roll('coordinator-crash-at-write')) return undefined;
         const when = schedule.random() < 0.5 ? 'before' : 'after';
         schedule.observe(`coordinator-crash@${where.task}#${where.write}:${when}`);

@@ -353,9 +353,9 @@ export class ChaosRun {
       verdict.problems.push(...this.regressionNotes);
     }
     for (const c of stats.checkpoints) {
-      if (c.status === 'COMPLETED' && c.acks < c.expected) {
+      if (c.status === 'COMPLETED' && (c.complete === false || c.acks < c.expected)) {
         verdict.mismatched++;
-        verdict.problems.push(`checkpoint ${c.checkpointId} COMPLETED with ${c.acks} of ${c.expected} acks`);
+        verdict.problems.push(`checkpoint ${c.checkpointId} COMPLETED with ${c.acks} of ${c.expected} acks${c.missing?.length ? ` (missing: ${c.missing.join(', ')})` : ''}`);
       }
     }
     // dead letters: exactly the poison records, once each
@@ -492,7 +492,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     // order — unless a partial PutRecords failure reordered a channel (allowed: §3 dedupe by set)
     const reordering = (schedule.counts.get('putrecords-partial') ?? 0) + (schedule.counts.get('putrecords-partial-barrier') ?? 0);
     const v = await r.verdict({ orderedKeys: input.pinned && variant === 'two-stage' && reordering === 0 });
-    if (!q.live) v.verdict.problems.push(`liveness: only ${q.completed} checkpoints completed in the quiet phase (completed ${v.checkpoints.completed}, aborted ${v.checkpoints.aborted})`);
+    if (!q.live) v.verdict.problems.push(await stallVerdict(r, q.completed, v.checkpoints));
     return {
       ...base,
       ...(rescaleError instanceof Error ? { error: `rescale of ${stageToRescale} to ${rescaleTo} shards: ${rescaleError.message}` } : {}),
@@ -527,6 +527,24 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     };
   } finally {
     await run?.stop();
+  }
+}
+
+/**
+ * The verdict on a seed whose quiet phase got no checkpoints: a stall named by the coordinator
+ * ("stalled at checkpoint n: instance … waits for barrier k …", the words of its CheckpointStalled
+ * alarm) when the last checkpoint ended without some instance's ack; else what is known.
+ */
+export async function stallVerdict(run: ChaosRun, quietCompleted: number, checkpoints: { completed: number; aborted: number }): Promise<string> {
+  const counts = `${quietCompleted} checkpoints completed in the quiet phase (completed ${checkpoints.completed}, aborted ${checkpoints.aborted})`;
+  try {
+    const stall = await run.runner.coordinator.stalled(1);
+    if (stall) return `${stall.message} — ${counts}`;
+    const last = (await run.checkpoints()).at(-1);
+    const open = last?.status === 'IN_FLIGHT' && last.missing?.length ? `; checkpoint ${last.checkpointId} in flight waits for ${last.missing.join(', ')}` : '';
+    return `liveness: ${counts}${open}`;
+  } catch (err) {
+    return `liveness: ${counts} (the stall could not be named: ${String(err)})`;
   }
 }
 

@@ -174,4 +174,29 @@ describe('coordinator: a crash at every write of every task', () => {
     console.log(`coordinator crash points reached: ${points.length} (${[...reached].map(([t, w]) => `${t}: ${w} writes`).join(', ')})`);
     for (const task of ['allocate', 'inject', 'commit', 'abort']) expect(points.some((p) => p.includes(` ${task} write #`)), `no crash point in ${task}`).toBe(true);
   }, 300_000);
+
+  // A source stream resharded outside the job (an on-demand stream does it by itself): its new
+  // shards' instances ack checkpoints that expected the old ones. With completion by the size of the
+  // ack set, as many acks as expected complete the checkpoint before an inner instance snapshotted.
+  it('completion is by the identities expected at allocate, not by the size of the ack set (ack identities)', async () => {
+    const plan = planJob(chaosJob({ variant: 'two-stage', sourceShards: 2, innerShards: 2 }));
+    const names = resourceNames(plan, 'ack-identity');
+    await provisionJob(plan, names, clients);
+    const coordinator = new Coordinator(plan, names, clients);
+    const control = new DynamoControlStore(clients, names.controlTable, names.bucket);
+    const { checkpointId: n } = await coordinator.allocate();
+    const record = (await coordinator.get(n))!;
+    expect(record.missing).toHaveLength(4);
+    // four acks, one of an expected source instance and three of shards nobody expected
+    const strangers = ['s0:shardId-000000000007', 's0:shardId-000000000008', 's0:shardId-000000000009'];
+    const answers = [];
+    for (const id of [record.missing![0]!, ...strangers]) answers.push(await control.ack(n, id));
+    expect(answers.map((a) => a.completedBy)).toEqual([false, false, false, false]);
+    expect((await coordinator.get(n))!.complete).toBe(false);
+    const rest = record.missing!.slice(1);
+    const last = [];
+    for (const id of rest) last.push((await control.ack(n, id)).completedBy);
+    expect(last).toEqual([false, false, true]);
+    expect((await coordinator.get(n))!.complete).toBe(true);
+  }, 120_000);
 });

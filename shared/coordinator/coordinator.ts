@@ -217,6 +217,7 @@ export class Coordinator {
     if (savepointId !== undefined) savepoint = true;
     const stop = savepointId !== undefined && request.Item?.stop === true;
     const { topology, members } = await this.openInstances();
+    await this.noticeSourceReshard(last, members);
     try {
       await this.clients.doc.send(
         new UpdateCommand({
@@ -657,6 +658,35 @@ export class Coordinator {
     this.options.telemetry?.log('warn', 'finishing a checkpoint a coordinator task left half done', { checkpointId: n, status: ck?.status ?? 'no record' });
     if (ck?.status === 'COMPLETED') await this.commit(n);
     else await this.abort(n, ck?.reason ?? 'opened, but its allocate died before writing its record');
+  }
+
+  /**
+   * A source stream whose open shards differ from those the previous checkpoint expected was
+   * resharded by someone else (an on-demand stream does it by itself): say so loudly. Completion is
+   * by the identities each checkpoint expects, so acks of the new shards cannot complete a checkpoint
+   * that expected the old ones; the checkpoint that expected a closed shard times out and the next
+   * one expects the new shards.
+   */
+  private async noticeSourceReshard(previous: number, members: readonly string[]): Promise<void> {
+    if (previous < 1) return;
+    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(previous) }, ConsistentRead: true, ProjectionExpression: 'members' }));
+    const before = r.Item?.members as Set<string> | undefined;
+    if (!before) return;
+    const rescaling = (await this.rescales.get())?.stage;
+    for (const stage of this.plan.stages) {
+      if (stage.input.kind !== 'source' || stage.id === rescaling) continue;
+      const prefix = `${stage.id}:`;
+      const was = [...before].filter((m) => m.startsWith(prefix)).sort();
+      const now = members.filter((m) => m.startsWith(prefix)).sort();
+      if (was.join() === now.join()) continue;
+      this.options.telemetry?.count('SourceResharded');
+      this.options.telemetry?.log('error', `source stream ${this.names.streamOf(stage)} was resharded outside the job: ${was.length} → ${now.length} open shards`, {
+        stage: stage.id,
+        before: was,
+        now,
+        checkpointId: previous + 1,
+      });
+    }
   }
 
   /** Open shards of every stage's input stream now: shards per stage, and the instance ids. */
