@@ -157,6 +157,8 @@ export class StageInstance {
    * its state: data envelopes of key groups the child does not own (0) are skipped.
    */
   private ownedKeyGroups: Uint8Array | undefined;
+  /** failed timers dead-lettered at the current record (their letters' sub-sequences) */
+  private timerLetters: { at: string; n: number } = { at: '', n: 0 };
   /** dirty keys moved to the spill store since the last snapshot: operator\0key → part */
   private readonly spilled = new Map<string, string>();
   private spillParts = 0;
@@ -633,7 +635,7 @@ export class StageInstance {
       } catch (err) {
         if (this.plan.poisonPolicy === 'fail') throw err;
         this.ports.telemetry.count('TimerFailures');
-        this.ports.telemetry.log('error', 'a timer callback failed; its outputs so far stand', { instance: this.id, timer: t, error: errorMessage(err) });
+        await this.poisonTimer(t, err);
       }
     }
   }
@@ -967,6 +969,19 @@ export class StageInstance {
       reason,
       data,
     });
+  }
+
+  /**
+   * A timer whose callback threw (dead-letter policy) goes to the dead letters like a record: its
+   * operator, key, key group, domain and time, filed under the position of the record that made it
+   * due (a replay fires it at the same record, so it rewrites the same letter) with a negative
+   * sub-sequence (records use theirs from 0 on). The DeadLetters counter (alarmed) counts it.
+   */
+  private async poisonTimer(t: { domain: TimeDomain; operatorId: string; key: string; keyGroup: number; time: number }, err: unknown): Promise<void> {
+    const at = this.current ?? this.lastPosition ?? 'none';
+    this.timerLetters = this.timerLetters.at === at ? { at, n: this.timerLetters.n + 1 } : { at, n: 1 };
+    const data = new TextEncoder().encode(JSON.stringify({ timer: { domain: t.domain, operatorId: t.operatorId, key: t.key, keyGroup: t.keyGroup, time: t.time } }));
+    await this.poison(at, -this.timerLetters.n, data, `timer callback failed (operator ${t.operatorId}, key ${JSON.stringify(t.key)}, ${t.domain} timer at ${t.time}): ${errorMessage(err)}`);
   }
 
   /** Held records and pending barriers, for diagnostics. */
