@@ -442,10 +442,10 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
             throw err;
           }
         },
-        commitPosition: async (id, fence, last) => {
+        commitPosition: async (id, fence, last, first) => {
           await maybeStall(env, 'commitPosition');
           try {
-            await control.commitPosition(id, fence, last);
+            await control.commitPosition(id, fence, last, first);
           } catch (err) {
             observeFenced(err);
             throw err;

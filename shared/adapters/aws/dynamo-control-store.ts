@@ -3,7 +3,7 @@
  *
  * | pk                     | sk           | what                                                   |
  * |------------------------|--------------|--------------------------------------------------------|
- * | `lease#<instance>`     | `lease`      | fence, lastPosition, snapshot (the current pointer)    |
+ * | `lease#<instance>`     | `lease`      | fence, first/lastPosition, snapshot (current pointer)  |
  * | `delta#<instance>`     | `<n, padded>`| a small delta, inline (larger ones go to S3)           |
  * | `checkpoint`           | `<n, padded>`| status, members (expected acks), ack set, token, times |
  * | `coordinator`          | `state`      | last allocated checkpoint, the one in flight           |
@@ -29,6 +29,7 @@ function toLease(item: Record<string, unknown> | undefined): Lease {
   return {
     fence: (item?.fence as number | undefined) ?? 0,
     lastPosition: item?.lastPosition as string | undefined,
+    ...(typeof item?.firstPosition === 'string' ? { firstPosition: item.firstPosition } : {}),
     snapshot: item?.snapshot ? (JSON.parse(item.snapshot as string) as SnapshotPointer) : undefined,
   };
 }
@@ -100,8 +101,9 @@ export class DynamoControlStore implements ControlStore {
     });
   }
 
-  async commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void> {
-    await this.fenced(instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition });
+  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void> {
+    if (firstPosition === undefined) await this.fenced(instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition });
+    else await this.fenced(instanceId, fence, 'SET lastPosition = :p, firstPosition = if_not_exists(firstPosition, :f)', { ':p': lastPosition, ':f': firstPosition });
   }
 
   private async fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {

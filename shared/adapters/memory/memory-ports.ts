@@ -602,6 +602,7 @@ export interface MemoryCheckpoint {
 interface LeaseItem {
   fence?: number;
   lastPosition?: string;
+  firstPosition?: string;
   /** the pointer as JSON, as the DynamoDB store keeps it */
   snapshot?: string;
 }
@@ -634,6 +635,7 @@ export class MemoryControlStore implements ControlStore {
       return {
         fence: item?.fence ?? 0,
         lastPosition: item?.lastPosition,
+        ...(item?.firstPosition !== undefined ? { firstPosition: item.firstPosition } : {}),
         snapshot: item?.snapshot ? (JSON.parse(item.snapshot) as SnapshotPointer) : undefined,
       };
     });
@@ -651,7 +653,12 @@ export class MemoryControlStore implements ControlStore {
       const bumped = { ...item, fence: next };
       this.leases.set(instanceId, bumped);
       this.stats.takeOvers++;
-      return { fence: next, lastPosition: bumped.lastPosition, snapshot: bumped.snapshot ? (JSON.parse(bumped.snapshot) as SnapshotPointer) : undefined };
+      return {
+        fence: next,
+        lastPosition: bumped.lastPosition,
+        ...(bumped.firstPosition !== undefined ? { firstPosition: bumped.firstPosition } : {}),
+        snapshot: bumped.snapshot ? (JSON.parse(bumped.snapshot) as SnapshotPointer) : undefined,
+      };
     });
   }
 
@@ -692,10 +699,11 @@ export class MemoryControlStore implements ControlStore {
     });
   }
 
-  async commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void> {
+  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void> {
     await serviceCall(this.faults, 'control.commitPosition', { instanceId }, () => {
       this.fenced(instanceId, fence, (item) => {
         item.lastPosition = lastPosition;
+        item.firstPosition ??= firstPosition;
       });
     });
   }
@@ -1130,7 +1138,7 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
       writeDelta: wrap('control.writeDelta', (id: string, n: number, d: Uint8Array) => control.writeDelta(id, n, d), (instanceId, checkpointId, d) => ({ instanceId, checkpointId, size: d.length })),
       readDelta: wrap('control.readDelta', (ref: DeltaRef) => control.readDelta(ref), () => ({})),
       publishSnapshot: wrap('control.publishSnapshot', (id: string, f: number, p: SnapshotPointer) => control.publishSnapshot(id, f, p), (instanceId, _f, p) => ({ instanceId, checkpointId: p.checkpointId })),
-      commitPosition: wrap('control.commitPosition', (id: string, f: number, p: string) => control.commitPosition(id, f, p), (instanceId) => ({ instanceId })),
+      commitPosition: wrap('control.commitPosition', (id: string, f: number, p: string, first?: string) => control.commitPosition(id, f, p, first), (instanceId) => ({ instanceId })),
       ack: wrap('control.ack', (n: number, id: string) => control.ack(n, id), (checkpointId, instanceId) => ({ instanceId, checkpointId })),
     },
     state: {
