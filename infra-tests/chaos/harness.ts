@@ -11,6 +11,7 @@
  *    that moved backwards while the job ran, and liveness (checkpoints kept completing).
  */
 import { DeleteStreamCommand } from '@aws-sdk/client-kinesis';
+import type { KinesisStreamEvent } from 'aws-lambda';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
@@ -427,13 +428,19 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   // the source's), within Kinesis' half-to-double step; tight seeds also keep only 2 dirty keys in
   // memory (the rest waits in the spill store)
   const reshardRoll = limitsRng();
-  const stageToRescale = reshardRoll < 0.33 && options.rescale !== false ? (limitsRng() < 0.7 ? 's1' : 's0') : undefined;
+  // the keyed stage (with timers due around the reshard), the source, or (three-stage) the stateless middle stage
+  const keyedStage = variant === 'two-stage' ? 's1' : 's2';
+  const stageRoll = reshardRoll < 0.33 && options.rescale !== false ? limitsRng() : undefined;
+  const stageToRescale = stageRoll === undefined ? undefined : variant === 'two-stage' ? (stageRoll < 0.7 ? 's1' : 's0') : stageRoll < 0.4 ? 's2' : stageRoll < 0.7 ? 's1' : 's0';
   const from = stageToRescale === 's0' ? (job.sourceShards ?? 2) : (job.innerShards ?? 2);
   const rescaleTo = stageToRescale ? (from === 1 ? 2 : limitsRng() < 0.5 ? from - 1 : from + 1) : 0;
   const limits: { maxHeldRecords: number; maxCachedKeys: number; maxDirtyKeys?: number } | undefined =
     engineLimits && reshardRoll > 0.8 ? { ...engineLimits, maxDirtyKeys: 2 } : engineLimits;
   const shards = `${job.sourceShards ?? 2}x${job.innerShards ?? 2}`;
-  const profile = schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo})` : '');
+  const timerStage = stageToRescale === keyedStage;
+  const childHold = timerStage ? holdNewShards(seed, stageToRescale, from) : undefined;
+  const profile =
+    schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo}${timerStage ? `,timers,${childHold!.order}` : ''})` : '');
   const base = { seed, variant, profile, shards, records: input.records, poison: input.poison };
   const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0 };
   let run: ChaosRun | undefined;
@@ -443,8 +450,8 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       emulators,
       variant,
       schedule,
-      job,
-      ...(options.hookOptions ? { hookOptions: options.hookOptions } : {}),
+      job: timerStage ? { ...job, timers: true } : job,
+      ...(options.hookOptions || childHold ? { hookOptions: { ...(childHold ? { slowHandlerMs: childHold.delay } : {}), ...options.hookOptions } } : {}),
       ...(options.runnerOptions || limits ? { runnerOptions: { ...(limits ? { runner: limits } : {}), ...options.runnerOptions } } : {}),
       ...(options.prefixTag ? { prefix: `chaos-${seed}-${variant === 'two-stage' ? 'a' : 'b'}${options.prefixTag}` } : {}),
       ...(options.engineLog ? { engineLog: options.engineLog } : {}),
@@ -546,6 +553,28 @@ export async function stallVerdict(run: ChaosRun, quietCompleted: number, checkp
   } catch (err) {
     return `liveness: ${counts} (the stall could not be named: ${String(err)})`;
   }
+}
+
+/**
+ * Children of a reshard invoked in a seeded order: the first invocation of each new shard of `stage`
+ * (shard number ≥ the shards it had) is held back by its own seeded delay, 0 or 1.5–4 s, so across
+ * seeds each child runs first, last, or after its sibling has already snapshotted past the reshard.
+ */
+export function holdNewShards(seed: number, stage: string, initialShards: number): { order: string; delay: (stageId: string, event: KinesisStreamEvent) => number } {
+  const rnd = prng(seed * 977 + 13);
+  const delays = Array.from({ length: 8 }, () => (rnd() < 0.5 ? 0 : 1_500 + Math.floor(rnd() * 2_500)));
+  const seen = new Set<number>();
+  const order = `hold[${delays.slice(0, 4).map((d) => (d / 1000).toFixed(1)).join(',')}]`;
+  return {
+    order,
+    delay: (stageId, event) => {
+      if (stageId !== stage || !event.Records.length) return 0;
+      const shard = Number(/shardId-0*(\d+)/.exec(event.Records[0]!.eventID)?.[1] ?? -1);
+      if (shard < initialShards || seen.has(shard)) return 0;
+      seen.add(shard);
+      return delays[(shard - initialShards) % delays.length]!;
+    },
+  };
 }
 
 /** The line printed for a seed. */

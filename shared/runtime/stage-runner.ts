@@ -136,6 +136,14 @@ export class StageRunner {
    * snapshot the replay starts at the first position the instance ever processed (`origin`, from its
    * lease), not at whatever the shard still holds: if retention trimmed it, the read fails loudly
    * (REPLAY_TRIMMED) like every other replay, instead of skipping the trimmed records silently.
+   *
+   * A replay is bounded by design, not cut short: the instance snapshots at every barrier it
+   * replays through (as in live processing), so an invocation that dies mid-replay leaves the next
+   * one a later snapshot. Barriers land in every shard each checkpoint interval, aborted checkpoints
+   * included, so one stretch between barriers holds at most an interval of input (≤ 1 MB/s per
+   * shard, read back at up to 2 MB/s shared with the ESM): with an interval well below the function
+   * timeout each retry passes at least one barrier. Only a coordinator that injects no barriers
+   * for long makes the stretch unbounded — the CheckpointStalled alarm names that.
    */
   private async replay(inst: StageInstance, shardId: string, until: string, origin?: string): Promise<{ records: number; first?: string }> {
     const rp = replayStart(inst.skipThrough, origin);
