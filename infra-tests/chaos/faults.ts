@@ -362,6 +362,8 @@ export interface ChaosHookOptions {
   readonly zombieStages?: readonly string[];
   /** how much longer than the invocation timeout a zombie stalls; @default 300–1000 ms */
   readonly zombieOverrunMs?: number;
+  /** called before each invocation (after slowHandlerMs): a seeded hold of one shard until a condition on another */
+  readonly beforeInvocation?: (stageId: string, event: KinesisStreamEvent) => Promise<void>;
   /** a slow function: every invocation of a stage first waits this long (not a fault; lets records pile up) */
   readonly slowHandlerMs?: (stageId: string, event: KinesisStreamEvent) => number;
   /** called before every coordinator task (targeted tests hold a task back with it) */
@@ -564,6 +566,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       try {
         const slow = opts.slowHandlerMs?.(ctx.stage.id, event) ?? 0;
         if (slow > 0) await sleep(slow);
+        await opts.beforeInvocation?.(ctx.stage.id, event);
         await maybeStall(ctx.environment, 'start');
         const out = await handler(event);
         if (schedule.roll('duplicate-delivery')) throw new ChaosCrash('duplicate-delivery', `${ctx.environment} after a successful batch`);

@@ -15,6 +15,8 @@ import type { KinesisStreamEvent } from 'aws-lambda';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
+import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
+import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from './faults.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
@@ -438,12 +440,12 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     engineLimits && reshardRoll > 0.8 ? { ...engineLimits, maxDirtyKeys: 2 } : engineLimits;
   const shards = `${job.sourceShards ?? 2}x${job.innerShards ?? 2}`;
   const timerStage = stageToRescale === keyedStage;
-  const childHold = timerStage ? holdNewShards(seed, stageToRescale, from) : undefined;
+  let run: ChaosRun | undefined;
+  const childHold = timerStage ? holdNewShards(seed, stageToRescale, from, () => run?.runner) : undefined;
   const profile =
     schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo}${timerStage ? `,timers,${childHold!.order}` : ''})` : '');
   const base = { seed, variant, profile, shards, records: input.records, poison: input.poison };
   const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0 };
-  let run: ChaosRun | undefined;
   try {
     run = await ChaosRun.start({
       seed,
@@ -451,7 +453,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       variant,
       schedule,
       job: timerStage ? { ...job, timers: true } : job,
-      ...(options.hookOptions || childHold ? { hookOptions: { ...(childHold ? { slowHandlerMs: childHold.delay } : {}), ...options.hookOptions } } : {}),
+      ...(options.hookOptions || childHold ? { hookOptions: { ...(childHold ? { beforeInvocation: childHold.before } : {}), ...options.hookOptions } } : {}),
       ...(options.runnerOptions || limits ? { runnerOptions: { ...(limits ? { runner: limits } : {}), ...options.runnerOptions } } : {}),
       ...(options.prefixTag ? { prefix: `chaos-${seed}-${variant === 'two-stage' ? 'a' : 'b'}${options.prefixTag}` } : {}),
       ...(options.engineLog ? { engineLog: options.engineLog } : {}),
@@ -556,23 +558,40 @@ export async function stallVerdict(run: ChaosRun, quietCompleted: number, checkp
 }
 
 /**
- * Children of a reshard invoked in a seeded order: the first invocation of each new shard of `stage`
- * (shard number ≥ the shards it had) is held back by its own seeded delay, 0 or 1.5–4 s, so across
- * seeds each child runs first, last, or after its sibling has already snapshotted past the reshard.
+ * Children of a reshard invoked in a seeded order: the first invocation of a held new shard of
+ * `stage` (shard number ≥ the shards it had) waits until a sibling has snapshotted past the reshard
+ * (its lease points at a snapshot), within a bound below the invocation timeout. Across seeds each
+ * child runs first, or only after its sibling has already checkpointed on the new layout.
  */
-export function holdNewShards(seed: number, stage: string, initialShards: number): { order: string; delay: (stageId: string, event: KinesisStreamEvent) => number } {
+export function holdNewShards(
+  seed: number,
+  stage: string,
+  initialShards: number,
+  runner: () => LocalJobRunner | undefined,
+): { order: string; before: (stageId: string, event: KinesisStreamEvent) => Promise<void> } {
   const rnd = prng(seed * 977 + 13);
-  const delays = Array.from({ length: 8 }, () => (rnd() < 0.5 ? 0 : 1_500 + Math.floor(rnd() * 2_500)));
+  const held = Array.from({ length: 8 }, () => rnd() < 0.5);
   const seen = new Set<number>();
-  const order = `hold[${delays.slice(0, 4).map((d) => (d / 1000).toFixed(1)).join(',')}]`;
+  const order = `hold[${held.slice(0, 4).map((h) => (h ? 'H' : '-')).join('')}]`;
+  const shardOf = (eventId: string) => Number(/shardId-0*(\d+)/.exec(eventId)?.[1] ?? -1);
   return {
     order,
-    delay: (stageId, event) => {
-      if (stageId !== stage || !event.Records.length) return 0;
-      const shard = Number(/shardId-0*(\d+)/.exec(event.Records[0]!.eventID)?.[1] ?? -1);
-      if (shard < initialShards || seen.has(shard)) return 0;
+    before: async (stageId, event) => {
+      const r = runner();
+      if (!r || stageId !== stage || !event.Records.length) return;
+      const shard = shardOf(event.Records[0]!.eventID);
+      if (shard < initialShards || seen.has(shard)) return;
       seen.add(shard);
-      return delays[(shard - initialShards) % delays.length]!;
+      if (!held[(shard - initialShards) % held.length]) return;
+      const control = new DynamoControlStore(r.clients, r.names.controlTable, r.names.bucket);
+      const siblings = (await listAllShards(r.clients, r.names.streamOf(r.plan.stages.find((s) => s.id === stage)!)))
+        .filter((s) => s.endingSequenceNumber === undefined && shardOf(s.shardId) !== shard)
+        .map((s) => `${stage}:${s.shardId}`);
+      const until = Date.now() + CHAOS_INVOCATION_TIMEOUT_MS - 2_000;
+      while (Date.now() < until) {
+        for (const id of siblings) if ((await control.readLease(id)).snapshot) return;
+        await sleep(200);
+      }
     },
   };
 }
