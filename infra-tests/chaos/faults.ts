@@ -27,6 +27,7 @@ import { ProvisionedThroughputExceededException as DynamoThrottle } from '@aws-s
 import { S3ServiceException } from '@aws-sdk/client-s3';
 import { BatchGetCommand, QueryCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
 import { decodePacket } from '../../shared/codec/envelope.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
@@ -72,6 +73,8 @@ export const FAULT_KINDS = [
   'coordinator-partial-inject',
   /** the coordinator marks a checkpoint COMPLETED and dies before the sinks' commit (never retried) */
   'coordinator-skips-commit',
+  /** a coordinator task dies right before or right after one of its writes (any write of any task) */
+  'coordinator-crash-at-write',
   /** an ack is delayed past the checkpoint timeout: the checkpoint aborts */
   'slow-ack',
   /** an execution environment is recycled: its caches are gone (runner option) */
@@ -103,6 +106,7 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'coordinator-task-failure': 0.05,
     'coordinator-partial-inject': 0.05,
     'coordinator-skips-commit': 0.15,
+    'coordinator-crash-at-write': 0.03,
     'slow-ack': 0.01,
     'env-recycled': 0.1,
   },
@@ -139,6 +143,7 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'coordinator-task-failure': 0.12,
     'coordinator-partial-inject': 0.1,
     'coordinator-skips-commit': 0.35,
+    'coordinator-crash-at-write': 0.06,
     'slow-ack': 0.04,
     'duplicate-delivery': 0.1,
     'throttle-s3': 0.1,
@@ -168,6 +173,7 @@ export const SOLO_RATES: Readonly<Record<FaultKind, number>> = {
   'coordinator-task-failure': 0.2,
   'coordinator-partial-inject': 0.2,
   'coordinator-skips-commit': 0.5,
+  'coordinator-crash-at-write': 0.1,
   'slow-ack': 0.05,
   'env-recycled': 0.4,
 };
@@ -177,6 +183,7 @@ const ENSURE_AFTER: Partial<Record<FaultKind, number>> = {
   'coordinator-skips-commit': 1,
   'coordinator-task-failure': 2,
   'coordinator-partial-inject': 2,
+  'coordinator-crash-at-write': 4,
   'throttle-s3': 1,
   'slow-ack': 2,
   'crash-before-ack': 2,
@@ -355,6 +362,8 @@ export interface ChaosHookOptions {
   readonly zombieStages?: readonly string[];
   /** how much longer than the invocation timeout a zombie stalls; @default 300–1000 ms */
   readonly zombieOverrunMs?: number;
+  /** called before each invocation (after slowHandlerMs): a seeded hold of one shard until a condition on another */
+  readonly beforeInvocation?: (stageId: string, event: KinesisStreamEvent) => Promise<void>;
   /** a slow function: every invocation of a stage first waits this long (not a fault; lets records pile up) */
   readonly slowHandlerMs?: (stageId: string, event: KinesisStreamEvent) => number;
   /** called before every coordinator task (targeted tests hold a task back with it) */
@@ -366,6 +375,8 @@ export interface ChaosHookOptions {
    * return another command to send instead
    */
   readonly clientFault?: (service: keyof AwsClients, command: object, ctx: { stage: PlanStage; environment: string }) => object | void | Promise<object | void>;
+  /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
+  readonly coordinatorWriteCrash?: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined;
 }
 
 export interface ChaosHooks {
@@ -433,10 +444,10 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
             throw err;
           }
         },
-        commitPosition: async (id, fence, last) => {
+        commitPosition: async (id, fence, last, first) => {
           await maybeStall(env, 'commitPosition');
           try {
-            await control.commitPosition(id, fence, last);
+            await control.commitPosition(id, fence, last, first);
           } catch (err) {
             observeFenced(err);
             throw err;
@@ -555,6 +566,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       try {
         const slow = opts.slowHandlerMs?.(ctx.stage.id, event) ?? 0;
         if (slow > 0) await sleep(slow);
+        await opts.beforeInvocation?.(ctx.stage.id, event);
         await maybeStall(ctx.environment, 'start');
         const out = await handler(event);
         if (schedule.roll('duplicate-delivery')) throw new ChaosCrash('duplicate-delivery', `${ctx.environment} after a successful batch`);
@@ -565,7 +577,8 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     };
   };
 
-  const wrapCoordinator = (run: (input: CoordinatorTaskInput) => Promise<unknown>) => {
+  const wrapCoordinator = (direct: (input: CoordinatorTaskInput) => Promise<unknown>) => {
+    const run = inCoordinatorTask(direct);
     return async (input: CoordinatorTaskInput): Promise<unknown> => {
       await opts.beforeCoordinatorTask?.(input);
       if (input.action === 'commit' && runner && schedule.roll('coordinator-skips-commit')) {
@@ -610,6 +623,14 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     },
     attach(r) {
       runner = r;
+      crashCoordinatorWrites(r.clients, (where) => {
+        const targeted = opts.coordinatorWriteCrash?.(where);
+        if (targeted) return targeted;
+        if (!schedule.roll('coordinator-crash-at-write')) return undefined;
+        const when = schedule.random() < 0.5 ? 'before' : 'after';
+        schedule.observe(`coordinator-crash@${where.task}#${where.write}:${when}`);
+        return when;
+      });
       // the coordinator writes barriers through the runner's own clients (not an environment's):
       // a partial injection lets the first barrier PutRecord of the task through and fails the rest
       const kinesis = r.clients.kinesis as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> };
@@ -622,6 +643,68 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       };
     },
   };
+}
+
+// ------------------------------------------------------------------------------------------ coordinator crash points
+
+/** The coordinator task running in this async context (its writes are crash points). */
+const coordinatorTask = new AsyncLocalStorage<{ readonly task: string; writes: number }>();
+
+/** Runs every coordinator task in its own context, so that its writes (and only its) can crash. */
+export function inCoordinatorTask<I extends { action: string }, O>(run: (input: I) => Promise<O>): (input: I) => Promise<O> {
+  return (input) => coordinatorTask.run({ task: input.action, writes: 0 }, () => run(input));
+}
+
+/** Commands that change something: the crash points of the coordinator's tasks. */
+const WRITE_COMMANDS = new Set([
+  'PutCommand',
+  'UpdateCommand',
+  'DeleteCommand',
+  'BatchWriteCommand',
+  'PutItemCommand',
+  'UpdateItemCommand',
+  'DeleteItemCommand',
+  'PutRecordCommand',
+  'PutRecordsCommand',
+  'UpdateShardCountCommand',
+  'PutObjectCommand',
+  'DeleteObjectCommand',
+  'DeleteObjectsCommand',
+]);
+
+export function isWriteCommand(cmd: object): boolean {
+  return WRITE_COMMANDS.has(cmd.constructor.name);
+}
+
+/** Where a coordinator task is about to write: its action and the write's number in it (1-based). */
+export interface CoordinatorWritePoint {
+  readonly task: string;
+  readonly write: number;
+  readonly command: string;
+}
+
+/**
+ * Patches the clients a Coordinator uses (in place): every write sent inside a coordinator task
+ * (see inCoordinatorTask) asks `decide` whether the task dies right before it, right after it, or
+ * not at all. A crash after the write is a lost response too: the write took effect, the task saw an
+ * error (as a Lambda timeout or an SDK retry that exhausted itself would).
+ */
+export function crashCoordinatorWrites(clients: AwsClients, decide: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined): void {
+  for (const service of ['doc', 'kinesis', 's3'] as const) {
+    const client = clients[service] as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> };
+    const send = client.send.bind(client);
+    client.send = async (cmd: object, ...rest: unknown[]) => {
+      const ctx = coordinatorTask.getStore();
+      if (!ctx || !isWriteCommand(cmd)) return send(cmd, ...rest);
+      const where = { task: ctx.task, write: ++ctx.writes, command: cmd.constructor.name };
+      const when = decide(where);
+      const crash = () => new ChaosCrash('coordinator-crash-at-write', `coordinator ${where.task}, ${when} write #${where.write} (${where.command})`);
+      if (when === 'before') throw crash();
+      const out = await send(cmd, ...rest);
+      if (when === 'after') throw crash();
+      return out;
+    };
+  }
 }
 
 /**

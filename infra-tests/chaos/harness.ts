@@ -11,9 +11,12 @@
  *    that moved backwards while the job ran, and liveness (checkpoints kept completing).
  */
 import { DeleteStreamCommand } from '@aws-sdk/client-kinesis';
+import type { KinesisStreamEvent } from 'aws-lambda';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
+import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
+import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from './faults.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
@@ -353,9 +356,9 @@ export class ChaosRun {
       verdict.problems.push(...this.regressionNotes);
     }
     for (const c of stats.checkpoints) {
-      if (c.status === 'COMPLETED' && c.acks < c.expected) {
+      if (c.status === 'COMPLETED' && (c.complete === false || c.acks < c.expected)) {
         verdict.mismatched++;
-        verdict.problems.push(`checkpoint ${c.checkpointId} COMPLETED with ${c.acks} of ${c.expected} acks`);
+        verdict.problems.push(`checkpoint ${c.checkpointId} COMPLETED with ${c.acks} of ${c.expected} acks${c.missing?.length ? ` (missing: ${c.missing.join(', ')})` : ''}`);
       }
     }
     // dead letters: exactly the poison records, once each
@@ -427,24 +430,30 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   // the source's), within Kinesis' half-to-double step; tight seeds also keep only 2 dirty keys in
   // memory (the rest waits in the spill store)
   const reshardRoll = limitsRng();
-  const stageToRescale = reshardRoll < 0.33 && options.rescale !== false ? (limitsRng() < 0.7 ? 's1' : 's0') : undefined;
+  // the keyed stage (with timers due around the reshard), the source, or (three-stage) the stateless middle stage
+  const keyedStage = variant === 'two-stage' ? 's1' : 's2';
+  const stageRoll = reshardRoll < 0.33 && options.rescale !== false ? limitsRng() : undefined;
+  const stageToRescale = stageRoll === undefined ? undefined : variant === 'two-stage' ? (stageRoll < 0.7 ? 's1' : 's0') : stageRoll < 0.4 ? 's2' : stageRoll < 0.7 ? 's1' : 's0';
   const from = stageToRescale === 's0' ? (job.sourceShards ?? 2) : (job.innerShards ?? 2);
   const rescaleTo = stageToRescale ? (from === 1 ? 2 : limitsRng() < 0.5 ? from - 1 : from + 1) : 0;
   const limits: { maxHeldRecords: number; maxCachedKeys: number; maxDirtyKeys?: number } | undefined =
     engineLimits && reshardRoll > 0.8 ? { ...engineLimits, maxDirtyKeys: 2 } : engineLimits;
   const shards = `${job.sourceShards ?? 2}x${job.innerShards ?? 2}`;
-  const profile = schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo})` : '');
+  const timerStage = stageToRescale === keyedStage;
+  let run: ChaosRun | undefined;
+  const childHold = timerStage ? holdNewShards(seed, stageToRescale, from, () => run?.runner) : undefined;
+  const profile =
+    schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo}${timerStage ? `,timers,${childHold!.order}` : ''})` : '');
   const base = { seed, variant, profile, shards, records: input.records, poison: input.poison };
   const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0 };
-  let run: ChaosRun | undefined;
   try {
     run = await ChaosRun.start({
       seed,
       emulators,
       variant,
       schedule,
-      job,
-      ...(options.hookOptions ? { hookOptions: options.hookOptions } : {}),
+      job: timerStage ? { ...job, timers: true } : job,
+      ...(options.hookOptions || childHold ? { hookOptions: { ...(childHold ? { beforeInvocation: childHold.before } : {}), ...options.hookOptions } } : {}),
       ...(options.runnerOptions || limits ? { runnerOptions: { ...(limits ? { runner: limits } : {}), ...options.runnerOptions } } : {}),
       ...(options.prefixTag ? { prefix: `chaos-${seed}-${variant === 'two-stage' ? 'a' : 'b'}${options.prefixTag}` } : {}),
       ...(options.engineLog ? { engineLog: options.engineLog } : {}),
@@ -492,7 +501,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     // order — unless a partial PutRecords failure reordered a channel (allowed: §3 dedupe by set)
     const reordering = (schedule.counts.get('putrecords-partial') ?? 0) + (schedule.counts.get('putrecords-partial-barrier') ?? 0);
     const v = await r.verdict({ orderedKeys: input.pinned && variant === 'two-stage' && reordering === 0 });
-    if (!q.live) v.verdict.problems.push(`liveness: only ${q.completed} checkpoints completed in the quiet phase (completed ${v.checkpoints.completed}, aborted ${v.checkpoints.aborted})`);
+    if (!q.live) v.verdict.problems.push(await stallVerdict(r, q.completed, v.checkpoints));
     return {
       ...base,
       ...(rescaleError instanceof Error ? { error: `rescale of ${stageToRescale} to ${rescaleTo} shards: ${rescaleError.message}` } : {}),
@@ -528,6 +537,63 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   } finally {
     await run?.stop();
   }
+}
+
+/**
+ * The verdict on a seed whose quiet phase got no checkpoints: a stall named by the coordinator
+ * ("stalled at checkpoint n: instance … waits for barrier k …", the words of its CheckpointStalled
+ * alarm) when the last checkpoint ended without some instance's ack; else what is known.
+ */
+export async function stallVerdict(run: ChaosRun, quietCompleted: number, checkpoints: { completed: number; aborted: number }): Promise<string> {
+  const counts = `${quietCompleted} checkpoints completed in the quiet phase (completed ${checkpoints.completed}, aborted ${checkpoints.aborted})`;
+  try {
+    const stall = await run.runner.coordinator.stalled(1);
+    if (stall) return `${stall.message} — ${counts}`;
+    const last = (await run.checkpoints()).at(-1);
+    const open = last?.status === 'IN_FLIGHT' && last.missing?.length ? `; checkpoint ${last.checkpointId} in flight waits for ${last.missing.join(', ')}` : '';
+    return `liveness: ${counts}${open}`;
+  } catch (err) {
+    return `liveness: ${counts} (the stall could not be named: ${String(err)})`;
+  }
+}
+
+/**
+ * Children of a reshard invoked in a seeded order: the first invocation of a held new shard of
+ * `stage` (shard number ≥ the shards it had) waits until a sibling has snapshotted past the reshard
+ * (its lease points at a snapshot), within a bound below the invocation timeout. Across seeds each
+ * child runs first, or only after its sibling has already checkpointed on the new layout.
+ */
+export function holdNewShards(
+  seed: number,
+  stage: string,
+  initialShards: number,
+  runner: () => LocalJobRunner | undefined,
+): { order: string; before: (stageId: string, event: KinesisStreamEvent) => Promise<void> } {
+  const rnd = prng(seed * 977 + 13);
+  const held = Array.from({ length: 8 }, () => rnd() < 0.5);
+  const seen = new Set<number>();
+  const order = `hold[${held.slice(0, 4).map((h) => (h ? 'H' : '-')).join('')}]`;
+  const shardOf = (eventId: string) => Number(/shardId-0*(\d+)/.exec(eventId)?.[1] ?? -1);
+  return {
+    order,
+    before: async (stageId, event) => {
+      const r = runner();
+      if (!r || stageId !== stage || !event.Records.length) return;
+      const shard = shardOf(event.Records[0]!.eventID);
+      if (shard < initialShards || seen.has(shard)) return;
+      seen.add(shard);
+      if (!held[(shard - initialShards) % held.length]) return;
+      const control = new DynamoControlStore(r.clients, r.names.controlTable, r.names.bucket);
+      const siblings = (await listAllShards(r.clients, r.names.streamOf(r.plan.stages.find((s) => s.id === stage)!)))
+        .filter((s) => s.endingSequenceNumber === undefined && shardOf(s.shardId) !== shard)
+        .map((s) => `${stage}:${s.shardId}`);
+      const until = Date.now() + CHAOS_INVOCATION_TIMEOUT_MS - 2_000;
+      while (Date.now() < until) {
+        for (const id of siblings) if ((await control.readLease(id)).snapshot) return;
+        await sleep(200);
+      }
+    },
+  };
 }
 
 /** The line printed for a seed. */

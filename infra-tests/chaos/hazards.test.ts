@@ -281,6 +281,53 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
     }
   }, 240_000);
 
+  // DESIGN §4 "a crash between 'n is open' and 'n's record exists'". Allocate opens n in the
+  // coordinator's state, then writes n's record; it dies in between (a Lambda timeout; on AWS also an
+  // SDK retry of the first write that fails its own condition). The next allocate finds n open with
+  // no record and aborts it: barrier n must still reach every source shard, or inner instances wait
+  // for barrier n forever while sources go on to n+1. Without the record written for the abort
+  // (the idempotent allocate sequence), every later checkpoint aborts with 2 of 4 acks.
+  it('allocate dying between its two writes: barrier n is still delivered and checkpoints complete again (idempotent allocate)', async () => {
+    let arm = false;
+    let fired = 0;
+    const s = 314;
+    const run = await ChaosRun.start({
+      seed: s,
+      emulators,
+      variant: 'two-stage',
+      prefix: `chaos-${s}-hz`,
+      hookOptions: {
+        coordinatorWriteCrash: (w) => {
+          if (!arm || w.task !== 'allocate' || w.command !== 'UpdateCommand') return undefined;
+          arm = false;
+          fired++;
+          return 'after'; // the state item says n is open; its record is never written
+        },
+      },
+    });
+    const rec = (i: number) => inputRecord({ id: `c${s}-${String(i).padStart(5, '0')}`, key: `k${i % 3}`, value: 1 + (i % 5) }, `pk-${i}`);
+    try {
+      await run.produce(Array.from({ length: 20 }, (_, i) => rec(i)));
+      await run.runner.awaitCheckpoints(1, new Date(0), 90_000);
+      arm = true;
+      for (let i = 0; !fired; i++) {
+        if (i > 600) throw new Error('Allocate never ran again');
+        await sleep(50);
+      }
+      await run.produce(Array.from({ length: 20 }, (_, i) => rec(20 + i)));
+      const since = run.faultsOff();
+      const q = await run.quiet(since, 90_000, 3);
+      const v = await run.verdict();
+      const stall = q.live ? undefined : await run.runner.coordinator.stalled(1);
+      const msg = JSON.stringify({ q, stall: stall?.message, verdict: v.verdict });
+      expect(q.live, msg).toBe(true);
+      expect(v.verdict.lost + v.verdict.duplicated + v.verdict.mismatched, msg).toBe(0);
+      expect(v.verdict.outputs, msg).toBe(40);
+    } finally {
+      await run.stop();
+    }
+  }, 240_000);
+
   // §6 "a key whose state outgrows a DynamoDB item (400 KB) — chunk it or spill to S3". The keyed
   // function keeps each key's last 420 KB ballast in its state; snapshots, restores (environments
   // recycled often) and redone applies (crashes mid-apply) must carry it. A state store that wrote the

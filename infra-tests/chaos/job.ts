@@ -69,6 +69,12 @@ export interface ChaosJobOptions {
   readonly keepPadInState?: boolean;
   /** the job name (names no resources by itself: the runner's prefix does) */
   readonly name?: string;
+  /**
+   * the keyed function also sets a processing-time timer per record, due at the next tick, whose
+   * callback reads the key's state and emits nothing: timers due around a reshard of the keyed
+   * stage (outputs unchanged)
+   */
+  readonly timers?: boolean;
 }
 
 function parseInput(raw: unknown): ChaosInput {
@@ -85,12 +91,22 @@ function failOnMapPoison(r: ChaosInput): ChaosInput {
 
 const totals = valueState<Totals>('totals');
 
-function runningSum(keepPad: boolean): KeyedProcessFunction<string, ChaosInput, ChaosOutput & { count: number }> {
+function runningSum(keepPad: boolean, timers: boolean): KeyedProcessFunction<string, ChaosInput, ChaosOutput & { count: number }> {
   return {
     state: [totals],
+    ...(timers
+      ? {
+          onTimer(_time, ctx) {
+            // reads the key's row (a restored instance loads it): a timer fired for a key another
+            // instance owns now would read a row written past this instance's epoch
+            ctx.getState(totals).value();
+          },
+        }
+      : {}),
     processElement(r, ctx, out) {
       // throw before the state is touched: a poison record must leave no trace
       if (r.poison === 'process') throw new Error(`poison record ${r.id} rejected by the keyed function`);
+      if (timers) ctx.timerService.registerProcessingTimeTimer(ctx.timerService.currentProcessingTime() + 1);
       const prev = ctx.getState(totals).value() ?? { sum: 0, count: 0 };
       const next: Totals = { sum: prev.sum + r.value, count: prev.count + 1 };
       if (keepPad && (r.pad ?? prev.pad) !== undefined) next.pad = r.pad ?? prev.pad;
@@ -118,7 +134,7 @@ export function chaosJob(options: ChaosJobOptions = {}): Job {
       : parsed
           .rebalance({ parallelism: inner })
           .map((r) => ({ ...r, key: r.key }), { name: 'pass-through' });
-  const summed = beforeKey.keyBy((r) => r.key, { parallelism: inner }).process(runningSum(options.keepPadInState ?? false), { name: 'running-sum' });
+  const summed = beforeKey.keyBy((r) => r.key, { parallelism: inner }).process(runningSum(options.keepPadInState ?? false, options.timers ?? false), { name: 'running-sum' });
   summed.sinkTo(
     dynamoUpsertSink<ChaosOutput & { count: number }>({
       name: TOTALS_SINK,

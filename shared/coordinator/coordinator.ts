@@ -71,6 +71,10 @@ export interface CheckpointRecord {
   readonly savepointId?: string;
   readonly expected: number;
   readonly acks: number;
+  /** every expected instance acked (by identity; by count on records without `members`) */
+  readonly complete?: boolean;
+  /** expected instances that have not acked (records without `members`: undefined) */
+  readonly missing?: readonly string[];
   readonly topology: readonly number[];
   readonly startedAt: string;
   readonly endedAt?: string;
@@ -109,6 +113,17 @@ export interface CoordinatorOptions {
   /** the data bucket (deltas, savepoints); @default names.bucket */
   readonly bucket?: string;
   readonly telemetry?: Telemetry;
+}
+
+/** Checkpoints in a row that end without an instance's ack before the coordinator calls the job stalled. */
+export const STALL_AFTER = 3;
+
+/** A stall named: the instances every recent checkpoint waited for in vain. */
+export interface StallReport {
+  readonly checkpointId: number;
+  readonly waiting: ReadonlyArray<{ readonly instance: string; readonly lastSnapshot: number }>;
+  /** "stalled at checkpoint n: instance … waits for barrier k (…)" */
+  readonly message: string;
 }
 
 /** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
@@ -169,6 +184,9 @@ export class Coordinator {
 
   async allocate(savepoint = false): Promise<AllocateOutput> {
     const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
+    // a task that died half-way (allocate between its two writes, a commit or an abort after its
+    // first write) left its checkpoint open: finish its sequence first
+    if (await this.finishLeftOvers(state.Item)) return this.allocate(savepoint);
     const last = (state.Item?.last as number | undefined) ?? 0;
     const open = openOf(state.Item);
     const maxOpen = this.plan.checkpoint.maxConcurrent ?? 1;
@@ -198,7 +216,8 @@ export class Coordinator {
     const savepointId = request.Item?.id as string | undefined;
     if (savepointId !== undefined) savepoint = true;
     const stop = savepointId !== undefined && request.Item?.stop === true;
-    const topology = await Promise.all(this.plan.stages.map(async (s) => (await this.shards.openShards(this.names.streamOf(s))).length));
+    const { topology, members } = await this.openInstances();
+    await this.noticeSourceReshard(last, members);
     try {
       await this.clients.doc.send(
         new UpdateCommand({
@@ -216,23 +235,34 @@ export class Coordinator {
       if (err instanceof ConditionalCheckFailedException) throw new CheckpointInFlightError(n);
       throw err;
     }
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: `SET #status = :s, #expected = :e, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}${step.reshard.length ? ', reshard = :rs' : ''}`,
-        ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#topology': 'topology', '#savepoint': 'savepoint' },
-        ExpressionAttributeValues: {
-          ':s': 'IN_FLIGHT',
-          ':e': topology.reduce((a, b) => a + b, 0),
-          ':t': topology,
-          ':now': this.now().toISOString(),
-          ':sp': savepoint,
-          ...(savepointId !== undefined ? { ':spid': savepointId } : {}),
-          ...(step.reshard.length ? { ':rs': step.reshard } : {}),
-        },
-      }),
-    );
+    // n is open now; its record may only be created, never overwrite one an abort wrote meanwhile
+    // (a later task aborts an open checkpoint without a record: see finishLeftOvers). The SDK's own
+    // retry of this write finds its own record (same startedAt) and succeeds.
+    const startedAt = this.now().toISOString();
+    try {
+      await this.clients.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: { pk: 'checkpoint', sk: pad(n) },
+          UpdateExpression: `SET #status = :s, #expected = :e, #members = :m, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}${step.reshard.length ? ', reshard = :rs' : ''}`,
+          ConditionExpression: 'attribute_not_exists(#status) OR (#status = :s AND startedAt = :now)',
+          ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#members': 'members', '#topology': 'topology', '#savepoint': 'savepoint' },
+          ExpressionAttributeValues: {
+            ':s': 'IN_FLIGHT',
+            ':e': members.length,
+            ':m': new Set(members),
+            ':t': topology,
+            ':now': startedAt,
+            ':sp': savepoint,
+            ...(savepointId !== undefined ? { ':spid': savepointId } : {}),
+            ...(step.reshard.length ? { ':rs': step.reshard } : {}),
+          },
+        }),
+      );
+    } catch (err) {
+      if (err instanceof ConditionalCheckFailedException) throw new CheckpointInFlightError(n, `checkpoint ${n} was aborted before its allocate wrote its record`);
+      throw err;
+    }
     if (step.reshard.length) await this.rescales.announced(n);
     if (savepointId !== undefined) {
       await this.clients.doc.send(
@@ -336,8 +366,7 @@ export class Coordinator {
         ReturnValues: 'ALL_NEW',
       }),
     );
-    const acks = (r.Attributes?.acks as Set<string> | undefined)?.size ?? 0;
-    if (acks >= ((r.Attributes?.expected as number | undefined) ?? Number.POSITIVE_INFINITY)) {
+    if (ackState(r.Attributes).complete) {
       await this.clients.sfn.send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify({ checkpointId: n }) })).catch((err: unknown) => {
         if ((err as { name?: string }).name !== 'TaskTimedOut' && (err as { name?: string }).name !== 'InvalidToken') throw err;
       });
@@ -358,6 +387,8 @@ export class Coordinator {
     await this.finishJobIfDone(n, ck, pointers ?? (await this.pointersOf(n)));
     if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
     const gc = await this.gc();
+    // the last write: until here n stays open, so a later task finishes a commit that died half-way
+    await this.close(n);
     return { checkpointId: n, published, deltasDeleted: gc.deleted };
   }
 
@@ -543,9 +574,20 @@ export class Coordinator {
     return { deleted, kept };
   }
 
+  /**
+   * Aborts n: marks it ABORTED, delivers barrier n to every source shard, then takes n out of the
+   * open set — in that order, so a crash anywhere leaves n open and any later task (the retry, the
+   * next allocate or settle) finishes it. An open n without a record (its allocate died between
+   * its two writes) gets an ABORTED record first: barrier n must still reach every shard.
+   */
   async abort(n: number, reason?: unknown): Promise<AbortOutput> {
-    const ck = await this.get(n);
-    if (ck?.status === 'IN_FLIGHT') await this.finish(n, 'ABORTED', ck, JSON.stringify(reason ?? 'aborted').slice(0, 1000));
+    const why = JSON.stringify(reason ?? 'aborted').slice(0, 1000);
+    const ck = (await this.get(n)) ?? (await this.recordAborted(n, why));
+    if (!ck) {
+      await this.close(n); // not open, no record: nothing to deliver
+      return { checkpointId: n };
+    }
+    if (ck.status === 'IN_FLIGHT') await this.finish(n, 'ABORTED', ck, why);
     if (ck?.savepointId !== undefined) {
       // the savepoint failed with its checkpoint; a stop it asked for does not happen
       await this.clients.doc.send(
@@ -561,9 +603,96 @@ export class Coordinator {
         if (!(err instanceof ConditionalCheckFailedException)) throw err;
       });
     }
-    if (ck) await this.inject(n);
+    await this.inject(n);
     await this.close(n);
+    await this.reportStall(n);
     return { checkpointId: n };
+  }
+
+  /**
+   * Writes an ABORTED record for an open checkpoint that has none (its allocate died between its
+   * two writes), with the topology and members of now, so that inject can deliver its barrier.
+   * Undefined when n is not open (nothing to deliver).
+   */
+  private async recordAborted(n: number, reason: string): Promise<CheckpointRecord | undefined> {
+    const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
+    if (!openOf(state.Item).includes(n)) return undefined;
+    const { topology, members } = await this.openInstances();
+    const at = this.now().toISOString();
+    try {
+      await this.clients.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { pk: 'checkpoint', sk: pad(n), status: 'ABORTED', savepoint: false, expected: members.length, members: new Set(members), topology, startedAt: at, endedAt: at, durationMs: 0, reason },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+    } catch (err) {
+      if (!(err instanceof ConditionalCheckFailedException)) throw err; // its allocate wrote it after all
+    }
+    return this.get(n);
+  }
+
+  /**
+   * Finishes what tasks that died half-way left behind: every open checkpoint that is no longer
+   * IN_FLIGHT (or has no record) is committed again (COMPLETED) or aborted again (otherwise), and a
+   * stop held for a checkpoint no longer open is lifted. True when it did anything.
+   */
+  private async finishLeftOvers(item: Record<string, unknown> | undefined): Promise<boolean> {
+    let did = false;
+    for (const n of openOf(item)) {
+      const ck = await this.get(n);
+      if (ck?.status === 'IN_FLIGHT') continue;
+      await this.finishLeftOver(n, ck);
+      did = true;
+    }
+    const stopping = item?.stopping;
+    if (typeof stopping === 'number' && !openOf(item).includes(stopping)) {
+      await this.liftStop(stopping);
+      did = true;
+    }
+    return did;
+  }
+
+  private async finishLeftOver(n: number, ck: CheckpointRecord | undefined): Promise<void> {
+    this.options.telemetry?.log('warn', 'finishing a checkpoint a coordinator task left half done', { checkpointId: n, status: ck?.status ?? 'no record' });
+    if (ck?.status === 'COMPLETED') await this.commit(n);
+    else await this.abort(n, ck?.reason ?? 'opened, but its allocate died before writing its record');
+  }
+
+  /**
+   * A source stream whose open shards differ from those the previous checkpoint expected was
+   * resharded by someone else (an on-demand stream does it by itself): say so loudly. Completion is
+   * by the identities each checkpoint expects, so acks of the new shards cannot complete a checkpoint
+   * that expected the old ones; the checkpoint that expected a closed shard times out and the next
+   * one expects the new shards.
+   */
+  private async noticeSourceReshard(previous: number, members: readonly string[]): Promise<void> {
+    if (previous < 1) return;
+    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(previous) }, ConsistentRead: true, ProjectionExpression: 'members' }));
+    const before = r.Item?.members as Set<string> | undefined;
+    if (!before) return;
+    const rescaling = (await this.rescales.get())?.stage;
+    for (const stage of this.plan.stages) {
+      if (stage.input.kind !== 'source' || stage.id === rescaling) continue;
+      const prefix = `${stage.id}:`;
+      const was = [...before].filter((m) => m.startsWith(prefix)).sort();
+      const now = members.filter((m) => m.startsWith(prefix)).sort();
+      if (was.join() === now.join()) continue;
+      this.options.telemetry?.count('SourceResharded');
+      this.options.telemetry?.log('error', `source stream ${this.names.streamOf(stage)} was resharded outside the job: ${was.length} → ${now.length} open shards`, {
+        stage: stage.id,
+        before: was,
+        now,
+        checkpointId: previous + 1,
+      });
+    }
+  }
+
+  /** Open shards of every stage's input stream now: shards per stage, and the instance ids. */
+  private async openInstances(): Promise<{ topology: number[]; members: string[] }> {
+    const shards = await Promise.all(this.plan.stages.map(async (s) => (await this.shards.openShards(this.names.streamOf(s))).map((x) => instanceIdOf(s.id, x.shardId))));
+    return { topology: shards.map((x) => x.length), members: shards.flat() };
   }
 
   private async finish(n: number, status: CheckpointStatus, ck: CheckpointRecord, reason?: string): Promise<void> {
@@ -586,11 +715,15 @@ export class Coordinator {
     ).catch((err: unknown) => {
       if (!(err instanceof ConditionalCheckFailedException)) throw err; // finished by an earlier try
     });
-    await this.close(n);
   }
 
-  /** Takes n out of the checkpoints in flight (and lifts the stop it held back, if it was one). */
+  /**
+   * Takes n out of the checkpoints in flight, the last write of a commit or an abort. The stop n held
+   * back (if it was one) is lifted first: lifted while n is still open, a crash in between leaves
+   * n open and a later task closes it; the other way round a crash left the stop set forever.
+   */
   private async close(n: number): Promise<void> {
+    await this.liftStop(n);
     await this.clients.doc.send(
       new UpdateCommand({
         TableName: this.table,
@@ -601,6 +734,9 @@ export class Coordinator {
         ExpressionAttributeValues: { ':ns': new Set([n]) },
       }),
     );
+  }
+
+  private async liftStop(n: number): Promise<void> {
     await this.clients.doc.send(
       new UpdateCommand({
         TableName: this.table,
@@ -623,14 +759,56 @@ export class Coordinator {
     const still: number[] = [];
     for (const n of openOf(state.Item)) {
       const ck = await this.get(n);
-      if (!ck || ck.status !== 'IN_FLIGHT') {
-        if (ck?.status === 'COMPLETED') await this.commit(n); // a commit that died half-way: finish it
-        else await this.close(n);
-      } else if (ck.acks >= ck.expected) await this.commit(n);
+      if (!ck || ck.status !== 'IN_FLIGHT') await this.finishLeftOver(n, ck);
+      else if (ck.complete ?? ck.acks >= ck.expected) await this.commit(n);
       else if (this.now().getTime() - Date.parse(ck.startedAt) > this.plan.checkpoint.timeoutMs) await this.abort(n, 'timed out');
       else still.push(n);
     }
     return { open: still.length, oldest: still[0] ?? 0 };
+  }
+
+  /**
+   * Names a stall: the last `after` checkpoints all ended without completing (or are still in
+   * flight), and some instances acked none of them and have no snapshot at or past the first:
+   * "stalled at checkpoint n: instance … waits for barrier k". Undefined when nothing says so.
+   * Abort calls it (an alarm: metric `CheckpointStalled`); the chaos harness names a stall with it.
+   */
+  async stalled(after = STALL_AFTER): Promise<StallReport | undefined> {
+    const recent = (await this.list()).slice(-after);
+    if (recent.length < after || recent.some((c) => c.status === 'COMPLETED')) return undefined;
+    let common: string[] | undefined;
+    for (const c of recent) {
+      if (!c.missing) return undefined;
+      common = common ? common.filter((m) => c.missing!.includes(m)) : [...c.missing];
+    }
+    if (!common?.length) return undefined;
+    const first = recent[0]!.checkpointId;
+    const last = recent[recent.length - 1]!;
+    const waiting: Array<{ instance: string; lastSnapshot: number }> = [];
+    for (const instance of common) {
+      const lease = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${instance}`, sk: 'lease' }, ConsistentRead: true }));
+      const pointer = typeof lease.Item?.snapshot === 'string' ? (JSON.parse(lease.Item.snapshot) as SnapshotPointer) : undefined;
+      const lastSnapshot = pointer?.checkpointId ?? 0;
+      if (lastSnapshot < first) waiting.push({ instance, lastSnapshot });
+    }
+    if (!waiting.length) return undefined;
+    const who = waiting.map((w) => `instance ${w.instance} waits for barrier ${w.lastSnapshot + 1} (last snapshot: ${w.lastSnapshot ? `checkpoint ${w.lastSnapshot}` : 'none'})`).join('; ');
+    const span = recent.length > 1 ? `checkpoints ${first}–${last.checkpointId}` : `checkpoint ${first}`;
+    return { checkpointId: last.checkpointId, waiting, message: `stalled at checkpoint ${last.checkpointId}: ${who}; ${span} ended without its ack` };
+  }
+
+  /** After an abort: counts `CheckpointStalled` and logs the stall's words when the job looks stalled. */
+  private async reportStall(n: number): Promise<void> {
+    const t = this.options.telemetry;
+    if (!t) return;
+    try {
+      const r = await this.stalled();
+      if (!r) return;
+      t.count('CheckpointStalled');
+      t.log('error', r.message, { checkpointId: n, waiting: r.waiting });
+    } catch (err) {
+      t.log('warn', 'could not tell whether the job is stalled', { checkpointId: n, error: String(err) });
+    }
   }
 
   async get(n: number): Promise<CheckpointRecord | undefined> {
@@ -694,12 +872,27 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
     ...(Array.isArray(item.reshard) && item.reshard.length ? { reshard: item.reshard as number[] } : {}),
     expected: (item.expected as number | undefined) ?? 0,
     acks: (item.acks as Set<string> | undefined)?.size ?? 0,
+    ...ackState(item),
     topology: (item.topology as number[] | undefined) ?? [],
     startedAt: item.startedAt as string,
     ...(item.endedAt ? { endedAt: item.endedAt as string } : {}),
     ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),
     ...(item.reason ? { reason: item.reason as string } : {}),
   };
+}
+
+/**
+ * Whether a checkpoint item's ack set is complete: by the identities expected at allocate
+ * (`members`), so that acks of instances nobody expected (a source stream resharded behind the
+ * job's back, a child acking a checkpoint its parent was expected for) can never fill it; records
+ * written before `members` existed compare counts.
+ */
+export function ackState(item: Record<string, unknown> | undefined): { complete: boolean; missing?: string[] } {
+  const acks = (item?.acks as Set<string> | undefined) ?? new Set<string>();
+  const members = item?.members as Set<string> | undefined;
+  if (!members) return { complete: acks.size >= ((item?.expected as number | undefined) ?? Number.POSITIVE_INFINITY) };
+  const missing = [...members].filter((m) => !acks.has(m)).sort();
+  return { complete: missing.length === 0, missing };
 }
 
 /** The checkpoints in flight, ascending (a number set in the coordinator's state item). */

@@ -266,7 +266,13 @@ function viewOf(pk: string, stored: readonly StoredItem[]): GroupView {
   const reached = new Set<string>();
   for (let sk: string | undefined = packed.has(ROOT_SK) ? ROOT_SK : undefined; sk !== undefined; ) {
     const item = packed.get(sk);
-    if (!item || reached.has(sk)) throw new SluiceError(`state items of ${pk}: the chain names ${JSON.stringify(sk)}, which is ${item ? 'already in it' : 'missing'}`, 'STATE_CORRUPT');
+    if (!item || reached.has(sk)) {
+      // name the damage: which item links the bad one, and which keys a reader can no longer see
+      const prev = chain[chain.length - 1];
+      const by = prev ? ` by item ${JSON.stringify(prev.sk)} (checkpoint ${prev.ckpt}, version ${prev.ver})` : '';
+      const lost = item ? '' : '; the keys of its range cannot be read (a retry unlinked what a successful write had linked?)';
+      throw new SluiceError(`state items of ${pk}: the chain names ${JSON.stringify(sk)}${by}, which is ${item ? 'already in it' : 'missing'}${lost}`, 'STATE_CORRUPT');
+    }
     reached.add(sk);
     chain.push(item);
     sk = item.next;
@@ -518,8 +524,10 @@ export class PackedStateStore implements StateStore {
       conflicts++;
       this.versionConflicts++;
       this.remember(pk, undefined);
-      // new items that were written but not linked: nobody else knows them
-      await Promise.all(plan.writes.filter((w) => w.expected === undefined && w.stored.sk !== ROOT_SK).map((w) => this.table.delete(pk, w.stored.sk).catch(() => undefined)));
+      // The new pieces stay: a rewrite that succeeded beside the one that failed may link them
+      // already, and so may a write that applied but answered "condition failed" (an SDK retry of
+      // an applied PutItem). Pieces nobody links are deleted by the next successful write (cleanUp),
+      // once their parent has passed the version that would have linked them.
       if (attempt >= 20) throw new SluiceError(`state items of ${pk}: still contended after ${attempt + 1} attempts`, 'STATE_CONTENDED', true);
     }
   }

@@ -29,6 +29,11 @@ export interface Lease {
   readonly fence: number;
   /** last input position processed by the owner, as committed at the end of its last batch */
   readonly lastPosition: string | undefined;
+  /**
+   * the first input position the instance ever processed (set once): a replay with no snapshot
+   * starts there, so that records trimmed since are noticed (REPLAY_TRIMMED), never skipped
+   */
+  readonly firstPosition?: string;
   readonly snapshot: SnapshotPointer | undefined;
 }
 
@@ -47,7 +52,7 @@ export interface ControlStore {
   /** makes a snapshot the instance's current one, if `fence` still holds the lease (FencedError otherwise) */
   publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void>;
   /** records the last processed position, if `fence` still holds the lease (FencedError otherwise) */
-  commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void>;
+  commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void>;
   /** adds the instance to checkpoint n's ack set; `completedBy` is true when the set is now complete (so the caller wakes the coordinator) */
   ack(checkpointId: number, instanceId: string): Promise<{ readonly completedBy: boolean; readonly taskToken?: string }>;
 }

@@ -17,3 +17,12 @@ export function coveredBySnapshot(seq: string, rp: ReplayPoint): boolean {
       return compareSeq(seq, rp.sequenceNumber) <= 0;
   }
 }
+
+/**
+ * Where a replay reads from: the snapshot's replay point, or — with no snapshot ('start') — the first
+ * position the instance ever processed when it is known, read *at* it so that a shard trimmed past
+ * it fails loudly instead of starting at whatever is left.
+ */
+export function replayStart(rp: ReplayPoint, origin: string | undefined): ReplayPoint {
+  return rp.from === 'start' && origin !== undefined ? { from: 'at', sequenceNumber: origin } : rp;
+}

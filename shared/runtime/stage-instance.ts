@@ -157,6 +157,8 @@ export class StageInstance {
    * its state: data envelopes of key groups the child does not own (0) are skipped.
    */
   private ownedKeyGroups: Uint8Array | undefined;
+  /** failed timers dead-lettered at the current record (their letters' sub-sequences) */
+  private timerLetters: { at: string; n: number } = { at: '', n: 0 };
   /** dirty keys moved to the spill store since the last snapshot: operator\0key → part */
   private readonly spilled = new Map<string, string>();
   private spillParts = 0;
@@ -228,13 +230,14 @@ export class StageInstance {
   async restore(pointer: SnapshotPointer | undefined): Promise<void> {
     if (!pointer) return;
     const { rows, extras } = decodeDelta(await this.ports.control.readDelta(pointer.delta));
-    await this.ports.state.applyRows(pointer.checkpointId, this.fence, rows);
+    // standing for a resharded parent: only the child's key groups (a sibling may have written past it)
+    await this.ports.state.applyRows(pointer.checkpointId, this.fence, this.ownedKeyGroups ? rows.filter((r) => this.owns(r.keyGroup)) : rows);
     this.epoch = pointer.checkpointId;
     this.reshard = extras?.reshard ?? [];
     this.outbox.startEpoch(pointer.checkpointId, this.reshard);
     this.skipThrough = pointer.replayPoint;
     if (extras) {
-      for (const [domain, operatorId, key, keyGroup, time] of extras.timers) this.timers.add({ domain, operatorId, key, keyGroup, time });
+      for (const [domain, operatorId, key, keyGroup, time] of extras.timers) if (this.owns(keyGroup)) this.timers.add({ domain, operatorId, key, keyGroup, time });
       for (const [p, wm, idle] of extras.channels) this.channels.set(p, { wm, idle });
       this.watermark = extras.watermark ?? Number.NEGATIVE_INFINITY;
       this.processingTime = extras.processingTime;
@@ -632,7 +635,7 @@ export class StageInstance {
       } catch (err) {
         if (this.plan.poisonPolicy === 'fail') throw err;
         this.ports.telemetry.count('TimerFailures');
-        this.ports.telemetry.log('error', 'a timer callback failed; its outputs so far stand', { instance: this.id, timer: t, error: errorMessage(err) });
+        await this.poisonTimer(t, err);
       }
     }
   }
@@ -818,6 +821,16 @@ export class StageInstance {
   }
 
   /**
+   * Whether this instance keeps key group g: always, unless it stands for a resharded parent. Then a
+   * sibling child may already have snapshotted past the reshard, so a timer of the sibling's key
+   * groups, fired in the parent's tail, would read rows written past this instance's epoch (and
+   * fail every retry): the parent restores only the timers and rows of the child's key groups.
+   */
+  private owns(g: number): boolean {
+    return !this.ownedKeyGroups || this.ownedKeyGroups[g] === 1;
+  }
+
+  /**
    * Starts a child shard's instance from its parents, each restored and replayed to the end of its
    * closed shard (see standForChild). Streams are resharded only at a checkpoint boundary, so every
    * parent is in the same epoch with nothing held back; the child goes on with that epoch as a new
@@ -846,10 +859,9 @@ export class StageInstance {
     this.broadcastState.load(first.broadcastState.toJSON());
     const shares: OperatorListRow[][] = [];
     for (const { instance: p, childIndex, children } of parents) {
-      const mask = p.ownedKeyGroups;
-      this.state.adoptDirty(p.state.dirtyRows().filter((r) => !mask || mask[r.keyGroup] === 1));
+      this.state.adoptDirty(p.state.dirtyRows().filter((r) => p.owns(r.keyGroup)));
       for (const [domain, operatorId, key, keyGroup, time] of p.timers.toJSON()) {
-        if (!mask || mask[keyGroup] === 1) this.timers.add({ domain, operatorId, key, keyGroup, time });
+        if (p.owns(keyGroup)) this.timers.add({ domain, operatorId, key, keyGroup, time });
       }
       for (const [producer, c] of p.channels) {
         const mine = this.channels.get(producer);
@@ -957,6 +969,19 @@ export class StageInstance {
       reason,
       data,
     });
+  }
+
+  /**
+   * A timer whose callback threw (dead-letter policy) goes to the dead letters like a record: its
+   * operator, key, key group, domain and time, filed under the position of the record that made it
+   * due (a replay fires it at the same record, so it rewrites the same letter) with a negative
+   * sub-sequence (records use theirs from 0 on). The DeadLetters counter (alarmed) counts it.
+   */
+  private async poisonTimer(t: { domain: TimeDomain; operatorId: string; key: string; keyGroup: number; time: number }, err: unknown): Promise<void> {
+    const at = this.current ?? this.lastPosition ?? 'none';
+    this.timerLetters = this.timerLetters.at === at ? { at, n: this.timerLetters.n + 1 } : { at, n: 1 };
+    const data = new TextEncoder().encode(JSON.stringify({ timer: { domain: t.domain, operatorId: t.operatorId, key: t.key, keyGroup: t.keyGroup, time: t.time } }));
+    await this.poison(at, -this.timerLetters.n, data, `timer callback failed (operator ${t.operatorId}, key ${JSON.stringify(t.key)}, ${t.domain} timer at ${t.time}): ${errorMessage(err)}`);
   }
 
   /** Held records and pending barriers, for diagnostics. */

@@ -14,7 +14,7 @@ import type { ResourceNames } from '../plan/resources.js';
 import { SluiceError } from '../util/errors.js';
 import { keyGroupsOfHashRange } from '../plan/key-groups.js';
 import type { RuntimePorts, ShardInfo, StoredRecord } from './ports.js';
-import { compareSeq, coveredBySnapshot } from './positions.js';
+import { compareSeq, coveredBySnapshot, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions } from './stage-instance.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
@@ -36,6 +36,8 @@ export interface BatchOutcome {
 
 export class StageRunner {
   private readonly instances = new Map<string, StageInstance>();
+  /** per cached instance: the first position it ever processed (committed once with its positions) */
+  private readonly origins = new Map<string, string>();
   readonly totals = { batches: 0, cacheHits: 0, cacheMisses: 0, replayed: 0 };
 
   constructor(
@@ -99,7 +101,11 @@ export class StageRunner {
           const ack = await this.ports.control.ack(owned.snapshot.checkpointId, id);
           if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: owned.snapshot.checkpointId });
         }
-        replayed = await this.replay(inst, shardId, records[0]!.sequenceNumber);
+        const r = await this.replay(inst, shardId, records[0]!.sequenceNumber, owned.snapshot ? undefined : owned.firstPosition);
+        replayed = r.records;
+        // the first position this instance ever processed: from the lease, else the first record read now
+        const origin = owned.firstPosition ?? r.first ?? records[0]!.sequenceNumber;
+        this.origins.set(id, origin);
         this.totals.replayed += replayed;
         t.count('RecordsReplayed', replayed);
       }
@@ -107,7 +113,7 @@ export class StageRunner {
       const before = inst!.stats.recordsIn;
       await inst!.processRecords(live);
       await inst!.drain();
-      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition);
+      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition, this.origins.get(id));
       t.count('RecordsIn', inst!.stats.recordsIn - before);
       const maxDirty = this.options.maxDirtyKeys ?? 200_000;
       if (inst!.state.dirtyBound > maxDirty && inst!.state.dirtyCount > maxDirty) await inst!.spillDirty(Math.floor(maxDirty / 2));
@@ -125,17 +131,32 @@ export class StageRunner {
     }
   }
 
-  /** Re-reads the shard from the snapshot's replay point up to the batch's first record. */
-  private async replay(inst: StageInstance, shardId: string, until: string): Promise<number> {
-    const rp = inst.skipThrough;
-    if (rp.from !== 'start' && compareSeq(rp.sequenceNumber, until) >= 0) return 0;
+  /**
+   * Re-reads the shard from the snapshot's replay point up to the batch's first record. With no
+   * snapshot the replay starts at the first position the instance ever processed (`origin`, from its
+   * lease), not at whatever the shard still holds: if retention trimmed it, the read fails loudly
+   * (REPLAY_TRIMMED) like every other replay, instead of skipping the trimmed records silently.
+   *
+   * A replay is bounded by design, not cut short: the instance snapshots at every barrier it
+   * replays through (as in live processing), so an invocation that dies mid-replay leaves the next
+   * one a later snapshot. Barriers land in every shard each checkpoint interval, aborted checkpoints
+   * included, so one stretch between barriers holds at most an interval of input (≤ 1 MB/s per
+   * shard, read back at up to 2 MB/s shared with the ESM): with an interval well below the function
+   * timeout each retry passes at least one barrier. Only a coordinator that injects no barriers
+   * for long makes the stretch unbounded — the CheckpointStalled alarm names that.
+   */
+  private async replay(inst: StageInstance, shardId: string, until: string, origin?: string): Promise<{ records: number; first?: string }> {
+    const rp = replayStart(inst.skipThrough, origin);
+    if (rp.from !== 'start' && compareSeq(rp.sequenceNumber, until) >= 0) return { records: 0 };
     let n = 0;
+    let first: string | undefined;
     const stream = this.names.streamOf(this.stage);
     for await (const page of this.ports.reader.read(stream, shardId, rp, until)) {
       n += page.length;
+      first ??= page[0]?.sequenceNumber;
       await inst.processRecords(page);
     }
-    return n;
+    return { records: n, ...(first !== undefined ? { first } : {}) };
   }
 
   /**
@@ -173,7 +194,7 @@ export class StageRunner {
       if (grandparents.length) p.adoptParents(await Promise.all(grandparents.map((g) => this.rebuildParent(g, shard, byId, owned))));
     }
     const stream = this.names.streamOf(this.stage);
-    for await (const page of this.ports.reader.read(stream, shard.shardId, p.skipThrough, undefined)) {
+    for await (const page of this.ports.reader.read(stream, shard.shardId, replayStart(p.skipThrough, lease.snapshot ? undefined : lease.firstPosition), undefined)) {
       await p.processRecords(page);
       p.outbox.discard();
     }

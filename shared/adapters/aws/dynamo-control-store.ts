@@ -3,9 +3,9 @@
  *
  * | pk                     | sk           | what                                                   |
  * |------------------------|--------------|--------------------------------------------------------|
- * | `lease#<instance>`     | `lease`      | fence, lastPosition, snapshot (the current pointer)    |
+ * | `lease#<instance>`     | `lease`      | fence, first/lastPosition, snapshot (current pointer)  |
  * | `delta#<instance>`     | `<n, padded>`| a small delta, inline (larger ones go to S3)           |
- * | `checkpoint`           | `<n, padded>`| status, expected acks, ack set, task token, timings    |
+ * | `checkpoint`           | `<n, padded>`| status, members (expected acks), ack set, token, times |
  * | `coordinator`          | `state`      | last allocated checkpoint, the one in flight           |
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
@@ -29,6 +29,7 @@ function toLease(item: Record<string, unknown> | undefined): Lease {
   return {
     fence: (item?.fence as number | undefined) ?? 0,
     lastPosition: item?.lastPosition as string | undefined,
+    ...(typeof item?.firstPosition === 'string' ? { firstPosition: item.firstPosition } : {}),
     snapshot: item?.snapshot ? (JSON.parse(item.snapshot as string) as SnapshotPointer) : undefined,
   };
 }
@@ -100,8 +101,9 @@ export class DynamoControlStore implements ControlStore {
     });
   }
 
-  async commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void> {
-    await this.fenced(instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition });
+  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void> {
+    if (firstPosition === undefined) await this.fenced(instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition });
+    else await this.fenced(instanceId, fence, 'SET lastPosition = :p, firstPosition = if_not_exists(firstPosition, :f)', { ':p': lastPosition, ':f': firstPosition });
   }
 
   private async fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
@@ -140,12 +142,17 @@ export class DynamoControlStore implements ControlStore {
       );
       const old = r.Attributes ?? {};
       const before = (old.acks as Set<string> | undefined) ?? new Set<string>();
+      const members = old.members as Set<string> | undefined;
       const expected = (old.expected as number | undefined) ?? Number.POSITIVE_INFINITY;
       const after = before.has(instanceId) ? before.size : before.size + 1;
-      // every ack that finds the set complete wakes the workflow, not only the one that completed it:
+      // complete by identity: every instance expected at allocate has acked (an ack from an instance
+      // nobody expected, e.g. a shard of a source resharded outside the job, does not count);
+      // records written before `members` existed compare counts.
+      // Every ack that finds the set complete wakes the workflow, not only the one that completed it:
       // if that one crashed before SendTaskSuccess, its retry (a duplicate ack) must still do it;
       // extra SendTaskSuccess calls on an answered token are ignored
-      const completedBy = old.status === 'IN_FLIGHT' && after >= expected;
+      const complete = members ? [...members].every((m) => m === instanceId || before.has(m)) : after >= expected;
+      const completedBy = old.status === 'IN_FLIGHT' && complete;
       return { completedBy, ...(old.taskToken ? { taskToken: old.taskToken as string } : {}) };
     } catch (err) {
       // a checkpoint record that does not exist: nobody waits for this ack

@@ -62,6 +62,7 @@ import type {
 } from '../../runtime/ports.js';
 import { groupRows, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import { compareSeq } from '../../runtime/positions.js';
+import { instanceIdOf } from '../../runtime/stage-instance.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
 import { replayTrimmed } from '../replay-trimmed.js';
 import { CountingTelemetry } from '../telemetry.js';
@@ -590,6 +591,8 @@ export interface MemoryCheckpoint {
   status: CheckpointStatus;
   readonly savepoint: boolean;
   readonly expected: number;
+  /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
+  readonly members?: ReadonlySet<string>;
   readonly topology: readonly number[];
   readonly acks: Set<string>;
   taskToken?: string;
@@ -599,6 +602,7 @@ export interface MemoryCheckpoint {
 interface LeaseItem {
   fence?: number;
   lastPosition?: string;
+  firstPosition?: string;
   /** the pointer as JSON, as the DynamoDB store keeps it */
   snapshot?: string;
 }
@@ -631,6 +635,7 @@ export class MemoryControlStore implements ControlStore {
       return {
         fence: item?.fence ?? 0,
         lastPosition: item?.lastPosition,
+        ...(item?.firstPosition !== undefined ? { firstPosition: item.firstPosition } : {}),
         snapshot: item?.snapshot ? (JSON.parse(item.snapshot) as SnapshotPointer) : undefined,
       };
     });
@@ -648,7 +653,12 @@ export class MemoryControlStore implements ControlStore {
       const bumped = { ...item, fence: next };
       this.leases.set(instanceId, bumped);
       this.stats.takeOvers++;
-      return { fence: next, lastPosition: bumped.lastPosition, snapshot: bumped.snapshot ? (JSON.parse(bumped.snapshot) as SnapshotPointer) : undefined };
+      return {
+        fence: next,
+        lastPosition: bumped.lastPosition,
+        ...(bumped.firstPosition !== undefined ? { firstPosition: bumped.firstPosition } : {}),
+        snapshot: bumped.snapshot ? (JSON.parse(bumped.snapshot) as SnapshotPointer) : undefined,
+      };
     });
   }
 
@@ -689,10 +699,11 @@ export class MemoryControlStore implements ControlStore {
     });
   }
 
-  async commitPosition(instanceId: string, fence: number, lastPosition: string): Promise<void> {
+  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void> {
     await serviceCall(this.faults, 'control.commitPosition', { instanceId }, () => {
       this.fenced(instanceId, fence, (item) => {
         item.lastPosition = lastPosition;
+        item.firstPosition ??= firstPosition;
       });
     });
   }
@@ -715,7 +726,7 @@ export class MemoryControlStore implements ControlStore {
       if (!ck) return { completedBy: false }; // nobody waits for this ack
       ck.acks.add(instanceId);
       // as the DynamoDB store: any ack that finds the set complete wakes the coordinator
-      const completedBy = ck.status === 'IN_FLIGHT' && ck.acks.size >= ck.expected;
+      const completedBy = ck.status === 'IN_FLIGHT' && ackSetComplete(ck);
       return { completedBy, ...(ck.taskToken ? { taskToken: ck.taskToken } : {}) };
     });
   }
@@ -753,7 +764,7 @@ export class MemoryControlStore implements ControlStore {
   }
 
   /** Allocates the next checkpoint (at most one in flight), as the coordinator's `allocate` does. */
-  allocateCheckpoint(topology: readonly number[], savepoint = false): number {
+  allocateCheckpoint(topology: readonly number[], savepoint = false, members?: readonly string[]): number {
     if (this.coordinatorState.inFlight !== undefined) throw new CheckpointInFlightError(this.coordinatorState.inFlight);
     const n = this.coordinatorState.last + 1;
     this.coordinatorState.last = n;
@@ -762,7 +773,8 @@ export class MemoryControlStore implements ControlStore {
       checkpointId: n,
       status: 'IN_FLIGHT',
       savepoint,
-      expected: topology.reduce((a, b) => a + b, 0),
+      expected: members?.length ?? topology.reduce((a, b) => a + b, 0),
+      ...(members ? { members: new Set(members) } : {}),
       topology: [...topology],
       acks: new Set(),
     });
@@ -774,7 +786,7 @@ export class MemoryControlStore implements ControlStore {
     const ck = this.checkpoints.get(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
     ck.taskToken = taskToken;
-    return ck.acks.size >= ck.expected;
+    return ackSetComplete(ck);
   }
 
   /** Marks an in-flight checkpoint COMPLETED or ABORTED (no-op if already finished) and clears the in-flight slot. */
@@ -787,6 +799,11 @@ export class MemoryControlStore implements ControlStore {
     }
     if (this.coordinatorState.inFlight === n) this.coordinatorState.inFlight = undefined;
   }
+}
+
+/** As the coordinator's: complete by the identities expected (by count without them). */
+function ackSetComplete(ck: MemoryCheckpoint): boolean {
+  return ck.members ? [...ck.members].every((m) => ck.acks.has(m)) : ck.acks.size >= ck.expected;
 }
 
 export class CheckpointInFlightError extends SluiceError {
@@ -1121,7 +1138,7 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
       writeDelta: wrap('control.writeDelta', (id: string, n: number, d: Uint8Array) => control.writeDelta(id, n, d), (instanceId, checkpointId, d) => ({ instanceId, checkpointId, size: d.length })),
       readDelta: wrap('control.readDelta', (ref: DeltaRef) => control.readDelta(ref), () => ({})),
       publishSnapshot: wrap('control.publishSnapshot', (id: string, f: number, p: SnapshotPointer) => control.publishSnapshot(id, f, p), (instanceId, _f, p) => ({ instanceId, checkpointId: p.checkpointId })),
-      commitPosition: wrap('control.commitPosition', (id: string, f: number, p: string) => control.commitPosition(id, f, p), (instanceId) => ({ instanceId })),
+      commitPosition: wrap('control.commitPosition', (id: string, f: number, p: string, first?: string) => control.commitPosition(id, f, p, first), (instanceId) => ({ instanceId })),
       ack: wrap('control.ack', (n: number, id: string) => control.ack(n, id), (checkpointId, instanceId) => ({ instanceId, checkpointId })),
     },
     state: {
@@ -1186,7 +1203,8 @@ export class MemoryCoordinator {
   }
 
   allocate(savepoint = false): { checkpointId: number } {
-    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint) };
+    const members = this.plan.stages.flatMap((s) => this.openShards(this.names.streamOf(s)).map((x) => instanceIdOf(s.id, x.shardId)));
+    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint, members) };
   }
 
   /** Puts barrier n into every open source shard; returns where each landed (shard → sequence number). */
