@@ -11,6 +11,7 @@
  *   Lambda tasks call the coordinator function's code, and a Step Functions endpoint for the
  *   instances' SendTaskSuccess.
  */
+import { readFileSync } from 'node:fs';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
 import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
@@ -76,6 +77,42 @@ export interface LocalRunOptions {
   readonly wrapCommitTargets?: (targets: readonly CommitTarget[]) => readonly CommitTarget[];
 }
 
+/** Where PutRecords put a record. */
+export interface RecordPosition {
+  readonly shardId: string;
+  readonly sequenceNumber: string;
+}
+
+/** A dead letter, with the input file and line of its record when it came from a file. */
+export interface LocatedDeadLetter {
+  readonly source?: string;
+  readonly file?: string;
+  /** 1-based line of the input file */
+  readonly line?: number;
+  readonly reason: string;
+  /** the record as it was rejected (UTF-8) */
+  readonly data: string;
+  readonly stage: string;
+  readonly shardId: string;
+  readonly sequenceNumber: string;
+  readonly subSequence: number;
+}
+
+/** Attributes an upsert sink adds to its rows for its own bookkeeping. */
+const INTERNAL_ATTRIBUTE = '_sluice';
+
+function compareKeys(a: unknown, b: unknown): number {
+  return typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b));
+}
+
+/** The non-blank lines of a file with their 1-based line numbers. */
+function readNumberedLines(file: string): Array<{ line: number; text: string }> {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .map((text, i) => ({ line: i + 1, text: text.endsWith('\r') ? text.slice(0, -1) : text }))
+    .filter((l) => l.text.trim() !== '');
+}
+
 export interface RunStats {
   readonly checkpoints: CheckpointRecord[];
   readonly completed: number;
@@ -112,6 +149,8 @@ export class LocalJobRunner {
   restored: RestoreResult | undefined;
   private running = false;
   private readonly tasks = new Set<Promise<unknown>>();
+  /** input file and line of each record produced from a file, by `shardId/sequenceNumber` */
+  private readonly lineOf = new Map<string, { source: string; file: string; line: number }>();
 
   private constructor(
     readonly job: Job,
@@ -284,8 +323,11 @@ export class LocalJobRunner {
     return this.emulators.env();
   }
 
-  /** Puts records on a source stream the way an ordinary producer does (PutRecords, random partition keys). */
-  async produce(sourceName: string, records: ReadonlyArray<unknown>, options: { partitionKey?: (r: unknown, i: number) => string } = {}): Promise<void> {
+  /**
+   * Puts records on a source stream the way an ordinary producer does (PutRecords, random partition
+   * keys). Returns where each record landed, in the order given.
+   */
+  async produce(sourceName: string, records: ReadonlyArray<unknown>, options: { partitionKey?: (r: unknown, i: number) => string } = {}): Promise<RecordPosition[]> {
     const source = this.plan.sources.find((s) => s.name === sourceName);
     if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}" (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
     const stream = this.names.sourceStream(source);
@@ -294,14 +336,47 @@ export class LocalJobRunner {
       Data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
       PartitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
     }));
+    const positions: RecordPosition[] = new Array(entries.length);
     for (let i = 0; i < entries.length; i += 500) {
-      let pending = entries.slice(i, i + 500);
+      let pending = entries.slice(i, i + 500).map((entry, j) => ({ entry, at: i + j }));
       for (let attempt = 0; pending.length; attempt++) {
-        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending }));
-        pending = pending.filter((_, j) => out.Records?.[j]?.ErrorCode);
+        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending.map((p) => p.entry) }));
+        pending = pending.filter((p, j) => {
+          const r = out.Records?.[j];
+          if (r?.ErrorCode || !r?.SequenceNumber) return true;
+          positions[p.at] = { shardId: r.ShardId!, sequenceNumber: r.SequenceNumber };
+          return false;
+        });
         if (pending.length) await sleep(Math.min(1000, 50 * 2 ** attempt));
       }
     }
+    return positions;
+  }
+
+  /**
+   * Produces the non-blank lines of JSON-lines files into sources, file after file, remembering the
+   * file and line of each record so that dead letters can point at them (`deadLettersWithLines`).
+   */
+  async produceFiles(inputs: ReadonlyArray<{ source: string; file: string }>, onProgress?: (done: number, total: number) => void): Promise<Array<{ source: string; file: string; records: number }>> {
+    const read = inputs.map(({ source, file }) => ({ source, file, lines: readNumberedLines(file) }));
+    const total = read.reduce((a, r) => a + r.lines.length, 0);
+    let done = 0;
+    onProgress?.(0, total);
+    const enc = new TextEncoder();
+    for (const { source, file, lines } of read) {
+      for (let i = 0; i < lines.length; i += 500) {
+        const chunk = lines.slice(i, i + 500);
+        const positions = await this.produce(source, chunk.map((l) => enc.encode(l.text)));
+        positions.forEach((p, j) => this.lineOf.set(`${p.shardId}/${p.sequenceNumber}`, { source, file, line: chunk[j]!.line }));
+        onProgress?.((done += chunk.length), total);
+      }
+    }
+    return read.map((r) => ({ source: r.source, file: r.file, records: r.lines.length }));
+  }
+
+  /** Ends the input of every source: each one's watermark jumps to the end of time, firing every window, and the job then finishes. */
+  async endAllInput(): Promise<void> {
+    for (const source of this.plan.sources) await this.endInput(source.name);
   }
 
   /**
@@ -437,6 +512,54 @@ export class LocalJobRunner {
       start = r.LastEvaluatedKey;
     } while (start);
     return out;
+  }
+
+  /**
+   * Everything a sink holds, as the values the job wrote: an upsert sink's rows (without the
+   * engine's own attributes, in key order), the records of a file sink's objects (object by object),
+   * the values on a Kinesis sink's stream, or what a collect sink published.
+   */
+  async readSink(sinkName: string): Promise<unknown[]> {
+    const sink = this.plan.sinks.find((s) => s.name === sinkName);
+    if (!sink) throw new Error(`job "${this.plan.job}" has no sink "${sinkName}" (sinks: ${this.plan.sinks.map((s) => s.name).join(', ')})`);
+    switch (sink.kind) {
+      case 'dynamodb-upsert': {
+        const key = sink.keyAttribute ?? 'pk';
+        const rows = (await this.readUpsertSink(sinkName)).map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith(INTERNAL_ATTRIBUTE))));
+        return rows.sort((a, b) => compareKeys(a[key], b[key]));
+      }
+      case 's3-file':
+        return (await this.readFileSink(sinkName)).flatMap((o) => o.values);
+      case 'kinesis':
+        return (await this.readKinesisSink(sinkName)).map((r) => r.value);
+      case 'collect':
+        return this.collected.published(sinkName);
+    }
+  }
+
+  /**
+   * Dead letters, each with the source, input file and line of the record it holds when that record
+   * came from `produceFiles` (a record rejected in a later stage is named by its stage and position).
+   */
+  async deadLettersWithLines(): Promise<LocatedDeadLetter[]> {
+    const sourceOfStage = new Map(this.plan.stages.flatMap((st) => (st.input.kind === 'source' ? [[st.id, st.input.sourceId] as const] : [])));
+    const letters = await this.readDeadLetters();
+    const out = letters.map((l): LocatedDeadLetter => {
+      const at = sourceOfStage.has(l.stage) ? this.lineOf.get(`${l.shardId}/${l.sequenceNumber}`) : undefined;
+      const sourceId = sourceOfStage.get(l.stage);
+      const source = at?.source ?? this.plan.sources.find((s) => s.id === sourceId)?.name;
+      return {
+        ...(source !== undefined ? { source } : {}),
+        ...(at ? { file: at.file, line: at.line } : {}),
+        reason: l.reason,
+        data: Buffer.from(l.data, 'base64').toString('utf8'),
+        stage: l.stage,
+        shardId: l.shardId,
+        sequenceNumber: l.sequenceNumber,
+        subSequence: l.subSequence,
+      };
+    });
+    return out.sort((a, b) => (a.file ?? '\uffff').localeCompare(b.file ?? '\uffff') || (a.line ?? 0) - (b.line ?? 0) || a.sequenceNumber.localeCompare(b.sequenceNumber));
   }
 
   /** Dead letters written so far, parsed. */
