@@ -172,6 +172,12 @@ const KINESIS_READ = [
 
 const MAX_NAME = { function: 64, stream: 128, table: 255, stateMachine: 80 } as const;
 
+/**
+ * The project the functions are bundled from: this repository, or — where Sluice is an installed
+ * package (its folder has no lockfile) — the user's project that runs the synth.
+ */
+const PROJECT_ROOT = existsSync(join(REPO_ROOT, 'package-lock.json')) ? REPO_ROOT : process.cwd();
+
 /** esbuild, run locally (never Docker): ESM for Node 22, source maps, the AWS SDK bundled at the pinned versions. */
 function bundlingOptions(): BundlingOptions {
   return {
@@ -186,7 +192,7 @@ function bundlingOptions(): BundlingOptions {
     externalModules: [],
     // CommonJS dependencies inside an ESM bundle still call require().
     banner: "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
-    tsconfig: join(REPO_ROOT, 'tsconfig.json'),
+    ...(existsSync(join(PROJECT_ROOT, 'tsconfig.json')) ? { tsconfig: join(PROJECT_ROOT, 'tsconfig.json') } : {}),
   };
 }
 
@@ -215,8 +221,8 @@ export function sluiceFunction(scope: Construct, id: string, props: SluiceFuncti
     handler: 'handler',
     runtime: LAMBDA_RUNTIME,
     architecture: lambda.Architecture.ARM_64,
-    depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
-    projectRoot: REPO_ROOT,
+    depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
+    projectRoot: PROJECT_ROOT,
     bundling: bundlingOptions(),
   });
 }

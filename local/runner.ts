@@ -149,7 +149,7 @@ export class LocalJobRunner {
   restored: RestoreResult | undefined;
   private running = false;
   private readonly tasks = new Set<Promise<unknown>>();
-  /** input file and line of each record produced from a file, by `shardId/sequenceNumber` */
+  /** input file and line of each record produced from a file, by `source/shardId/sequenceNumber` */
   private readonly lineOf = new Map<string, { source: string; file: string; line: number }>();
 
   private constructor(
@@ -367,7 +367,7 @@ export class LocalJobRunner {
       for (let i = 0; i < lines.length; i += 500) {
         const chunk = lines.slice(i, i + 500);
         const positions = await this.produce(source, chunk.map((l) => enc.encode(l.text)));
-        positions.forEach((p, j) => this.lineOf.set(`${p.shardId}/${p.sequenceNumber}`, { source, file, line: chunk[j]!.line }));
+        positions.forEach((p, j) => this.lineOf.set(`${source}/${p.shardId}/${p.sequenceNumber}`, { source, file, line: chunk[j]!.line }));
         onProgress?.((done += chunk.length), total);
       }
     }
@@ -545,9 +545,10 @@ export class LocalJobRunner {
     const sourceOfStage = new Map(this.plan.stages.flatMap((st) => (st.input.kind === 'source' ? [[st.id, st.input.sourceId] as const] : [])));
     const letters = await this.readDeadLetters();
     const out = letters.map((l): LocatedDeadLetter => {
-      const at = sourceOfStage.has(l.stage) ? this.lineOf.get(`${l.shardId}/${l.sequenceNumber}`) : undefined;
+      // sequence numbers are unique per stream only: the stage says which source stream
       const sourceId = sourceOfStage.get(l.stage);
-      const source = at?.source ?? this.plan.sources.find((s) => s.id === sourceId)?.name;
+      const source = this.plan.sources.find((s) => s.id === sourceId)?.name;
+      const at = source !== undefined ? this.lineOf.get(`${source}/${l.shardId}/${l.sequenceNumber}`) : undefined;
       return {
         ...(source !== undefined ? { source } : {}),
         ...(at ? { file: at.file, line: at.line } : {}),
