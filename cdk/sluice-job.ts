@@ -11,7 +11,7 @@
  * starts before its permissions exist): no managed policies, and every wildcard says why.
  */
 import { existsSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Annotations, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import type { StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -174,9 +174,17 @@ const MAX_NAME = { function: 64, stream: 128, table: 255, stateMachine: 80 } as 
 
 /**
  * The project the functions are bundled from: this repository, or — where Sluice is an installed
- * package (its folder has no lockfile) — the user's project that runs the synth.
+ * package (its folder has no lockfile) — the user's project that runs the synth: the nearest folder
+ * up from it that holds a package-lock.json (a workspace's root has the lockfile).
  */
-const PROJECT_ROOT = existsSync(join(REPO_ROOT, 'package-lock.json')) ? REPO_ROOT : process.cwd();
+const PROJECT_ROOT = existsSync(join(REPO_ROOT, 'package-lock.json')) ? REPO_ROOT : userProjectRoot(process.cwd());
+
+function userProjectRoot(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package-lock.json'))) return dir;
+    if (dirname(dir) === dir) return from;
+  }
+}
 
 /** esbuild, run locally (never Docker): ESM for Node 22, source maps, the AWS SDK bundled at the pinned versions. */
 function bundlingOptions(): BundlingOptions {

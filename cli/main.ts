@@ -12,6 +12,7 @@ import { describePlan, planToMermaid, planToSvg } from '../shared/plan/describe.
 import { planJob } from '../shared/plan/planner.js';
 import { addLifecycleCommands } from './lifecycle.js';
 import { loadJob } from './load-job.js';
+import { registerInitCommand } from './init.js';
 import { registerRunCommand } from './run.js';
 import { registerSqlCommand } from './sql.js';
 
@@ -33,6 +34,7 @@ const program = new Command()
   .showHelpAfterError();
 
 registerRunCommand(program, int);
+registerInitCommand(program);
 
 program
   .command('produce')

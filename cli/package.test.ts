@@ -8,7 +8,7 @@
  * file and line.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -95,11 +95,11 @@ function oracle(files: Array<{ source: 'a' | 'b'; file: string; text: string }>)
 describe('the packed package, installed in a project of its own', () => {
   let dir: string;
   let packDir: string;
+  let tarball: string;
 
   beforeAll(async () => {
     packDir = mkdtempSync(join(tmpdir(), 'sluice-pack-'));
     const { stdout } = await exec('npm', ['pack', '--pack-destination', packDir, '--silent'], ROOT);
-    const tarball = join(packDir, stdout.trim().split('\n').at(-1)!);
     dir = mkdtempSync(join(tmpdir(), 'sluice-user-'));
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'shop', private: true, type: 'module', scripts: { test: 'vitest run' } }, null, 2));
     writeFileSync(
@@ -107,7 +107,9 @@ describe('the packed package, installed in a project of its own', () => {
       JSON.stringify({ compilerOptions: { target: 'ES2022', module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, skipLibCheck: true, noEmit: true } }, null, 2),
     );
     // the npm cache that `npm ci` filled holds every dependency: nothing is downloaded again
-    await exec('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, `vitest@${pkg.devDependencies.vitest}`], dir);
+    tarball = join(packDir, stdout.trim().split('\n').at(-1)!);
+    const pins = ['vitest', 'aws-cdk', '@types/node'].map((d) => `${d}@${pkg.devDependencies[d]}`);
+    await exec('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, ...pins], dir);
     copyFileSync(join(TESTDATA, 'shop-job.ts'), join(dir, 'job.ts'));
     copyFileSync(join(TESTDATA, 'shop-job.test.ts.txt'), join(dir, 'job.test.ts'));
   }, 400_000);
@@ -125,7 +127,7 @@ describe('the packed package, installed in a project of its own', () => {
   });
 
   it('runs a unit test of the job written with sluice/testing', async () => {
-    const { stdout } = await exec('npx', ['--no-install', 'vitest', 'run'], dir);
+    const { stdout } = await exec('npx', ['--no-install', 'vitest', 'run', 'job.test.ts'], dir);
     expect(stdout).toMatch(/Tests\s+1 passed/);
   });
 
@@ -185,5 +187,22 @@ describe('the packed package, installed in a project of its own', () => {
     for (const d of out.deadLetters) expect(d.reason).toMatch(/^cannot decode json record: /);
     expect(out.checkpoints.completed).toBeGreaterThanOrEqual(1);
     expect(typeof out.checkpoints.aborted).toBe('number');
+  });
+
+  it('sluice init scaffolds a project that passes its own unit test and cdk synth', async () => {
+    await exec('npx', ['--no-install', 'sluice', 'init', 'app', '--sluice', tarball], dir);
+    const app = join(dir, 'app');
+    // the scaffold's dependencies are those installed above: a project inside this one resolves them from there
+    const scaffold = JSON.parse(readFileSync(join(app, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; devDependencies: Record<string, string> };
+    expect(scaffold.dependencies.sluice).toBe(tarball);
+    for (const d of Object.keys(scaffold.devDependencies)) expect(existsSync(join(dir, 'node_modules', d, 'package.json'))).toBe(true);
+    const { stdout } = await exec(join(dir, 'node_modules', '.bin', 'vitest'), ['run'], app);
+    expect(stdout).toMatch(/Tests\s+1 passed/);
+    await exec(join(dir, 'node_modules', '.bin', 'cdk'), ['synth', '--quiet', '--no-notices'], app);
+    const template = readdirSync(join(app, 'cdk.out')).find((f) => f.endsWith('.template.json'));
+    expect(template).toBeDefined();
+    const resources = Object.values((JSON.parse(readFileSync(join(app, 'cdk.out', template!), 'utf8')) as { Resources: Record<string, { Type: string }> }).Resources);
+    expect(resources.filter((r) => r.Type === 'AWS::Lambda::Function').length).toBeGreaterThanOrEqual(2);
+    expect(resources.some((r) => r.Type === 'AWS::StepFunctions::StateMachine')).toBe(true);
   });
 });
