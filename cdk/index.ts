@@ -12,7 +12,7 @@
  * const app = new App();
  * new SluiceJobStack(app, stackIdFor(job.name), { job, jobModule: 'job.ts' });
  * ```
- * @module
+ * @module sluice/cdk
  */
 export { SluiceJob, SluiceJobStack, sluiceFunction, stackIdFor, METRICS_NAMESPACE, STAGE_DEFAULTS, LAMBDA_RUNTIME } from './sluice-job.js';
 export type { SluiceJobProps, SluiceJobStackProps, SluiceJobAlarms, SluiceFunctionProps, SluiceMetricOptions, StageSettings } from './sluice-job.js';

@@ -79,6 +79,21 @@ function where(l: LocatedDeadLetter): string {
   return `${l.source ? `source ${l.source}, ` : ''}stage ${l.stage} ${l.shardId} #${l.sequenceNumber}/${l.subSequence}`;
 }
 
+/** Lists dead letters, each once, with the input file and line of its record where known. */
+export function printDeadLetters(letters: readonly LocatedDeadLetter[], limit: number): void {
+  if (!letters.length) return;
+  console.log(`\ndead letters: ${letters.length}`);
+  for (const l of letters.slice(0, limit)) console.log(`  ${where(l)}: ${l.reason}`);
+  if (letters.length > limit) console.log(`  … and ${letters.length - limit} more`);
+}
+
+/** The one-line diagnosis of a run whose every input record went to the dead letters, or undefined. */
+export function allDeadLettered(produced: number, letters: readonly LocatedDeadLetter[]): string | undefined {
+  const fromFiles = letters.filter((l) => l.file !== undefined);
+  if (produced === 0 || fromFiles.length < produced) return undefined;
+  return `every one of the ${produced} input records was dead-lettered; the first: ${where(fromFiles[0]!)}: ${fromFiles[0]!.reason}`;
+}
+
 export function registerRunCommand(program: Command, int: (name: string) => (v: string) => number): void {
   program
     .command('run')
@@ -143,22 +158,14 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
         if (opts.out) writeFileSync(opts.out, `${JSON.stringify(output, null, 2)}\n`);
 
         for (const sink of plan.sinks) printSink(sink.name, sink.kind, sink.guarantee, sinks[sink.name]!, opts.limit);
-        if (deadLetters.length) {
-          console.log(`\ndead letters: ${deadLetters.length}`);
-          for (const l of deadLetters.slice(0, opts.limit)) console.log(`  ${where(l)}: ${l.reason}`);
-          if (deadLetters.length > opts.limit) console.log(`  … and ${deadLetters.length - opts.limit} more`);
-        }
+        printDeadLetters(deadLetters, opts.limit);
         if (opts.listCheckpoints) console.log(`\n${formatCheckpoints(await runner.coordinator.list(), plan.checkpoint.retained)}`);
         console.log(
           `\ncheckpoints: completed=${s.completed} aborted=${s.aborted} mean_duration_ms=${Math.round(s.meanCheckpointMs)} ` +
             `records_in=${s.recordsIn} batches=${s.batches} cache_hit_rate=${s.cacheHitRate.toFixed(2)} dead_letters=${deadLetters.length}`,
         );
         if (opts.out) console.log(`everything above, unabridged: ${opts.out}`);
-        const produced = fed.reduce((a, f) => a + f.records, 0);
-        const fromFiles = deadLetters.filter((l) => l.file !== undefined).length;
-        if (produced > 0 && fromFiles >= produced) {
-          allDead = `every one of the ${produced} input records was dead-lettered; the first: ${where(deadLetters[0]!)}: ${deadLetters[0]!.reason}`;
-        }
+        allDead = allDeadLettered(fed.reduce((a, f) => a + f.records, 0), deadLetters);
       } finally {
         await runner.stop();
       }

@@ -13,7 +13,7 @@
  * await r.drain();
  * console.log(r.upserts('clicks-per-user'));
  * ```
- * @module
+ * @module sluice/testing
  */
 export { MemoryJobRunner, MemoryBlobStore } from './memory-job-runner.js';
 export type { MemoryJobRunnerOptions } from './memory-job-runner.js';
