@@ -1,5 +1,6 @@
 /**
- * The `sluice` command line: run a job on the emulated AWS stack, produce events into a stream,
+ * The `sluice` command line: scaffold a project (cli/init.ts), run a job on the emulated AWS stack
+ * (cli/run.ts) or a SQL script (cli/sql.ts), produce events into a stream,
  * describe a job's plan and draw its graph; list checkpoints, take savepoints, restore and rescale
  * a deployed job (cli/lifecycle.ts).
  */

@@ -71,7 +71,7 @@ function printSink(name: string, kind: string, guarantee: string, records: unkno
   const shown = records.slice(0, limit);
   if (shown.every((r) => r !== null && typeof r === 'object' && !Array.isArray(r))) console.table(shown);
   else for (const r of shown) console.log(`  ${JSON.stringify(r)}`);
-  if (records.length > shown.length) console.log(`… and ${records.length - shown.length} more${''}`);
+  if (records.length > shown.length) console.log(`… and ${records.length - shown.length} more`);
 }
 
 function where(l: LocatedDeadLetter): string {
@@ -112,7 +112,9 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
     .option('--list-checkpoints', 'print the checkpoint records (status, duration, bytes, keys) at the end')
     .action(async (jobPath: string, opts: RunOptions) => {
       if (opts.typecheck) {
+        const t = Date.now();
         const errors = typecheckJob(jobPath);
+        process.stderr.write(`typechecked ${jobPath} in ${((Date.now() - t) / 1000).toFixed(1)} s\n`);
         if (errors.length) throw new Error(`${jobPath} does not typecheck (run with --no-typecheck to run it anyway):\n${errors.join('\n')}`);
       }
       const job = await loadJob(jobPath);
