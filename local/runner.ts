@@ -11,7 +11,6 @@
  *   Lambda tasks call the coordinator function's code, and a Step Functions endpoint for the
  *   instances' SendTaskSuccess.
  */
-import { readFileSync } from 'node:fs';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
 import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
@@ -38,6 +37,9 @@ import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-ru
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
+import { compareKeys, INTERNAL_ATTRIBUTE, readNumberedLines, type LocatedDeadLetter, type RecordPosition } from './input-lines.js';
+
+export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
 
 export interface LocalRunOptions {
   /** simulated execution environments per stage; @default 3 */
@@ -75,42 +77,6 @@ export interface LocalRunOptions {
   readonly restoreFrom?: string;
   /** wraps the coordinator's commit targets (fault injection: a crash between COMPLETED and publishing) */
   readonly wrapCommitTargets?: (targets: readonly CommitTarget[]) => readonly CommitTarget[];
-}
-
-/** Where PutRecords put a record. */
-export interface RecordPosition {
-  readonly shardId: string;
-  readonly sequenceNumber: string;
-}
-
-/** A dead letter, with the input file and line of its record when it came from a file. */
-export interface LocatedDeadLetter {
-  readonly source?: string;
-  readonly file?: string;
-  /** 1-based line of the input file */
-  readonly line?: number;
-  readonly reason: string;
-  /** the record as it was rejected (UTF-8) */
-  readonly data: string;
-  readonly stage: string;
-  readonly shardId: string;
-  readonly sequenceNumber: string;
-  readonly subSequence: number;
-}
-
-/** Attributes an upsert sink adds to its rows for its own bookkeeping. */
-const INTERNAL_ATTRIBUTE = '_sluice';
-
-function compareKeys(a: unknown, b: unknown): number {
-  return typeof a === 'number' && typeof b === 'number' ? a - b : String(a).localeCompare(String(b));
-}
-
-/** The non-blank lines of a file with their 1-based line numbers. */
-function readNumberedLines(file: string): Array<{ line: number; text: string }> {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .map((text, i) => ({ line: i + 1, text: text.endsWith('\r') ? text.slice(0, -1) : text }))
-    .filter((l) => l.text.trim() !== '');
 }
 
 export interface RunStats {
