@@ -10,7 +10,7 @@
 import { execFile } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,8 +21,15 @@ const WINDOW_MS = 5_000;
 const run = promisify(execFile);
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
 
-/** The environment without what an enclosing `npm test` sets for itself (npm_config_*, npm_package_*). */
-const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.toLowerCase().startsWith('npm_') && k !== 'INIT_CWD'));
+/**
+ * A user's environment: without what an enclosing `npm test` sets for itself (npm_config_*, the
+ * repository's node_modules/.bin on the PATH, whose tools and Node.js would run instead of the
+ * project's own) or what this test runner sets for its workers.
+ */
+const env: NodeJS.ProcessEnv = {
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|vitest)/i.test(k) && k !== 'INIT_CWD')),
+  PATH: (process.env.PATH ?? '').split(delimiter).filter((p) => !p.startsWith(ROOT)).join(delimiter),
+};
 
 function exec(cmd: string, args: string[], cwd: string, timeout = 240_000) {
   return run(cmd, args, { cwd, env, timeout, maxBuffer: 64 * 1024 * 1024 });
