@@ -24,10 +24,12 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { de
 /**
  * A user's environment: without what an enclosing `npm test` sets for itself (npm_config_*, the
  * repository's node_modules/.bin on the PATH, whose tools and Node.js would run instead of the
- * project's own) or what this test runner sets for its workers.
+ * project's own) or what this test runner sets for its workers (colours, whose codes would split the
+ * output matched here).
  */
 const env: NodeJS.ProcessEnv = {
-  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|vitest)/i.test(k) && k !== 'INIT_CWD')),
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|vitest|force_color)/i.test(k) && k !== 'INIT_CWD')),
+  NO_COLOR: '1',
   PATH: (process.env.PATH ?? '').split(delimiter).filter((p) => !p.startsWith(ROOT)).join(delimiter),
 };
 
