@@ -11,7 +11,7 @@
  * starts before its permissions exist): no managed policies, and every wildcard says why.
  */
 import { existsSync } from 'node:fs';
-import { isAbsolute, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { Annotations, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import type { StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -172,6 +172,20 @@ const KINESIS_READ = [
 
 const MAX_NAME = { function: 64, stream: 128, table: 255, stateMachine: 80 } as const;
 
+/**
+ * The project the functions are bundled from: this repository, or — where Sluice is an installed
+ * package (its folder has no lockfile) — the user's project that runs the synth: the nearest folder
+ * up from it that holds a package-lock.json (a workspace's root has the lockfile).
+ */
+const PROJECT_ROOT = existsSync(join(REPO_ROOT, 'package-lock.json')) ? REPO_ROOT : userProjectRoot(process.cwd());
+
+function userProjectRoot(from: string): string {
+  for (let dir = from; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'package-lock.json'))) return dir;
+    if (dirname(dir) === dir) return from;
+  }
+}
+
 /** esbuild, run locally (never Docker): ESM for Node 22, source maps, the AWS SDK bundled at the pinned versions. */
 function bundlingOptions(): BundlingOptions {
   return {
@@ -186,7 +200,7 @@ function bundlingOptions(): BundlingOptions {
     externalModules: [],
     // CommonJS dependencies inside an ESM bundle still call require().
     banner: "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
-    tsconfig: join(REPO_ROOT, 'tsconfig.json'),
+    ...(existsSync(join(PROJECT_ROOT, 'tsconfig.json')) ? { tsconfig: join(PROJECT_ROOT, 'tsconfig.json') } : {}),
   };
 }
 
@@ -215,8 +229,8 @@ export function sluiceFunction(scope: Construct, id: string, props: SluiceFuncti
     handler: 'handler',
     runtime: LAMBDA_RUNTIME,
     architecture: lambda.Architecture.ARM_64,
-    depsLockFilePath: join(REPO_ROOT, 'package-lock.json'),
-    projectRoot: REPO_ROOT,
+    depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
+    projectRoot: PROJECT_ROOT,
     bundling: bundlingOptions(),
   });
 }

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { compileSql } from '../shared/sql/index.js';
-import { eventFiles } from './sql.js';
+import { columnWarnings, eventFiles } from './sql.js';
 
 const TWO = `CREATE TABLE a (x BIGINT) WITH ('connector' = 'kinesis');
 CREATE TABLE b (x BIGINT) WITH ('connector' = 'kinesis');
@@ -40,5 +40,14 @@ describe('sluice sql', () => {
     const failed = await run(process.execPath, ['bin/sluice.mjs', 'sql', join(dir, 'bad.sql'), '--explain']).catch((e: { stderr: string; code: number }) => e);
     expect((failed as { code: number }).code).toBe(1);
     expect((failed as { stderr: string }).stderr).toContain(`${join(dir, 'bad.sql')}:2:8: unknown column "y" (columns: x)`);
+  });
+
+  it('warns about a declared column that no record of the table\'s files holds', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'sluice-sql-'));
+    writeFileSync(join(dir, 'a.jsonl'), '{"x":1,"Y":2}\n{"x":3,\n');
+    const compiled = compileSql("CREATE TABLE a (x BIGINT, y BIGINT, z BIGINT) WITH ('connector' = 'kinesis'); SELECT SUM(z) AS s FROM a;");
+    expect(columnWarnings(compiled, new Map([['a', [join(dir, 'a.jsonl')]]]))).toEqual([
+      `table a: column "z" is declared but no record of ${join(dir, 'a.jsonl')} has it: it reads as NULL everywhere`,
+    ]);
   });
 });

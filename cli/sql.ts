@@ -15,6 +15,8 @@ import { planJob } from '../shared/plan/planner.js';
 import { BoundedReader, endInput } from '../shared/bounded/bounded-reader.js';
 import { kinesisSourceWriter, s3ObjectStore } from '../shared/bounded/aws.js';
 import { compileSql, type CompiledSql } from '../shared/sql/index.js';
+import { missingColumns } from '../shared/sql/missing-columns.js';
+import { allDeadLettered, printDeadLetters } from './run.js';
 
 interface SqlCommandOptions {
   explain?: boolean;
@@ -49,6 +51,30 @@ export function eventFiles(compiled: CompiledSql, specs: readonly string[]): Map
   return out;
 }
 
+/** A warning per declared column of a JSON source table that no record of its files holds. */
+export function columnWarnings(compiled: CompiledSql, inputs: ReadonlyMap<string, readonly string[]>): string[] {
+  const out: string[] = [];
+  for (const [table, files] of inputs) {
+    const def = compiled.tables.get(table.toLowerCase());
+    if (!def) continue;
+    const records = files.flatMap((f) =>
+      readFileSync(f, 'utf8')
+        .split('\n')
+        .flatMap((line) => {
+          try {
+            return line.trim() ? [JSON.parse(line) as unknown] : [];
+          } catch {
+            return []; // a malformed line is the dead letters' business
+          }
+        }),
+    );
+    for (const column of missingColumns(def, records)) {
+      out.push(`table ${def.name}: column "${column}" is declared but no record of ${files.join(', ')} has it: it reads as NULL everywhere`);
+    }
+  }
+  return out;
+}
+
 export function registerSqlCommand(program: Command, int: (name: string) => (v: string) => number): void {
   program
     .command('sql')
@@ -71,6 +97,9 @@ export function registerSqlCommand(program: Command, int: (name: string) => (v: 
         return;
       }
       const inputs = eventFiles(compiled, opts.events);
+      for (const warning of columnWarnings(compiled, inputs)) process.stderr.write(`warning: ${warning}\n`);
+      let produced = 0;
+      let allDead: string | undefined;
       const { LocalJobRunner } = await import('../local/runner.js');
       process.stderr.write(`starting the emulated AWS stack and deploying ${plan.job} (${plan.stages.length} stages)…\n`);
       const runner = await LocalJobRunner.start(compiled.job, { seed: opts.seed, checkpointIntervalMs: 500 });
@@ -92,10 +121,10 @@ export function registerSqlCommand(program: Command, int: (name: string) => (v: 
             });
             process.stderr.write(`table ${table}: read ${stats.records} records from ${stats.objects} objects (s3://${bucket}/${bounded.prefix}), input ended\n`);
           } else {
-            const lines = files.flatMap((f) => readFileSync(f, 'utf8').split('\n').filter((l) => l.trim() !== ''));
-            await runner.produce(table, lines.map((l) => new TextEncoder().encode(l)));
+            const fed = await runner.produceFiles(files.map((file) => ({ source: table, file })));
+            produced += fed.reduce((a, f) => a + f.records, 0);
             if (opts.end) await endInput(writer, stream);
-            process.stderr.write(`table ${table}: produced ${lines.length} records${opts.end ? ', input ended' : ''}\n`);
+            process.stderr.write(`table ${table}: produced ${fed.reduce((a, f) => a + f.records, 0)} records${opts.end ? ', input ended' : ''}\n`);
           }
         }
         await runner.awaitCheckpoints(opts.checkpoints, new Date(), 180_000);
@@ -112,10 +141,15 @@ export function registerSqlCommand(program: Command, int: (name: string) => (v: 
           console.table(shown);
           if (rows.length > shown.length) console.log(`… and ${rows.length - shown.length} more`);
         }
+        // one per rejected record: a replayed batch rejects a record again under the same object key
+        const letters = await runner.deadLettersWithLines();
+        printDeadLetters(letters, opts.limit);
         const s = await runner.stats();
-        console.log(`\ncheckpoints: completed=${s.completed} aborted=${s.aborted} records_in=${s.recordsIn} dead_letters=${s.deadLetters}`);
+        console.log(`\ncheckpoints: completed=${s.completed} aborted=${s.aborted} records_in=${s.recordsIn} dead_letters=${letters.length}`);
+        allDead = allDeadLettered(produced, letters);
       } finally {
         await runner.stop();
       }
+      if (allDead) throw new Error(allDead);
     });
 }

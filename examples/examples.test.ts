@@ -3,7 +3,7 @@
  * lost between batches, each result compared with a plain computation over the same input.
  */
 import { describe, expect, it } from 'vitest';
-import { MemoryJobRunner } from '../shared/testing/memory-job-runner.js';
+import { MemoryJobRunner } from 'sluice/testing';
 import fraud, { type Alert, type Rule, type Txn } from './fraud-detection/job.js';
 import sessions, { SESSION_GAP_MS, type Click, type Session } from './sessionization/job.js';
 import topN, { N, type TopN, type View } from './top-n/job.js';

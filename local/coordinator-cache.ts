@@ -20,11 +20,12 @@ export function cachedCoordinatorDefinition(job: Job, options: CoordinatorDefini
   h.update(planJob(job).hash);
   h.update(JSON.stringify(options));
   const cdkDir = join(ROOT, 'cdk');
-  for (const f of readdirSync(cdkDir).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts')).sort()) {
+  // sources in a checkout; compiled modules (and no cdk.json) in an installed package
+  for (const f of readdirSync(cdkDir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.test.ts')).sort()) {
     h.update(f);
     h.update(readFileSync(join(cdkDir, f)));
   }
-  h.update(readFileSync(join(ROOT, 'cdk.json')));
+  if (existsSync(join(ROOT, 'cdk.json'))) h.update(readFileSync(join(ROOT, 'cdk.json')));
   const file = join(CACHE_DIR, `coordinator-${h.digest('hex').slice(0, 24)}.json`);
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as CoordinatorDefinition;
   const def = coordinatorDefinition(job, options);

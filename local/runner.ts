@@ -37,6 +37,9 @@ import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-ru
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
+import { compareKeys, INTERNAL_ATTRIBUTE, readNumberedLines, type LocatedDeadLetter, type RecordPosition } from './input-lines.js';
+
+export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
 
 export interface LocalRunOptions {
   /** simulated execution environments per stage; @default 3 */
@@ -112,6 +115,8 @@ export class LocalJobRunner {
   restored: RestoreResult | undefined;
   private running = false;
   private readonly tasks = new Set<Promise<unknown>>();
+  /** input file and line of each record produced from a file, by `source/shardId/sequenceNumber` */
+  private readonly lineOf = new Map<string, { source: string; file: string; line: number }>();
 
   private constructor(
     readonly job: Job,
@@ -284,8 +289,11 @@ export class LocalJobRunner {
     return this.emulators.env();
   }
 
-  /** Puts records on a source stream the way an ordinary producer does (PutRecords, random partition keys). */
-  async produce(sourceName: string, records: ReadonlyArray<unknown>, options: { partitionKey?: (r: unknown, i: number) => string } = {}): Promise<void> {
+  /**
+   * Puts records on a source stream the way an ordinary producer does (PutRecords, random partition
+   * keys). Returns where each record landed, in the order given.
+   */
+  async produce(sourceName: string, records: ReadonlyArray<unknown>, options: { partitionKey?: (r: unknown, i: number) => string } = {}): Promise<RecordPosition[]> {
     const source = this.plan.sources.find((s) => s.name === sourceName);
     if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}" (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
     const stream = this.names.sourceStream(source);
@@ -294,14 +302,47 @@ export class LocalJobRunner {
       Data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
       PartitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
     }));
+    const positions: RecordPosition[] = new Array(entries.length);
     for (let i = 0; i < entries.length; i += 500) {
-      let pending = entries.slice(i, i + 500);
+      let pending = entries.slice(i, i + 500).map((entry, j) => ({ entry, at: i + j }));
       for (let attempt = 0; pending.length; attempt++) {
-        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending }));
-        pending = pending.filter((_, j) => out.Records?.[j]?.ErrorCode);
+        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending.map((p) => p.entry) }));
+        pending = pending.filter((p, j) => {
+          const r = out.Records?.[j];
+          if (r?.ErrorCode || !r?.SequenceNumber) return true;
+          positions[p.at] = { shardId: r.ShardId!, sequenceNumber: r.SequenceNumber };
+          return false;
+        });
         if (pending.length) await sleep(Math.min(1000, 50 * 2 ** attempt));
       }
     }
+    return positions;
+  }
+
+  /**
+   * Produces the non-blank lines of JSON-lines files into sources, file after file, remembering the
+   * file and line of each record so that dead letters can point at them (`deadLettersWithLines`).
+   */
+  async produceFiles(inputs: ReadonlyArray<{ source: string; file: string }>, onProgress?: (done: number, total: number) => void): Promise<Array<{ source: string; file: string; records: number }>> {
+    const read = inputs.map(({ source, file }) => ({ source, file, lines: readNumberedLines(file) }));
+    const total = read.reduce((a, r) => a + r.lines.length, 0);
+    let done = 0;
+    onProgress?.(0, total);
+    const enc = new TextEncoder();
+    for (const { source, file, lines } of read) {
+      for (let i = 0; i < lines.length; i += 500) {
+        const chunk = lines.slice(i, i + 500);
+        const positions = await this.produce(source, chunk.map((l) => enc.encode(l.text)));
+        positions.forEach((p, j) => this.lineOf.set(`${source}/${p.shardId}/${p.sequenceNumber}`, { source, file, line: chunk[j]!.line }));
+        onProgress?.((done += chunk.length), total);
+      }
+    }
+    return read.map((r) => ({ source: r.source, file: r.file, records: r.lines.length }));
+  }
+
+  /** Ends the input of every source: each one's watermark jumps to the end of time, firing every window, and the job then finishes. */
+  async endAllInput(): Promise<void> {
+    for (const source of this.plan.sources) await this.endInput(source.name);
   }
 
   /**
@@ -437,6 +478,55 @@ export class LocalJobRunner {
       start = r.LastEvaluatedKey;
     } while (start);
     return out;
+  }
+
+  /**
+   * Everything a sink holds, as the values the job wrote: an upsert sink's rows (without the
+   * engine's own attributes, in key order), the records of a file sink's objects (object by object),
+   * the values on a Kinesis sink's stream, or what a collect sink published.
+   */
+  async readSink(sinkName: string): Promise<unknown[]> {
+    const sink = this.plan.sinks.find((s) => s.name === sinkName);
+    if (!sink) throw new Error(`job "${this.plan.job}" has no sink "${sinkName}" (sinks: ${this.plan.sinks.map((s) => s.name).join(', ')})`);
+    switch (sink.kind) {
+      case 'dynamodb-upsert': {
+        const key = sink.keyAttribute ?? 'pk';
+        const rows = (await this.readUpsertSink(sinkName)).map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith(INTERNAL_ATTRIBUTE))));
+        return rows.sort((a, b) => compareKeys(a[key], b[key]));
+      }
+      case 's3-file':
+        return (await this.readFileSink(sinkName)).flatMap((o) => o.values);
+      case 'kinesis':
+        return (await this.readKinesisSink(sinkName)).map((r) => r.value);
+      case 'collect':
+        return this.collected.published(sinkName);
+    }
+  }
+
+  /**
+   * Dead letters, each with the source, input file and line of the record it holds when that record
+   * came from `produceFiles` (a record rejected in a later stage is named by its stage and position).
+   */
+  async deadLettersWithLines(): Promise<LocatedDeadLetter[]> {
+    const sourceOfStage = new Map(this.plan.stages.flatMap((st) => (st.input.kind === 'source' ? [[st.id, st.input.sourceId] as const] : [])));
+    const letters = await this.readDeadLetters();
+    const out = letters.map((l): LocatedDeadLetter => {
+      // sequence numbers are unique per stream only: the stage says which source stream
+      const sourceId = sourceOfStage.get(l.stage);
+      const source = this.plan.sources.find((s) => s.id === sourceId)?.name;
+      const at = source !== undefined ? this.lineOf.get(`${source}/${l.shardId}/${l.sequenceNumber}`) : undefined;
+      return {
+        ...(source !== undefined ? { source } : {}),
+        ...(at ? { file: at.file, line: at.line } : {}),
+        reason: l.reason,
+        data: Buffer.from(l.data, 'base64').toString('utf8'),
+        stage: l.stage,
+        shardId: l.shardId,
+        sequenceNumber: l.sequenceNumber,
+        subSequence: l.subSequence,
+      };
+    });
+    return out.sort((a, b) => (a.file ?? '\uffff').localeCompare(b.file ?? '\uffff') || (a.line ?? 0) - (b.line ?? 0) || a.sequenceNumber.localeCompare(b.sequenceNumber));
   }
 
   /** Dead letters written so far, parsed. */

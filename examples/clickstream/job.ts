@@ -5,8 +5,8 @@
  * partitions by (user, page type); stage s1 keeps a running count per key and upserts it into the
  * `clicks-per-user-page` DynamoDB table.
  */
-import { dynamoUpsertSink, job, valueState } from '../../shared/api/index.js';
-import type { KeyedProcessFunction } from '../../shared/api/index.js';
+import { dynamoUpsertSink, job, valueState } from 'sluice';
+import type { KeyedProcessFunction } from 'sluice';
 
 export interface Click {
   readonly userId: string;

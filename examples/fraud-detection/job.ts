@@ -10,7 +10,7 @@ import {
   mapState,
   WatermarkStrategies,
   type KeyedBroadcastProcessFunction,
-} from '../../shared/api/index.js';
+} from 'sluice';
 
 export interface Txn {
   readonly id: string;

@@ -8,7 +8,7 @@
  * synth time in a module like this one and pass the text: `sqlJob(readFileSync('q.sql', 'utf8'))`
  * works locally (`sluice sql q.sql`), but a deployed function must get the text through its bundle.
  */
-import { sqlJob } from '../../shared/sql/index.js';
+import { sqlJob } from 'sluice/sql';
 
 export const NEXMARK_SQL = `
 CREATE TABLE bid (

@@ -5,9 +5,9 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KeyedStream } from '../../shared/api/job.js';
-import { compileSql } from '../../shared/sql/index.js';
-import { MemoryJobRunner } from '../../shared/testing/memory-job-runner.js';
+import { KeyedStream } from 'sluice';
+import { compileSql } from 'sluice/sql';
+import { MemoryJobRunner } from 'sluice/testing';
 import { generateNexmark, splitNexmark } from './generator.js';
 import { canonicalRows, NexmarkOracle, ORACLE_SQL } from './oracle.js';
 

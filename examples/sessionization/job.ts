@@ -3,7 +3,7 @@
  * for each session, emit its length, duration and pages. Event-time session windows; clicks may
  * arrive up to 10 seconds out of order.
  */
-import { EventTimeSessionWindows, dynamoUpsertSink, job, WatermarkStrategies } from '../../shared/api/index.js';
+import { EventTimeSessionWindows, dynamoUpsertSink, job, WatermarkStrategies } from 'sluice';
 
 export interface Click {
   readonly userId: string;

@@ -3,7 +3,7 @@
  * (product, minute) in parallel; the counts of a minute then meet in one place, where the top three
  * are picked once the watermark passes the minute.
  */
-import { dynamoUpsertSink, job, TumblingEventTimeWindows, WatermarkStrategies } from '../../shared/api/index.js';
+import { dynamoUpsertSink, job, TumblingEventTimeWindows, WatermarkStrategies } from 'sluice';
 
 export interface View {
   readonly product: string;

@@ -1,4 +1,10 @@
-/** The user API. Jobs import only from here; it never imports the runtime or AWS. */
+/**
+ * `sluice`: the job API. A job is a graph of sources, transformations, keyed state, windows and
+ * sinks, recorded by the builder returned by {@link job}; one planner turns it into stages. Jobs
+ * import only from here; it never imports the runtime or AWS.
+ *
+ * @module sluice
+ */
 export {
   job,
   Job,

@@ -5,6 +5,8 @@
  * resharding moves whole groups: state rows are addressed by group, so a new owner finds them.
  */
 
+import { operatorError, operatorLabel, UserFunctionError, type NamedOperator } from '../util/operator-errors.js';
+
 const HASH_SPACE = 1n << 128n;
 
 /** MurmurHash3 (x86, 32-bit) of bytes: stable across processes and versions. */
@@ -157,4 +159,30 @@ export function keyGroupsOfHashRange(start: string, end: string, maxParallelism:
 /** The ExplicitHashKey that lands in the `i`-th of `n` evenly split shards (used for rebalance and barriers). */
 export function hashKeyOfEvenShard(i: number, n: number): string {
   return (((2n * BigInt(i) + 1n) * HASH_SPACE) / (2n * BigInt(n))).toString();
+}
+
+/**
+ * A key selector that names its operator when it fails: one that throws, or returns something
+ * other than a string or a finite number (a field the records lack gives `undefined`).
+ */
+export function checkedKeySelector(op: NamedOperator & { readonly keySelector?: (value: never) => unknown }): (value: unknown) => string | number {
+  const selector = op.keySelector as ((value: unknown) => unknown) | undefined;
+  if (!selector) throw new Error(`${operatorLabel(op)} has no key selector`);
+  return (value) => {
+    let key: unknown;
+    try {
+      key = selector(value);
+    } catch (err) {
+      throw operatorError(op, err);
+    }
+    if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return key;
+    throw new UserFunctionError(operatorLabel(op), `the key selector returned ${describeValue(key)}, not a string or a finite number`);
+  };
+}
+
+function describeValue(v: unknown): string {
+  if (v === undefined) return 'undefined (does the field exist in the records?)';
+  if (v === null) return 'null';
+  if (typeof v === 'object') return `an ${Array.isArray(v) ? 'array' : 'object'} (${JSON.stringify(v).slice(0, 60)})`;
+  return `${typeof v} ${String(v)}`;
 }

@@ -25,7 +25,8 @@ import { jsonSerializer } from '../api/serializers.js';
 import type { Collector, Key, OnTimerContext, OutputTag, RecordContext, TimerService } from '../api/types.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { encodePayload } from '../codec/payload.js';
-import { keyFromString, keyGroupOf, keyString } from '../plan/key-groups.js';
+import { checkedKeySelector, keyFromString, keyGroupOf, keyString } from '../plan/key-groups.js';
+import { withOperatorErrors } from '../util/operator-errors.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { KeyedStateCache } from './keyed-state.js';
@@ -328,7 +329,9 @@ export function compileChain(
   for (const op of [...stage.operators].reverse()) {
     const node = graph.get(op.id);
     if (!node) throw new Error(`operator ${op.id} of stage ${stage.id} is not in job "${job.name}": was the job changed after planning?`);
-    compiled.set(op.id, compileOperator(node));
+    // pass-through nodes run no user code; every other operator's exceptions name it
+    const push = compileOperator(node);
+    compiled.set(op.id, node.kind === 'source' || node.kind === 'union' || node.kind === 'sideOutput' ? push : withOperatorErrors(node, push));
   }
 
   function compileOperator(node: LogicalNode): Push {
@@ -360,7 +363,7 @@ export function compileChain(
       case 'exchange': {
         const { toStage, input } = stage.operators.find((o) => o.id === node.id)!.exchange!;
         if (node.partitioning === 'key') {
-          const selector = node.keySelector!;
+          const selector = checkedKeySelector(node);
           return (v, m) => {
             const key = keyString(selector(v));
             outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
@@ -623,7 +626,7 @@ export function compileChain(
     exchanges.forEach((e, side) => {
       const input = n.kind === 'coProcess' || n.kind === 'broadcastProcess' ? side : 0;
       byInput.set(input, [...new Set([...(byInput.get(input) ?? []), op.id])]);
-      if (e.kind === 'exchange' && e.partitioning === 'key') keySelectors[input] = e.keySelector;
+      if (e.kind === 'exchange' && e.partitioning === 'key') keySelectors[input] = checkedKeySelector(e);
     });
   }
   const routes: Push[] = [];
