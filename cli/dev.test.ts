@@ -4,12 +4,13 @@
  * URL, and the page must show the stages s0 and s1, a non-zero rate, a watermark, completed
  * checkpoints and every malformed line of the sample as a dead letter with its file and line (found
  * here by reading the file, apart from the engine). `sluice checkpoints` works against the printed
- * endpoints. SIGINT then stops it with exit code 0 and no process it started left running.
+ * endpoints; an edit of the job redeploys it through a savepoint, state included. SIGINT then stops
+ * it with exit code 0 and no process it started left running.
  *
  * Set SLUICE_DEV_SCREENSHOT=<file.png> to save a screenshot of the page.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -18,7 +19,10 @@ import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const JOB = 'examples/clickstream/job.ts';
+const EXAMPLE = 'examples/clickstream/job.ts';
+// a copy that the test edits, inside the repository so that its `import 'sluice'` resolves as the example's does
+const JOB_DIR = join(ROOT, '.scratch', `dev-test-${process.pid}`);
+const JOB = join(JOB_DIR, 'job.ts');
 const SAMPLE = 'examples/clickstream/sample-events.jsonl';
 const CHROMIUM = '/usr/bin/chromium';
 
@@ -87,7 +91,9 @@ describe('sluice dev in a browser', () => {
 
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`this test drives Debian's Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does)`);
-    dev = spawn(process.execPath, ['bin/sluice.mjs', 'dev', JOB, '--events', `clicks=${SAMPLE}`, '--no-typecheck', '--no-watch'], {
+    mkdirSync(JOB_DIR, { recursive: true });
+    copyFileSync(join(ROOT, EXAMPLE), JOB);
+    dev = spawn(process.execPath, ['bin/sluice.mjs', 'dev', JOB, '--events', `clicks=${SAMPLE}`, '--no-typecheck'], {
       cwd: ROOT,
       stdio: ['ignore', openSync(outFile, 'w'), openSync(errFile, 'w')],
     });
@@ -124,6 +130,7 @@ describe('sluice dev in a browser', () => {
       }
     }
     rmSync(dir, { recursive: true, force: true });
+    rmSync(JOB_DIR, { recursive: true, force: true });
   });
 
   it('shows the stages, rates, watermarks, checkpoints and the sample\'s dead letters, live', async () => {
@@ -156,6 +163,31 @@ describe('sluice dev in a browser', () => {
   it('serves the lifecycle commands through the printed endpoints', async () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['bin/sluice.mjs', 'checkpoints', JOB], { cwd: ROOT, env: { ...process.env, ...env }, timeout: 120_000 });
     expect(stdout).toMatch(/^\d+\s+COMPLETED/m);
+  });
+
+  it('redeploys the edited job through a savepoint: its state carries over', async () => {
+    const state = async () => (await (await fetch(`${url}api/state?operator=count-clicks&state=count&key=${encodeURIComponent('u1|product')}`)).json()) as { found: boolean; value: { clicks: number } | null };
+    // settle first: the source read to its end, then a checkpoint started after that completed (its barrier follows every record)
+    type Snap = { stages: Array<{ id: string; shards: Array<{ lag: number }> }>; checkpoints: Array<{ checkpointId: number; status: string }> };
+    const snap = async () => (await (await fetch(`${url}api/snapshot`)).json()) as Snap;
+    let started = -1;
+    for (const deadline = Date.now() + 180_000; ; ) {
+      const s = await snap();
+      const maxId = Math.max(0, ...s.checkpoints.map((c) => c.checkpointId));
+      if (started < 0 && s.stages.find((x) => x.id === 's0')!.shards.every((sh) => sh.lag === 0)) started = maxId;
+      if (started >= 0 && s.checkpoints.some((c) => c.checkpointId > started && c.status === 'COMPLETED')) break;
+      if (Date.now() > deadline) throw new Error(`the job did not settle: ${JSON.stringify(s.checkpoints.slice(-3))}`);
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    const before = await state();
+    expect(before.found).toBe(true);
+    // a plan that can restore the savepoint: one more filter in the source stage, the same keyed operator
+    writeFileSync(JOB, readFileSync(JOB, 'utf8').replace(".filter((c) => !c.url.startsWith('/health')", ".filter((c) => !c.url.startsWith('/health') && !c.url.startsWith('/internal')"));
+    const wait = { timeout: 180_000 };
+    await page.waitForFunction(`/generation 2/.test(document.querySelector('#meta').textContent)`, undefined, wait);
+    await page.waitForFunction(`[...document.querySelectorAll('#checkpoints td')].some((td) => /restored from dev-2/.test(td.textContent))`, undefined, wait);
+    expect(await state()).toEqual(before);
+    expect(readFileSync(errFile, 'utf8')).toMatch(/restoring savepoint dev-2 into the new plan/);
   });
 
   it('stops on SIGINT with exit code 0 and leaves no process behind', async () => {
