@@ -22,6 +22,11 @@ export interface DevServer {
 
 export function devApp(session: DevSession): Hono {
   const app = new Hono();
+  // a page of another site must not read the job through a name that resolves to 127.0.0.1 (DNS rebinding)
+  app.use('*', async (c, next) => {
+    if (!/^(127\.0\.0\.1|localhost)(:\d+)?$/.test(c.req.header('host') ?? '')) return c.text('sluice dev answers only requests addressed to 127.0.0.1 or localhost\n', 403);
+    await next();
+  });
   const statics: Record<string, { file: URL | string; type: string }> = {
     '/': { file: asset('index.html'), type: 'text/html; charset=utf-8' },
     '/app.js': { file: asset('app.js'), type: 'text/javascript; charset=utf-8' },
