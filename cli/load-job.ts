@@ -3,11 +3,12 @@ import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Job } from '../shared/api/job.js';
 
-export async function loadJob(modulePath: string): Promise<Job> {
+/** `version` (> 0) imports the module again past the module cache, after it changed. */
+export async function loadJob(modulePath: string, version = 0): Promise<Job> {
   const abs = resolve(modulePath);
   let mod: { default?: unknown };
   try {
-    mod = (await import(pathToFileURL(abs).href)) as { default?: unknown };
+    mod = (await import(`${pathToFileURL(abs).href}${version > 0 ? `?v=${version}` : ''}`)) as { default?: unknown };
   } catch (err) {
     throw new Error(`cannot load job module ${abs}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }

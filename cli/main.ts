@@ -1,6 +1,6 @@
 /**
  * The `sluice` command line: scaffold a project (cli/init.ts), run a job on the emulated AWS stack
- * (cli/run.ts) or a SQL script (cli/sql.ts), produce events into a stream,
+ * (cli/run.ts) or a SQL script (cli/sql.ts), keep one running with a web UI (cli/dev.ts), produce events into a stream,
  * describe a job's plan and draw its graph; list checkpoints, take savepoints, restore and rescale
  * a deployed job (cli/lifecycle.ts).
  */
@@ -14,6 +14,7 @@ import { planJob } from '../shared/plan/planner.js';
 import { addLifecycleCommands } from './lifecycle.js';
 import { loadJob } from './load-job.js';
 import { registerInitCommand } from './init.js';
+import { registerDevCommand } from './dev.js';
 import { registerRunCommand } from './run.js';
 import { registerSqlCommand } from './sql.js';
 
@@ -35,6 +36,7 @@ const program = new Command()
   .showHelpAfterError();
 
 registerRunCommand(program, int);
+registerDevCommand(program, int);
 registerInitCommand(program);
 
 program

@@ -34,6 +34,7 @@ import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
 import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
+import type { StageInstance } from '../shared/runtime/stage-instance.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
@@ -115,6 +116,7 @@ export class LocalJobRunner {
   restored: RestoreResult | undefined;
   private running = false;
   private readonly tasks = new Set<Promise<unknown>>();
+  private sfnEndpoint: string | undefined;
   /** input file and line of each record produced from a file, by `source/shardId/sequenceNumber` */
   private readonly lineOf = new Map<string, { source: string; file: string; line: number }>();
 
@@ -172,6 +174,7 @@ export class LocalJobRunner {
       waitTimeOverrides: waits,
     });
     const { endpoint: sfn } = await this.stepFunctions.listen();
+    this.sfnEndpoint = sfn;
     this.clients = createAwsClients({
       region: this.emulators.region,
       credentials: this.emulators.credentials,
@@ -282,6 +285,16 @@ export class LocalJobRunner {
     let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
     if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
     return new StageRunner(this.job, this.plan, stage, this.names, ports, this.options.runner);
+  }
+
+  /** `emulatorEnv` and the endpoint of this run's Step Functions (AWS_ENDPOINT_URL_SFN). */
+  get stackEnv(): Record<string, string> {
+    return { ...this.emulators.env(), ...(this.sfnEndpoint ? { AWS_ENDPOINT_URL_SFN: this.sfnEndpoint } : {}) };
+  }
+
+  /** The stage instances cached in a stage's simulated environments (observers read their watermarks). */
+  instancesOf(stageId: string): StageInstance[] {
+    return (this.envs.get(stageId) ?? []).flatMap((e) => e.runner.cached());
   }
 
   /** The emulators' endpoints and settings, for producers and readers in other processes. */
