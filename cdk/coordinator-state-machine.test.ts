@@ -17,7 +17,7 @@ import { LocalStepFunctions } from '../local/step-functions-local.js';
 import { planJob } from '../shared/plan/planner.js';
 import { coordinatorDefinition, newApp } from './coordinator-definition.js';
 import type { CoordinatorDefinition } from './coordinator-definition.js';
-import { COORDINATOR_STATES as S, CoordinatorStateMachine, IDLE_RECHECK_SECONDS, LAMBDA_SERVICE_ERRORS, allocateRetryAttempts, commitPauseOverride, pauseSeconds, wholeSeconds } from './coordinator-state-machine.js';
+import { COMMIT_TIMEOUT_SECONDS, COORDINATOR_STATES as S, CoordinatorStateMachine, IDLE_RECHECK_SECONDS, LAMBDA_SERVICE_ERRORS, allocateRetryAttempts, commitPauseOverride, pauseSeconds, wholeSeconds } from './coordinator-state-machine.js';
 import { threeStageJob } from './test-support.js';
 
 type Validate = (definition: unknown) => { isValid: boolean; errors: Array<{ message: string }>; errorsText: () => string };
@@ -122,12 +122,13 @@ describe('definition', () => {
     expect(st(click, S.allocate).ResultPath).toBeUndefined(); // the result replaces the state
   });
 
-  it('uses task tokens for Allocate, AwaitAcks and Commit; the Commit timeout is the pause', () => {
+  it('uses task tokens for Allocate, AwaitAcks and Commit; the Commit heartbeat timeout is the pause', () => {
     for (const name of [S.allocate, S.awaitAcks, S.commit]) expect(st(click, name).Resource).toBe('arn:aws:states:::lambda:invoke.waitForTaskToken');
     expect(st(click, S.awaitAcks).TimeoutSeconds).toBe(30); // 30_000 ms
     expect(st(orders, S.awaitAcks).TimeoutSeconds).toBe(46); // 45_500 ms
-    expect(st(click, S.commit).TimeoutSeconds).toBe(2); // interval 2 s, no min pause
-    expect(st(orders, S.commit).TimeoutSeconds).toBe(7); // interval 5 s, min pause 7 s
+    expect(st(click, S.commit).HeartbeatSeconds).toBe(2); // interval 2 s, no min pause
+    expect(st(orders, S.commit).HeartbeatSeconds).toBe(7); // interval 5 s, min pause 7 s
+    expect(st(click, S.commit).TimeoutSeconds).toBe(COMMIT_TIMEOUT_SECONDS + 2);
     expect(st(click, S.pause)).toMatchObject({ Type: 'Wait', Seconds: 2 });
     expect(st(click, S.allocate).TimeoutSeconds).toBe(IDLE_RECHECK_SECONDS);
   });
@@ -224,7 +225,7 @@ describe('execution in the local Step Functions interpreter', () => {
           if (opts.failAcks?.includes(p.checkpointId!)) sf.sendTaskFailure(token, 'States.Timeout', 'no acks');
           else sf.sendTaskSuccess(token, '{}');
         }
-        // commit: the token is left to the state's timeout (the pause)
+        // commit: the token is left to the state's heartbeat timeout (the pause)
       });
       return {};
     };

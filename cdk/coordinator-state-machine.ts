@@ -6,7 +6,7 @@
  * One checkpoint in flight (the default): three billed transitions per checkpoint.
  *
  * ```
- * Init ─▶ Fresh | Resume ─▶ Allocate ─────▶ AwaitAcks ─────▶ Commit ──(timeout = the pause)──▶ Allocate
+ * Init ─▶ Fresh | Resume ─▶ Allocate ─────▶ AwaitAcks ─────▶ Commit ──(heartbeat timeout = the pause)──▶ Allocate
  *                            │  ▲  ▲            │                                               (loop)
  *                            │  │  └ InputArrived / idle re-check (a parked token)
  *                            │  └──────────── Pause ◀── Abort ◀┘ (ack timeout or error)
@@ -15,7 +15,7 @@
  *
  * `Allocate` and `Commit` are task-token tasks: `Allocate` answers its own token once n is
  * allocated and injected, or parks it while no input arrives (shared/coordinator/loop.ts);
- * `Commit` leaves its token to the state's timeout, which is the pause. With
+ * `Commit` heartbeats while it commits and then leaves its token to the heartbeat timeout, which is the pause. With
  * `checkpoint.maxConcurrent > 1` the workflow is Allocate → Inject → Settle → Full? → Pause →
  * Count → ContinueAsNew? as before.
  *
@@ -87,12 +87,15 @@ export interface CoordinatorStateMachineProps {
   readonly tracing?: boolean;
 }
 
+/** The longest a commit may run (heartbeats and all) before its state times out and Allocate takes over. */
+export const COMMIT_TIMEOUT_SECONDS = 900;
+
 /** A parked (idle) Allocate looks for input again this often, even if no wake-up reaches it. */
 export const IDLE_RECHECK_SECONDS = 3600;
 
 /**
- * The local runner's override of the pause (`checkpointIntervalMs`): the Commit task's timeout is
- * the pause, so it is overridden with the Wait states. Empty for the concurrent workflow (a Wait).
+ * The local runner's override of the pause (`checkpointIntervalMs`): the Commit task's heartbeat
+ * timeout is the pause, so it is overridden with the Wait states. Empty for the concurrent workflow.
  */
 export function commitPauseOverride(definition: { States: Record<string, Record<string, unknown>> }, ms: number): Record<string, number> {
   const commit = definition.States[COORDINATOR_STATES.commit];
@@ -238,11 +241,13 @@ export class CoordinatorStateMachine extends Construct {
     addServiceRetry(awaitAcks);
 
     const commit = tasks.LambdaInvoke.jsonPath(this, S.commit, {
-      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent); the task timeout is the pause',
+      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent); the heartbeat timeout after it is the pause',
       lambdaFunction: fn,
       integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
       payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId, taskToken: sfn.JsonPath.taskToken }),
-      taskTimeout: sfn.Timeout.duration(Duration.seconds(pauseSeconds(checkpoint))),
+      // the function heartbeats while it commits and once at the end: the heartbeat timeout is the pause
+      heartbeatTimeout: sfn.Timeout.duration(Duration.seconds(pauseSeconds(checkpoint))),
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(COMMIT_TIMEOUT_SECONDS + pauseSeconds(checkpoint))),
       resultPath: sfn.JsonPath.DISCARD,
       retryOnServiceExceptions: false,
     });

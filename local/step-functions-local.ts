@@ -64,9 +64,9 @@ export interface LocalStateMachineOptions {
   /** Milliseconds per Wait state name, replacing its Seconds/Timestamp. */
   waitTimeOverrides?: Record<string, number>;
   /**
-   * Milliseconds per task-token Task state name, replacing its TimeoutSeconds (the coordinator's
-   * Commit state, whose timeout is the pause between checkpoints). The state fails with
-   * `States.Timeout` when it passes, as on AWS.
+   * Milliseconds per task-token Task state name, replacing its HeartbeatSeconds when it has one,
+   * else its TimeoutSeconds (the coordinator's Commit state, whose heartbeat timeout is the pause
+   * between checkpoints). The state fails with `States.Timeout` when it passes, as on AWS.
    */
   taskTimeoutOverrides?: Record<string, number>;
   /** Milliseconds per state name (or per retrier, as an array), replacing Retry intervals. */
@@ -226,9 +226,11 @@ export class LocalStepFunctions {
           if (task.Resource !== LAMBDA_INVOKE_TOKEN && !String(task.Resource).endsWith('.waitForTaskToken')) {
             throw new Error(`LocalStepFunctions: taskTimeoutOverrides names ${stateName}, which is not a task-token task`);
           }
-          // the timer in withTaskToken fails the state; the interpreter's own never fires first
-          task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
-          delete task.TimeoutSecondsPath;
+          if (task.HeartbeatSeconds === undefined) {
+            // the timer in withTaskToken fails the state; the interpreter's own never fires first
+            task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
+            delete task.TimeoutSecondsPath;
+          }
         }
         if (!this.canRun(task.Resource)) {
           throw new Error(
@@ -496,7 +498,7 @@ export class LocalStepFunctions {
     const entry: PendingTask = { executionArn: rec.arn, stateName, resolve, reject };
     this.pending.set(token, entry);
     const overrideMs = this.opts.taskTimeoutOverrides?.[stateName];
-    if (overrideMs !== undefined) {
+    if (overrideMs !== undefined && task.HeartbeatSeconds === undefined) {
       entry.timeoutTimer = setTimeout(() => {
         if (this.pending.get(token) === entry) entry.reject(new StatesError('States.Timeout', `task timed out after ${overrideMs} ms`));
       }, overrideMs);
@@ -507,7 +509,7 @@ export class LocalStepFunctions {
       entry.timeoutTimer.unref();
     }
     if (task.HeartbeatSeconds !== undefined) {
-      entry.heartbeatMs = task.HeartbeatSeconds * 1000;
+      entry.heartbeatMs = overrideMs ?? task.HeartbeatSeconds * 1000;
       this.armHeartbeat(token, entry);
     }
     promise.catch(() => undefined).finally(() => this.closeToken(token));

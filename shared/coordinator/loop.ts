@@ -10,11 +10,11 @@
  *   `Sluice.InputArrived` (caught back to `Allocate`; see wake.ts), or the state's own timeout.
  *   After `continueAsNewAfter` checkpoints it starts a fresh execution and fails the token with
  *   `Sluice.ContinuedAsNew` (caught to `Done`), so no Choice or counter state is on the path.
- * - `commit` (the `Commit` state, a task-token task whose timeout is the pause): commits n and
- *   leaves the token unanswered, so the state's timeout *is* the pause between checkpoints (caught
- *   back to `Allocate`). A commit slower than the pause answers the token itself. A commit still
- *   running when the pause ends is guarded by a marker: `begin` waits for it (CheckpointInFlight,
- *   retried by the state machine), and finishes it if its function died.
+ * - `commit` (the `Commit` state, a task-token task whose heartbeat timeout is the pause): commits
+ *   n, heartbeating while it runs, and leaves the token unanswered after a last heartbeat, so the
+ *   heartbeat timeout *is* the pause between checkpoints (caught back to `Allocate`). A commit
+ *   whose function died is guarded by a marker: `begin` waits for it (CheckpointInFlight, retried
+ *   by the state machine), and finishes it once the marker is older than a function can run.
  * - `watchdog`: starts an execution when none is running and the job is not stopped (scheduled,
  *   and run once on deploy).
  *
@@ -24,7 +24,7 @@
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
-import { ListExecutionsCommand, SendTaskFailureCommand, SendTaskSuccessCommand, StartExecutionCommand } from '@aws-sdk/client-sfn';
+import { ListExecutionsCommand, SendTaskFailureCommand, SendTaskHeartbeatCommand, SendTaskSuccessCommand, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { AwsClients } from '../adapters/aws/clients.js';
 import { withThrottleRetry } from '../adapters/aws/clients.js';
@@ -70,7 +70,7 @@ export interface CoordinatorLoopOptions {
   readonly idle?: boolean;
   /** the workflow (continue-as-new, watchdog); without it, executions never continue as new */
   readonly stateMachineArn?: string;
-  /** the pause between checkpoints (the Commit state's timeout), in ms */
+  /** the pause between checkpoints (the Commit state's heartbeat timeout), in ms */
   readonly pauseMs: number;
   /** a commit marker older than this belongs to a function that died; @default 120 s */
   readonly commitLeaseMs?: number;
@@ -173,24 +173,32 @@ export class CoordinatorLoop {
     return out;
   }
 
-  /** Commits n under a marker; answers the token only if the pause is already over. */
+  /**
+   * Commits n under a marker. With a token, heartbeats keep the state alive while the commit runs
+   * and a last one starts the pause (the state's HeartbeatSeconds), so the pause runs from the end
+   * of the commit, as `minPauseMs` means.
+   */
   async commit(n: number, token?: string): Promise<unknown> {
-    const started = this.now().getTime();
     await this.o.clients.doc.send(
       new UpdateCommand({
         TableName: this.table,
         Key: LOOP_KEY,
         UpdateExpression: 'SET committing = :n, committingAt = :at',
-        ExpressionAttributeValues: { ':n': n, ':at': new Date(started).toISOString() },
+        ExpressionAttributeValues: { ':n': n, ':at': this.now().toISOString() },
       }),
     );
-    const out = await this.o.run({ action: 'commit', checkpointId: n });
+    const beat = () => (token ? this.o.clients.sfn.send(new SendTaskHeartbeatCommand({ taskToken: token })).then(() => undefined, ignoreClosedToken) : Promise.resolve());
+    const timer = token ? setInterval(() => void beat().catch(() => undefined), Math.max(100, this.o.pauseMs / 2)) : undefined;
+    let out: unknown;
+    try {
+      out = await this.o.run({ action: 'commit', checkpointId: n });
+    } finally {
+      clearInterval(timer);
+    }
     await this.o.clients.doc
       .send(new UpdateCommand({ TableName: this.table, Key: LOOP_KEY, UpdateExpression: 'REMOVE committing, committingAt', ConditionExpression: 'committing = :n', ExpressionAttributeValues: { ':n': n } }))
       .catch(ignoreConditionFailed);
-    if (token && this.now().getTime() - started >= this.o.pauseMs) {
-      await this.o.clients.sfn.send(new SendTaskSuccessCommand({ taskToken: token, output: '{}' })).catch(ignoreClosedToken);
-    }
+    await beat();
     return out;
   }
 
