@@ -437,6 +437,11 @@ async function main(): Promise<void> {
   const outIdx = args.indexOf('--out');
   const outDir = outIdx >= 0 ? args[outIdx + 1]! : join(dirname(fileURLToPath(import.meta.url)), 'results');
   void createMemoryPorts;
+  if (args[args.indexOf('--only') + 1] === 'cost' && args.includes('--only')) {
+    const { runCostPart } = await import('./cost-part.js');
+    process.stdout.write(`${await runCostPart((l) => process.stdout.write(`${l}\n`), quick)}\n`);
+    return;
+  }
   if (args.includes('--hotpath-only')) {
     const s = sizes(quick);
     const log = (l: string) => process.stdout.write(`${l}\n`);
