@@ -51,6 +51,8 @@ export interface LocalRunOptions {
   readonly batchSize?: number;
   /** time between checkpoints, replacing the plan's (Wait states of the workflow); @default the plan's */
   readonly checkpointIntervalMs?: number;
+  /** park the coordinator while no source shard holds input (as deployed by default); a source stage must then wake it (shared/coordinator/wake.ts); @default false */
+  readonly idleCoordinator?: boolean;
   /** reuse running emulators instead of starting new ones (they are then not stopped) */
   readonly emulators?: LocalEmulators;
   readonly prefix?: string;
@@ -164,6 +166,7 @@ export class LocalJobRunner {
         run: wrapped,
         pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
         stateMachineArn: def.stateMachineArn,
+        idle: o.idleCoordinator ?? false,
       });
       // tracked so that stop() waits for a task still running (a commit must not outlive the run)
       const p = loop.run(payload as LoopTaskInput);
