@@ -97,6 +97,8 @@ export interface BenchResults {
     modelled: ScenarioResult & { events: number; latency: LatencyModel; keys: number };
   };
   nexmark?: { figures: NexmarkFigures[]; events: number; checkpointEvery: number; batch: number; ratePerSecond: number };
+  /** the monthly cost line of `--only cost` (bench/cost-part.ts) */
+  costLine?: string;
   cost?: { transitionsPerCheckpoint: number; transitionsPath: string[]; scenarios: CostScenario[]; prices: typeof PRICES; assumptions: typeof ASSUMPTIONS };
   emulated?: { rawCold: RawRate; raw: RawRate; stage1: EmulatedStage1; e2e: EndToEnd; startMs: number } | { error: string };
   summary?: string;
@@ -315,6 +317,9 @@ const RUNNERS: Record<PartName, Runner> = {
     const scenarios = p.map((x) => costOf(x, transitions.count));
     r.cost = { transitionsPerCheckpoint: transitions.count, transitionsPath: transitions.path, scenarios, prices: PRICES, assumptions: ASSUMPTIONS };
     log(`  ${scenarios.map((c) => `${fmt(c.eventsPerSecond)} ev/s: $${c.usdPerMillion.toFixed(4)} per 1 M events`).join('; ')}`);
+    // the monthly bill, idle and at 1,000 ev/s, with every item priced (bench/monthly-cost.ts)
+    const { runCostPart } = await import('./cost-part.js');
+    r.costLine = await runCostPart(log, quick);
   },
   async emulated(_s, r, log) {
     const { startEmulators, rawKinesisRate, emulatedStage1, emulatorClients, endToEnd } = await import('./emulated.js');
@@ -648,6 +653,7 @@ async function main(): Promise<number> {
     process.stdout.write(`wrote ${join(outDir, 'latest.json')} and ${join(outDir, 'latest.svg')}\n`);
   } else process.stdout.write(`(${args.quick ? '--quick' : '--only'}: nothing written; only a full run writes results)\n`);
   process.stdout.write(`${r.summary}\n`);
+  if (r.costLine) process.stdout.write(`${r.costLine}\n`);
   return 0;
 }
 

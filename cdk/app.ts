@@ -7,6 +7,7 @@
  *   npx cdk deploy -c sluice:example=clickstream   # the same, explicit
  *   npx cdk deploy -c sluice:prefix=clicks-dev     # another copy of the job, under other names
  *   npx cdk deploy -c sluice:removalPolicy=destroy # a throw-away copy: cdk destroy deletes its data
+ *   npx cdk deploy -c sluice:job=path/to/job.ts    # any job module (what `sluice deploy` runs)
  *
  * cdk-nag's AWS Solutions pack runs at every synth; an unacknowledged finding stops the synth.
  */
@@ -26,6 +27,13 @@ export async function loadExample(example: string): Promise<{ job: Job; jobModul
     const known = readdirSync(join(REPO_ROOT, 'examples')).filter((d) => existsSync(join(REPO_ROOT, 'examples', d, 'job.ts')));
     throw new Error(`context sluice:example must name a folder of examples/ with a job.ts, got "${example}" (known: ${known.join(', ')})`);
   }
+  return loadJobModule(jobModule);
+}
+
+/** Loads a job module (context `sluice:job`) and checks that its default export is a Job. */
+export async function loadJobModule(path: string): Promise<{ job: Job; jobModule: string }> {
+  const jobModule = resolve(path);
+  if (!existsSync(jobModule)) throw new Error(`context sluice:job must name a job module, got "${path}" (no file at ${jobModule})`);
   const loaded = (await import(pathToFileURL(jobModule).href)) as { default?: unknown };
   if (!(loaded.default instanceof Job)) {
     throw new Error(`${jobModule} must \`export default\` a Job (job('name', ...)), got ${typeof loaded.default}`);
@@ -40,14 +48,15 @@ export async function loadExample(example: string): Promise<{ job: Job; jobModul
  */
 export async function buildApp(app: App): Promise<SluiceJobStack> {
   const example = String(app.node.tryGetContext('sluice:example') ?? 'clickstream');
-  const { job, jobModule } = await loadExample(example);
+  const given = app.node.tryGetContext('sluice:job') as string | undefined;
+  const { job, jobModule } = given ? await loadJobModule(given) : await loadExample(example);
   const prefix = app.node.tryGetContext('sluice:prefix') as string | undefined;
   const removal = String(app.node.tryGetContext('sluice:removalPolicy') ?? 'retain');
   if (removal !== 'retain' && removal !== 'destroy') {
     throw new Error(`context sluice:removalPolicy must be "retain" or "destroy", got "${removal}"`);
   }
   const stack = new SluiceJobStack(app, stackIdFor(job.name), {
-    description: `Sluice stream processing job "${job.name}" (examples/${example})`,
+    description: `Sluice stream processing job "${job.name}" (${given ?? `examples/${example}`})`,
     job,
     jobModule,
     ...(prefix ? { prefix } : {}),

@@ -30,7 +30,8 @@ function bundle(props: Partial<SluiceJobProps>): Map<string, string> {
   };
   const out = new Map<string, string>();
   for (const res of Object.values(template.Resources)) {
-    if (res.Type !== 'AWS::Lambda::Function') continue;
+    // Sluice's own functions: CDK's custom-resource provider (start on deploy) has no name of ours
+    if (res.Type !== 'AWS::Lambda::Function' || res.Properties.FunctionName === undefined) continue;
     const asset = res.Metadata?.['aws:asset:path'];
     expect(asset, `asset path of ${String(res.Properties.FunctionName)}`).toBeDefined();
     out.set(String(res.Properties.FunctionName), join(outdir, asset!));

@@ -5,16 +5,19 @@
  * coordinator's tasks played by stubs.
  */
 import { createRequire } from 'node:module';
-import { StateMachine } from 'aws-local-stepfunctions';
+import { Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { collectSink, job as defineJob } from '../shared/api/index.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
-import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
+import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
+import { LocalStepFunctions } from '../local/step-functions-local.js';
 import { planJob } from '../shared/plan/planner.js';
-import { coordinatorDefinition } from './coordinator-definition.js';
+import { coordinatorDefinition, newApp } from './coordinator-definition.js';
 import type { CoordinatorDefinition } from './coordinator-definition.js';
-import { COORDINATOR_STATES as S, LAMBDA_SERVICE_ERRORS, allocateRetryAttempts, pauseSeconds, wholeSeconds } from './coordinator-state-machine.js';
+import { COMMIT_TIMEOUT_SECONDS, COORDINATOR_STATES as S, CoordinatorStateMachine, IDLE_RECHECK_SECONDS, LAMBDA_SERVICE_ERRORS, allocateRetryAttempts, commitPauseOverride, pauseSeconds, wholeSeconds } from './coordinator-state-machine.js';
 import { threeStageJob } from './test-support.js';
 
 type Validate = (definition: unknown) => { isValid: boolean; errors: Array<{ message: string }>; errorsText: () => string };
@@ -87,9 +90,6 @@ describe('definition', () => {
     expect(click.stateMachineArn).toBe('arn:aws:states:us-east-1:000000000000:stateMachine:sluice-clickstream-coordinator');
     expect(orders.coordinatorFunctionArn).toBe('arn:aws:lambda:eu-west-1:123456789012:function:orders-dev-coordinator');
     expect((st(orders, S.allocate).Parameters as { FunctionName: string }).FunctionName).toBe(orders.coordinatorFunctionArn);
-    expect((st(orders, S.continueAsNew).Parameters as { StateMachineArn: string }).StateMachineArn).toBe(
-      'arn:aws:states:eu-west-1:123456789012:stateMachine:orders-dev-coordinator',
-    );
     expect(click.functionNameToHandler).toEqual({
       'sluice-clickstream-coordinator': { kind: 'coordinator' },
       'sluice-clickstream-s0': { kind: 'operator', stageId: 's0' },
@@ -98,52 +98,48 @@ describe('definition', () => {
     expect(click.functionArnToHandler[click.coordinatorFunctionArn]).toEqual({ kind: 'coordinator' });
   });
 
-  it('has the documented states and transitions', () => {
+  it('loops Allocate → AwaitAcks → Commit → Allocate: three transitions per checkpoint', () => {
     const d = click.definition;
     expect(d.StartAt).toBe(S.init);
-    const concurrentOnly: string[] = [S.settle, S.full, S.awaitOldest];
-    expect(Object.keys(d.States).sort()).toEqual(Object.values(S).filter((n) => !concurrentOnly.includes(n)).sort());
+    expect(Object.keys(d.States).sort()).toEqual([S.init, S.fresh, S.resume, S.allocate, S.awaitAcks, S.commit, S.abort, S.pause, S.done].sort());
     const next = (name: string) => st(click, name).Next;
     expect(next(S.fresh)).toBe(S.allocate);
     expect(next(S.resume)).toBe(S.allocate);
-    expect(next(S.allocate)).toBe(S.inject);
-    expect(next(S.inject)).toBe(S.awaitAcks);
+    expect(next(S.allocate)).toBe(S.awaitAcks);
     expect(next(S.awaitAcks)).toBe(S.commit);
-    expect(next(S.commit)).toBe(S.pause);
+    expect(next(S.commit)).toBe(S.allocate);
     expect(next(S.abort)).toBe(S.pause);
-    expect(next(S.pause)).toBe(S.count);
-    expect(next(S.count)).toBe(S.continueAsNewChoice);
-    expect(next(S.continueAsNew)).toBe(S.done);
+    expect(next(S.pause)).toBe(S.allocate);
     expect(st(click, S.done).Type).toBe('Succeed');
-    const choice = st(click, S.continueAsNewChoice);
-    expect(choice.Choices).toEqual([{ Variable: '$.iteration', NumericGreaterThanEquals: planJob(clickstream).checkpoint.continueAsNewAfter, Next: S.continueAsNew }]);
-    expect(choice.Default).toBe(S.allocate);
-    expect(st(click, S.count).Parameters).toEqual({ 'iteration.$': 'States.MathAdd($.iteration, 1)' });
   });
 
-  it('sends the protocol payloads (action, checkpointId, taskToken, reason)', () => {
+  it('sends the loop payloads (action, iteration, checkpointId, taskToken, reason)', () => {
     const payload = (name: string) => (st(click, name).Parameters as { Payload: unknown }).Payload;
-    expect(payload(S.allocate)).toEqual({ action: 'allocate' });
-    expect(payload(S.inject)).toEqual({ action: 'inject', 'checkpointId.$': '$.ckpt.checkpointId' });
+    expect(payload(S.allocate)).toEqual({ action: 'begin', 'iteration.$': '$.iteration', 'taskToken.$': '$$.Task.Token' });
     expect(payload(S.awaitAcks)).toEqual({ action: 'await', 'checkpointId.$': '$.ckpt.checkpointId', 'taskToken.$': '$$.Task.Token' });
-    expect(payload(S.commit)).toEqual({ action: 'commit', 'checkpointId.$': '$.ckpt.checkpointId' });
+    expect(payload(S.commit)).toEqual({ action: 'commit', 'checkpointId.$': '$.ckpt.checkpointId', 'taskToken.$': '$$.Task.Token' });
     expect(payload(S.abort)).toEqual({ action: 'abort', 'checkpointId.$': '$.ckpt.checkpointId', 'reason.$': '$.error' });
-    expect(st(click, S.allocate).ResultSelector).toEqual({ 'checkpointId.$': '$.Payload.checkpointId' });
-    expect(st(click, S.allocate).ResultPath).toBe('$.ckpt');
+    expect(st(click, S.allocate).ResultPath).toBeUndefined(); // the result replaces the state
   });
 
-  it('waits for the acks with a task token and the plan timeout, rounded up to whole seconds', () => {
-    expect(st(click, S.awaitAcks).Resource).toBe('arn:aws:states:::lambda:invoke.waitForTaskToken');
+  it('uses task tokens for Allocate, AwaitAcks and Commit; the Commit heartbeat timeout is the pause', () => {
+    for (const name of [S.allocate, S.awaitAcks, S.commit]) expect(st(click, name).Resource).toBe('arn:aws:states:::lambda:invoke.waitForTaskToken');
     expect(st(click, S.awaitAcks).TimeoutSeconds).toBe(30); // 30_000 ms
     expect(st(orders, S.awaitAcks).TimeoutSeconds).toBe(46); // 45_500 ms
-    for (const name of [S.allocate, S.inject, S.commit, S.abort]) expect(st(click, name).Resource).toBe('arn:aws:states:::lambda:invoke');
+    expect(st(click, S.commit).HeartbeatSeconds).toBe(2); // interval 2 s, no min pause
+    expect(st(orders, S.commit).HeartbeatSeconds).toBe(7); // interval 5 s, min pause 7 s
+    expect(st(click, S.commit).TimeoutSeconds).toBe(COMMIT_TIMEOUT_SECONDS + 2);
+    expect(st(click, S.pause)).toMatchObject({ Type: 'Wait', Seconds: 2 });
+    expect(st(click, S.allocate).TimeoutSeconds).toBe(IDLE_RECHECK_SECONDS);
   });
 
-  it('aborts on any error of Inject or AwaitAcks (timeouts included), keeping the error for the reason', () => {
-    for (const name of [S.inject, S.awaitAcks]) {
-      expect(st(click, name).Catch).toEqual([{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: S.abort }]);
-    }
-    expect(st(click, S.commit).Catch).toBeUndefined();
+  it('catches the pause and a wake-up back to Allocate, continue-as-new to Done, ack failures to Abort', () => {
+    expect(st(click, S.commit).Catch).toEqual([{ ErrorEquals: ['States.Timeout'], ResultPath: null, Next: S.allocate }]);
+    expect(st(click, S.allocate).Catch).toEqual([
+      { ErrorEquals: [LOOP_ERRORS.continuedAsNew], ResultPath: null, Next: S.done },
+      { ErrorEquals: [LOOP_ERRORS.inputArrived, 'States.Timeout'], ResultPath: null, Next: S.allocate },
+    ]);
+    expect(st(click, S.awaitAcks).Catch).toEqual([{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: S.abort }]);
   });
 
   it('retries Allocate on CheckpointInFlightError and Lambda service errors with backoff', () => {
@@ -154,25 +150,30 @@ describe('definition', () => {
     );
   });
 
-  it('retries Commit and Abort on anything, for a long time', () => {
-    for (const name of [S.commit, S.abort]) {
-      const retry = st(click, name).Retry as Array<{ ErrorEquals: string[]; MaxAttempts: number; BackoffRate: number }>;
+  it('retries Commit on anything but its pause, and Abort on anything, for a long time', () => {
+    const commit = st(click, S.commit).Retry as Array<{ ErrorEquals: string[]; MaxAttempts: number }>;
+    expect(commit[0]).toEqual({ ErrorEquals: ['States.Timeout'], MaxAttempts: 0 });
+    for (const retry of [commit.slice(1), st(click, S.abort).Retry as typeof commit]) {
       expect(retry).toHaveLength(1);
       expect(retry[0]!.ErrorEquals).toEqual(['States.ALL']);
       expect(retry[0]!.MaxAttempts).toBeGreaterThanOrEqual(1000);
-      expect(retry[0]!.BackoffRate).toBe(2);
     }
   });
 
-  it('pauses max(intervalMs, minPauseMs) in whole seconds', () => {
-    expect(st(click, S.pause)).toMatchObject({ Type: 'Wait', Seconds: 2 }); // interval 2 s, no min pause
-    expect(st(orders, S.pause)).toMatchObject({ Type: 'Wait', Seconds: 7 }); // interval 5 s, min pause 7 s
-  });
-
-  it('continues as new with {iteration: 0} under a fresh name', () => {
-    const s = st(click, S.continueAsNew);
-    expect(s.Resource).toBe('arn:aws:states:::states:startExecution');
-    expect(s.Parameters).toMatchObject({ Input: { iteration: 0 }, 'Name.$': 'States.UUID()' });
+  it('logs errors only by default, and traces only when asked', () => {
+    const app = newApp({ bundle: false });
+    const stack = new Stack(app, 'S');
+    const fn = new lambda.Function(stack, 'F', { runtime: lambda.Runtime.NODEJS_22_X, handler: 'x', code: lambda.Code.fromInline('x') });
+    const checkpoint = planJob(clickstream).checkpoint;
+    const off = new CoordinatorStateMachine(stack, 'Off', { stateMachineName: 'off', coordinatorFunction: fn, checkpoint });
+    const on = new CoordinatorStateMachine(stack, 'On', { stateMachineName: 'on', coordinatorFunction: fn, checkpoint, tracing: true });
+    const t = Template.fromStack(stack);
+    const sms = t.findResources('AWS::StepFunctions::StateMachine');
+    const byName = (n: string) => Object.values(sms).find((r) => (r as { Properties: { StateMachineName: string } }).Properties.StateMachineName === n) as { Properties: Record<string, unknown> };
+    expect((byName('off').Properties.TracingConfiguration as { Enabled?: boolean } | undefined)?.Enabled ?? false).toBe(false);
+    expect(byName('on').Properties.TracingConfiguration).toEqual({ Enabled: true });
+    expect((byName('off').Properties.LoggingConfiguration as { Level: string }).Level).toBe('ERROR');
+    expect(off.stateMachine && on.stateMachine).toBeTruthy();
   });
 });
 
@@ -194,126 +195,81 @@ describe('timing helpers', () => {
   });
 });
 
-describe('execution in the local ASL interpreter', () => {
-  type Payload = CoordinatorTaskInput & { taskToken?: string };
-  interface Stubs {
-    allocate?: (n: number) => void;
-    awaitAcks?: (p: Payload) => void;
-    inject?: (p: Payload) => void;
-  }
-
-  async function run(d: CoordinatorDefinition, input: unknown, stubs: Stubs = {}) {
-    const calls: unknown[] = [];
+describe('execution in the local Step Functions interpreter', () => {
+  /**
+   * The coordinator function played by stubs that keep the loop's contract (loop.ts): begin answers
+   * its token with the next checkpoint (or parks it), await answers when "the last ack" arrives,
+   * commit leaves its token to the pause.
+   */
+  async function run(d: CoordinatorDefinition, opts: { checkpoints: number; failAcks?: number[]; park?: number[] }) {
+    const calls: Array<Record<string, unknown>> = [];
     let next = 1;
-    let allocations = 0;
-    // the Lambda integration's answer: the function's result under Payload
-    const lambda = (fn: (p: Payload) => unknown) => async (input: unknown): Promise<never> => {
-      const { FunctionName, Payload } = input as { FunctionName: string; Payload: Payload };
-      expect(FunctionName).toBe(d.coordinatorFunctionArn);
-      calls.push(Payload);
-      return { StatusCode: 200, Payload: await fn(Payload) } as never;
+    let sf!: LocalStepFunctions;
+    let parked: string | undefined;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const handler = async (payload: unknown) => {
+      const p = payload as { action: string; checkpointId?: number; taskToken?: string; iteration?: number };
+      calls.push({ action: p.action, ...(p.checkpointId !== undefined ? { checkpointId: p.checkpointId } : {}) });
+      const token = p.taskToken!;
+      setImmediate(() => {
+        if (p.action === 'begin') {
+          if (next > opts.checkpoints) return finish();
+          if (opts.park?.includes(next) && parked === undefined) {
+            parked = token; // idle: nobody answers until input arrives
+            return;
+          }
+          parked = undefined;
+          sf.sendTaskSuccess(token, JSON.stringify({ iteration: (p.iteration ?? 0) + 1, ckpt: { checkpointId: next++ } }));
+        } else if (p.action === 'await') {
+          if (opts.failAcks?.includes(p.checkpointId!)) sf.sendTaskFailure(token, 'States.Timeout', 'no acks');
+          else sf.sendTaskSuccess(token, '{}');
+        }
+        // commit: the token is left to the state's heartbeat timeout (the pause)
+      });
+      return {};
     };
-    const machine = new StateMachine(d.definition as never, { validationOptions: { checkPaths: true, checkArn: true } });
-    const execution = machine.run(input as never, {
-      overrides: {
-        taskResourceLocalHandlers: {
-          [S.allocate]: lambda(() => {
-            stubs.allocate?.(allocations++);
-            return { checkpointId: next++ };
-          }),
-          [S.inject]: lambda((p) => {
-            stubs.inject?.(p);
-            return { checkpointId: (p as { checkpointId: number }).checkpointId, shards: 2 };
-          }),
-          [S.awaitAcks]: lambda((p) => {
-            stubs.awaitAcks?.(p);
-            return {};
-          }),
-          [S.commit]: lambda((p) => ({ checkpointId: (p as { checkpointId: number }).checkpointId, published: 0 })),
-          [S.abort]: lambda((p) => ({ checkpointId: (p as { checkpointId: number }).checkpointId })),
-          [S.continueAsNew]: async (i: unknown): Promise<never> => {
-            calls.push({ continueAsNew: i });
-            return { ExecutionArn: 'arn:x', StartDate: 0 } as never;
-          },
-        },
-        waitTimeOverrides: { [S.pause]: 0 },
-        retryIntervalOverrides: { [S.allocate]: 0, [S.commit]: 0, [S.abort]: 0 },
-      },
-      context: { Task: { Token: 'token-1' } },
+    sf = new LocalStepFunctions({
+      definition: d.definition,
+      stateMachineArn: d.stateMachineArn,
+      lambdaHandlers: { [d.coordinatorFunctionArn]: handler },
+      taskTimeoutOverrides: commitPauseOverride(d.definition, 5),
+      waitTimeOverrides: { [S.pause]: 5 },
     });
-    const output = await execution.result;
-    return { output, calls };
+    const { executionArn } = await sf.startExecution({ iteration: 0 });
+    const wake = async () => {
+      for (let i = 0; i < 2000 && parked === undefined; i++) await new Promise((r) => setTimeout(r, 5));
+      const before = sf.transitions(executionArn).total;
+      sf.sendTaskFailure(parked!, LOOP_ERRORS.inputArrived, 'input');
+      return before;
+    };
+    const idleTransitions = opts.park?.length ? await wake() : undefined;
+    await finished;
+    const transitions = sf.transitions(executionArn);
+    await sf.stop();
+    return { calls, transitions, idleTransitions };
   }
 
-  it('loops allocate → inject → await → commit, then continues as new after continueAsNewAfter checkpoints', async () => {
-    const { output, calls } = await run(click, { iteration: 0 });
-    const after = planJob(clickstream).checkpoint.continueAsNewAfter;
-    expect(output).toEqual({ iteration: after });
-    expect(calls.slice(0, 5)).toEqual([
-      { action: 'allocate' },
-      { action: 'inject', checkpointId: 1 },
-      { action: 'await', checkpointId: 1, taskToken: 'token-1' },
-      { action: 'commit', checkpointId: 1 },
-      { action: 'allocate' },
-    ]);
-    expect(calls.filter((c) => (c as Payload).action === 'commit')).toHaveLength(after);
-    expect(calls.at(-1)).toMatchObject({
-      continueAsNew: { Input: { iteration: 0 }, StateMachineArn: click.stateMachineArn, Name: expect.stringMatching(/^[0-9a-f-]{36}$/) },
-    });
+  it('takes three billed transitions per checkpoint on the happy path', async () => {
+    const few = await run(click, { checkpoints: 3 });
+    const more = await run(click, { checkpoints: 8 });
+    expect(few.calls.slice(0, 4)).toEqual([{ action: 'begin' }, { action: 'await', checkpointId: 1 }, { action: 'commit', checkpointId: 1 }, { action: 'begin' }]);
+    const perCheckpoint = (more.transitions.total - few.transitions.total) / 5;
+    expect(perCheckpoint).toBe(3);
+    expect(more.transitions.byState[S.allocate]).toBe(9); // 8 checkpoints + the last begin
+    expect(more.transitions.byState[S.pause]).toBeUndefined();
   });
 
-  it('resumes the iteration count from the input, and starts at 0 without one', async () => {
-    const after = planJob(clickstream).checkpoint.continueAsNewAfter;
-    const resumed = await run(click, { iteration: after - 2 });
-    expect(resumed.calls.filter((c) => (c as Payload).action === 'commit')).toHaveLength(2);
-    const fresh = await run(click, { Comment: 'Insert your JSON here' });
-    expect(fresh.output).toEqual({ iteration: after });
-    const junk = await run(click, { iteration: 'seven' });
-    expect(junk.output).toEqual({ iteration: after });
+  it('aborts a checkpoint whose acks fail, pauses, and goes on', async () => {
+    const { calls } = await run(click, { checkpoints: 3, failAcks: [2] });
+    expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 8)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'abort2', 'begin', 'await3']);
   });
 
-  it('retries Allocate while a checkpoint is in flight', async () => {
-    const { calls } = await run(click, { iteration: planJob(clickstream).checkpoint.continueAsNewAfter - 1 }, {
-      allocate: (n) => {
-        if (n < 2) throw Object.assign(new Error('checkpoint 7 is still open'), { name: CHECKPOINT_IN_FLIGHT });
-      },
-    });
-    expect(calls.slice(0, 4)).toEqual([
-      { action: 'allocate' },
-      { action: 'allocate' },
-      { action: 'allocate' },
-      { action: 'inject', checkpointId: 1 },
-    ]);
-  });
-
-  it('aborts a checkpoint whose acks time out or fail, passes the error as the reason, and goes on', async () => {
-    const { calls } = await run(click, { iteration: planJob(clickstream).checkpoint.continueAsNewAfter - 2 }, {
-      awaitAcks: (p) => {
-        if ((p as { checkpointId: number }).checkpointId === 1) throw Object.assign(new Error('no acks from s1/0'), { name: 'States.Timeout' });
-      },
-    });
-    expect(calls.slice(0, 8)).toEqual([
-      { action: 'allocate' },
-      { action: 'inject', checkpointId: 1 },
-      { action: 'await', checkpointId: 1, taskToken: 'token-1' },
-      { action: 'abort', checkpointId: 1, reason: { Error: 'States.Timeout', Cause: 'no acks from s1/0' } },
-      { action: 'allocate' },
-      { action: 'inject', checkpointId: 2 },
-      { action: 'await', checkpointId: 2, taskToken: 'token-1' },
-      { action: 'commit', checkpointId: 2 },
-    ]);
-  });
-
-  it('aborts when the barrier injection fails', async () => {
-    const { calls } = await run(click, { iteration: planJob(clickstream).checkpoint.continueAsNewAfter - 1 }, {
-      inject: () => {
-        throw Object.assign(new Error('ProvisionedThroughputExceeded'), { name: 'InjectFailed' });
-      },
-    });
-    expect(calls.slice(0, 3)).toEqual([
-      { action: 'allocate' },
-      { action: 'inject', checkpointId: 1 },
-      { action: 'abort', checkpointId: 1, reason: { Error: 'InjectFailed', Cause: 'ProvisionedThroughputExceeded' } },
-    ]);
+  it('makes no transition while parked, and the first input wakes it', async () => {
+    const { calls, transitions, idleTransitions } = await run(click, { checkpoints: 3, park: [2] });
+    // parked after checkpoint 1: Init, Fresh, Allocate, AwaitAcks, Commit, Allocate (parked) = 6
+    expect(idleTransitions).toBe(6);
+    expect(calls.filter((c) => c.action === 'begin')).toHaveLength(5); // 1, parked, woken 2, 3, last
+    expect(transitions.byState[S.allocate]).toBe(5);
   });
 });

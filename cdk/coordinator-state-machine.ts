@@ -3,13 +3,21 @@
  * constructs. `cdk deploy` deploys it, and the local runner executes the very same synthesized
  * definition (see `coordinator-definition.ts`), so there is no second copy of the loop to drift.
  *
+ * One checkpoint in flight (the default): three billed transitions per checkpoint.
+ *
  * ```
- * Init ─▶ Fresh | Resume ─▶ Allocate ─▶ Inject ─▶ AwaitAcks ─▶ Commit ─▶ Pause ─▶ Count ─▶ ContinueAsNew?
- *                              ▲           │          │                   ▲                      │
- *                              │           └──────────┴─▶ Abort ──────────┘                      │
- *                              └──────────────── iteration < continueAsNewAfter ─────────────────┤
- *                                                        otherwise: ContinueAsNew ─▶ Done ◀──────┘
+ * Init ─▶ Fresh | Resume ─▶ Allocate ─────▶ AwaitAcks ─────▶ Commit ──(heartbeat timeout = the pause)──▶ Allocate
+ *                            │  ▲  ▲            │                                               (loop)
+ *                            │  │  └ InputArrived / idle re-check (a parked token)
+ *                            │  └──────────── Pause ◀── Abort ◀┘ (ack timeout or error)
+ *                            └─ ContinuedAsNew ─▶ Done (a fresh execution took over)
  * ```
+ *
+ * `Allocate` and `Commit` are task-token tasks: `Allocate` answers its own token once n is
+ * allocated and injected, or parks it while no input arrives (shared/coordinator/loop.ts);
+ * `Commit` heartbeats while it commits and then leaves its token to the heartbeat timeout, which is the pause. With
+ * `checkpoint.maxConcurrent > 1` the workflow is Allocate → Inject → Settle → Full? → Pause →
+ * Count → ContinueAsNew? as before.
  *
  * The payload of every task is a `CoordinatorTaskInput` (shared/coordinator/protocol.ts). The
  * workflow keeps its own state small: `{ iteration, ckpt?: { checkpointId }, error? }`.
@@ -23,6 +31,8 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
+import { pauseMsOf } from '../shared/coordinator/loop.js';
+import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 
 /** Names of the workflow's states: the local runner overrides tasks and waits by these names. */
@@ -64,15 +74,32 @@ export interface CoordinatorStateMachineProps {
   readonly checkpoint: CheckpointSettings;
   /**
    * What the workflow logs to CloudWatch Logs.
-   * @default sfn.LogLevel.ALL: every transition with its data (checkpoint ids, abort reasons), so a
-   *   stuck or aborted checkpoint can be followed state by state; the payloads are a few hundred
-   *   bytes, so the cost is small next to the value when debugging.
+   * @default sfn.LogLevel.ERROR: failed states and executions with their data. ALL logs every
+   *   transition (about 1 KB each, three per checkpoint: ≈ 0.13 GB/month at a 2 s interval), which
+   *   is worth it while debugging a stuck checkpoint and not otherwise.
    */
   readonly logLevel?: sfn.LogLevel;
   /** @default logs.RetentionDays.ONE_MONTH */
   readonly logRetention?: logs.RetentionDays;
   /** removal policy of the workflow's log group; @default RemovalPolicy.DESTROY */
   readonly logRemovalPolicy?: RemovalPolicy;
+  /** X-Ray tracing of the workflow; @default false */
+  readonly tracing?: boolean;
+}
+
+/** The longest a commit may run (heartbeats and all) before its state times out and Allocate takes over. */
+export const COMMIT_TIMEOUT_SECONDS = 900;
+
+/** A parked (idle) Allocate looks for input again this often, even if no wake-up reaches it. */
+export const IDLE_RECHECK_SECONDS = 3600;
+
+/**
+ * The local runner's override of the pause (`checkpointIntervalMs`): the Commit task's heartbeat
+ * timeout is the pause, so it is overridden with the Wait states. Empty for the concurrent workflow.
+ */
+export function commitPauseOverride(definition: { States: Record<string, Record<string, unknown>> }, ms: number): Record<string, number> {
+  const commit = definition.States[COORDINATOR_STATES.commit];
+  return commit && String(commit.Resource).endsWith('.waitForTaskToken') ? { [COORDINATOR_STATES.commit]: ms } : {};
 }
 
 /** Whole seconds, rounded up, at least 1. */
@@ -82,7 +109,7 @@ export function wholeSeconds(ms: number): number {
 
 /** Seconds the workflow waits between the end of one checkpoint and the start of the next. */
 export function pauseSeconds(checkpoint: CheckpointSettings): number {
-  return wholeSeconds(Math.max(checkpoint.intervalMs, checkpoint.minPauseMs));
+  return pauseMsOf(checkpoint) / 1000;
 }
 
 /**
@@ -142,139 +169,11 @@ export class CoordinatorStateMachine extends Construct {
       .when(sfn.Condition.isNumeric('$.iteration'), resume)
       .otherwise(fresh);
 
-    const allocate = tasks.LambdaInvoke.jsonPath(this, S.allocate, {
-      comment: 'allocate checkpoint n (at most one in flight)',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'allocate' }),
-      resultSelector: { checkpointId: sfn.JsonPath.numberAt('$.Payload.checkpointId') },
-      resultPath: '$.ckpt',
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(allocate);
     const concurrent = (checkpoint.maxConcurrent ?? 1) > 1;
-    if (!concurrent) {
-      allocate.addRetry({
-        errors: [CHECKPOINT_IN_FLIGHT],
-        interval: Duration.seconds(1),
-        backoffRate: 2,
-        maxDelay: Duration.seconds(30),
-        maxAttempts: allocateRetryAttempts(checkpoint),
-      });
-    }
-
-    const inject = tasks.LambdaInvoke.jsonPath(this, S.inject, {
-      comment: 'inject barrier n into every source shard (idempotent)',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'inject', checkpointId }),
-      resultPath: sfn.JsonPath.DISCARD,
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(inject);
-
-    const awaitAcks = tasks.LambdaInvoke.jsonPath(this, S.awaitAcks, {
-      comment: 'register the task token; the instance whose ack completes the set calls SendTaskSuccess',
-      lambdaFunction: fn,
-      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-      payload: sfn.TaskInput.fromObject({ action: 'await', checkpointId, taskToken: sfn.JsonPath.taskToken }),
-      taskTimeout: sfn.Timeout.duration(Duration.seconds(wholeSeconds(checkpoint.timeoutMs))),
-      resultPath: sfn.JsonPath.DISCARD,
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(awaitAcks);
-
-    const commit = tasks.LambdaInvoke.jsonPath(this, S.commit, {
-      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent)',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId }),
-      resultPath: sfn.JsonPath.DISCARD,
-      retryOnServiceExceptions: false,
-    });
-    // Commit is idempotent and must not be skipped: retry anything, for about a day.
-    retryIdempotent(commit);
-
-    const abort = tasks.LambdaInvoke.jsonPath(this, S.abort, {
-      comment: 'mark n ABORTED and still deliver barrier n to every source shard',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'abort', checkpointId, reason: sfn.JsonPath.objectAt('$.error') }),
-      resultPath: sfn.JsonPath.DISCARD,
-      retryOnServiceExceptions: false,
-    });
-    // Abort is idempotent too, and barrier n must reach every source shard: retry anything.
-    retryIdempotent(abort);
-
-    inject.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
-    if (!concurrent) awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
-
-    const pause = sfn.Wait.jsonPath(this, S.pause, {
-      comment: 'max(intervalMs, minPauseMs), whole seconds',
-      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-    });
-    const count = sfn.Pass.jsonPath(this, S.count, {
-      comment: 'iteration + 1; drops the finished checkpoint from the state',
-      parameters: { iteration: sfn.JsonPath.mathAdd(sfn.JsonPath.numberAt('$.iteration'), 1) },
-    });
-
-    const self = sfn.StateMachine.fromStateMachineName(this, 'Self', props.stateMachineName);
-    const continueAsNew = tasks.StepFunctionsStartExecution.jsonPath(this, S.continueAsNew, {
-      comment: 'a Standard execution keeps at most 25,000 history events: go on as a fresh execution',
-      stateMachine: self,
-      input: sfn.TaskInput.fromObject({ iteration: 0 }),
-      name: sfn.JsonPath.uuid(),
-      integrationPattern: sfn.IntegrationPattern.REQUEST_RESPONSE,
-      resultPath: sfn.JsonPath.DISCARD,
-    });
-    continueAsNew.addRetry({
-      errors: [sfn.Errors.ALL],
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxAttempts: 6,
-    });
-    const done = new sfn.Succeed(this, S.done);
-
-    const choice = sfn.Choice.jsonPath(this, S.continueAsNewChoice)
-      .when(
-        sfn.Condition.numberGreaterThanEquals('$.iteration', checkpoint.continueAsNewAfter),
-        continueAsNew.next(done),
-      )
-      .otherwise(allocate);
-
-    abort.next(pause);
-    fresh.next(allocate);
-    resume.next(allocate);
-    if (!concurrent) {
-      allocate.next(inject).next(awaitAcks).next(commit).next(pause).next(count).next(choice);
+    if (concurrent) {
+      this.concurrentLoop(props, fresh, resume, checkpointId);
     } else {
-      // Several checkpoints in flight: a new one starts every pause while fewer than maxConcurrent
-      // are open. Settle commits the complete ones in order (and aborts the timed-out); when the
-      // window is full the workflow waits on the oldest one's task token, woken by its last ack.
-      const settle = tasks.LambdaInvoke.jsonPath(this, S.settle, {
-        comment: 'commit every complete open checkpoint in order, abort the timed-out (idempotent)',
-        lambdaFunction: fn,
-        payload: sfn.TaskInput.fromObject({ action: 'settle' }),
-        resultSelector: { open: sfn.JsonPath.numberAt('$.Payload.open'), oldest: sfn.JsonPath.numberAt('$.Payload.oldest') },
-        resultPath: '$.settled',
-        retryOnServiceExceptions: false,
-      });
-      retryIdempotent(settle);
-      const awaitOldest = tasks.LambdaInvoke.jsonPath(this, S.awaitOldest, {
-        comment: 'the window is full: register the oldest open checkpoint\'s task token and wait for its last ack',
-        lambdaFunction: fn,
-        integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-        payload: sfn.TaskInput.fromObject({ action: 'await', checkpointId: sfn.JsonPath.numberAt('$.settled.oldest'), taskToken: sfn.JsonPath.taskToken }),
-        taskTimeout: sfn.Timeout.duration(Duration.seconds(wholeSeconds(checkpoint.timeoutMs))),
-        resultPath: sfn.JsonPath.DISCARD,
-        retryOnServiceExceptions: false,
-      });
-      addServiceRetry(awaitOldest);
-      // a timeout is settled too: Settle aborts what is past its timeout
-      awaitOldest.addCatch(settle, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-      // the window is full (or a stop or a reshard holds checkpoints back): settle, pause, try again
-      allocate.addCatch(settle, { errors: [CHECKPOINT_IN_FLIGHT], resultPath: sfn.JsonPath.DISCARD });
-      const full = sfn.Choice.jsonPath(this, S.full, { comment: 'as many checkpoints open as allowed?' })
-        .when(sfn.Condition.numberGreaterThanEquals('$.settled.open', checkpoint.maxConcurrent!), awaitOldest.next(settle))
-        .otherwise(pause);
-      allocate.next(inject).next(settle).next(full);
-      pause.next(count).next(choice);
+      this.loop(props, fresh, resume, checkpointId);
     }
     const definition = init;
 
@@ -288,15 +187,181 @@ export class CoordinatorStateMachine extends Construct {
     this.stateMachine = new sfn.StateMachine(this, 'Resource', {
       stateMachineName: props.stateMachineName,
       stateMachineType: sfn.StateMachineType.STANDARD,
-      comment: 'Sluice checkpoint coordinator (allocate → inject → await acks → commit → pause → loop)',
+      comment: 'Sluice checkpoint coordinator (allocate + inject → await acks → commit + pause → loop)',
       definitionBody: sfn.DefinitionBody.fromChainable(definition),
       logs: {
         destination: this.logGroup,
-        level: props.logLevel ?? sfn.LogLevel.ALL,
+        level: props.logLevel ?? sfn.LogLevel.ERROR,
         includeExecutionData: true,
       },
-      tracingEnabled: true,
+      tracingEnabled: props.tracing ?? false,
     });
+  }
+
+  /**
+   * One checkpoint in flight, three billed transitions per checkpoint on the happy path:
+   * Allocate (allocate + inject, or park while quiet) → AwaitAcks → Commit (its timeout is the
+   * pause) → Allocate. See shared/coordinator/loop.ts for what each task does.
+   */
+  private loop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass, checkpointId: number): void {
+    const { checkpoint, coordinatorFunction: fn } = props;
+    const S = COORDINATOR_STATES;
+    const allocate = tasks.LambdaInvoke.jsonPath(this, S.allocate, {
+      comment: 'allocate checkpoint n and inject its barrier; while no input arrives, wait for the first (no transitions)',
+      lambdaFunction: fn,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ action: 'begin', iteration: sfn.JsonPath.numberAt('$.iteration'), taskToken: sfn.JsonPath.taskToken }),
+      // a parked coordinator looks again this often even if no wake-up reaches it
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(IDLE_RECHECK_SECONDS)),
+      // the result replaces the state (no ResultPath: the local interpreter reads "$" as a key)
+      resultSelector: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.ckpt.checkpointId') } },
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(allocate);
+    allocate.addRetry({
+      errors: [CHECKPOINT_IN_FLIGHT],
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxDelay: Duration.seconds(30),
+      maxAttempts: allocateRetryAttempts(checkpoint),
+    });
+    const done = new sfn.Succeed(this, S.done, { comment: 'a fresh execution took over (continue-as-new)' });
+    allocate.addCatch(done, { errors: [LOOP_ERRORS.continuedAsNew], resultPath: sfn.JsonPath.DISCARD });
+    allocate.addCatch(allocate, { errors: [LOOP_ERRORS.inputArrived, sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+
+    const awaitAcks = tasks.LambdaInvoke.jsonPath(this, S.awaitAcks, {
+      comment: 'register the task token; the instance whose ack completes the set calls SendTaskSuccess',
+      lambdaFunction: fn,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ action: 'await', checkpointId, taskToken: sfn.JsonPath.taskToken }),
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(wholeSeconds(checkpoint.timeoutMs))),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(awaitAcks);
+
+    const commit = tasks.LambdaInvoke.jsonPath(this, S.commit, {
+      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent); the heartbeat timeout after it is the pause',
+      lambdaFunction: fn,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId, taskToken: sfn.JsonPath.taskToken }),
+      // the function heartbeats while it commits and once at the end: the heartbeat timeout is the pause
+      heartbeatTimeout: sfn.Timeout.duration(Duration.seconds(pauseSeconds(checkpoint))),
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(COMMIT_TIMEOUT_SECONDS + pauseSeconds(checkpoint))),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    // the timeout is the pause, not a failure: never retried, caught to the next checkpoint
+    commit.addRetry({ errors: [sfn.Errors.TIMEOUT], maxAttempts: 0 });
+    // Commit is idempotent and must not be skipped: retry anything else, for about a day.
+    retryIdempotent(commit);
+    commit.addCatch(allocate, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+
+    const abort = this.abortTask(fn);
+    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+    const pause = sfn.Wait.jsonPath(this, S.pause, {
+      comment: 'after an abort: max(intervalMs, minPauseMs), whole seconds',
+      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
+    });
+    fresh.next(allocate);
+    resume.next(allocate);
+    allocate.next(awaitAcks).next(commit).next(allocate);
+    abort.next(pause).next(allocate);
+  }
+
+  private abortTask(fn: lambda.IFunction): tasks.LambdaInvoke {
+    const abort = tasks.LambdaInvoke.jsonPath(this, COORDINATOR_STATES.abort, {
+      comment: 'mark n ABORTED and still deliver barrier n to every source shard',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'abort', checkpointId: sfn.JsonPath.numberAt('$.ckpt.checkpointId'), reason: sfn.JsonPath.objectAt('$.error') }),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    // Abort is idempotent too, and barrier n must reach every source shard: retry anything.
+    retryIdempotent(abort);
+    return abort;
+  }
+
+  /**
+   * Several checkpoints in flight: a new one starts every pause while fewer than maxConcurrent are
+   * open. Settle commits the complete ones in order (and aborts the timed-out); when the window is
+   * full the workflow waits on the oldest one's task token, woken by its last ack.
+   */
+  private concurrentLoop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass, checkpointId: number): void {
+    const { checkpoint, coordinatorFunction: fn } = props;
+    const S = COORDINATOR_STATES;
+    const allocate = tasks.LambdaInvoke.jsonPath(this, S.allocate, {
+      comment: 'allocate checkpoint n (at most maxConcurrent in flight)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'allocate' }),
+      resultSelector: { checkpointId: sfn.JsonPath.numberAt('$.Payload.checkpointId') },
+      resultPath: '$.ckpt',
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(allocate);
+    const inject = tasks.LambdaInvoke.jsonPath(this, S.inject, {
+      comment: 'inject barrier n into every source shard (idempotent)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'inject', checkpointId }),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(inject);
+    const abort = this.abortTask(fn);
+    inject.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+    const pause = sfn.Wait.jsonPath(this, S.pause, {
+      comment: 'max(intervalMs, minPauseMs), whole seconds',
+      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
+    });
+    const count = sfn.Pass.jsonPath(this, S.count, {
+      comment: 'iteration + 1; drops the finished checkpoint from the state',
+      parameters: { iteration: sfn.JsonPath.mathAdd(sfn.JsonPath.numberAt('$.iteration'), 1) },
+    });
+    const self = sfn.StateMachine.fromStateMachineName(this, 'Self', props.stateMachineName);
+    const continueAsNew = tasks.StepFunctionsStartExecution.jsonPath(this, S.continueAsNew, {
+      comment: 'a Standard execution keeps at most 25,000 history events: go on as a fresh execution',
+      stateMachine: self,
+      input: sfn.TaskInput.fromObject({ iteration: 0 }),
+      name: sfn.JsonPath.uuid(),
+      integrationPattern: sfn.IntegrationPattern.REQUEST_RESPONSE,
+      resultPath: sfn.JsonPath.DISCARD,
+    });
+    continueAsNew.addRetry({ errors: [sfn.Errors.ALL], interval: Duration.seconds(1), backoffRate: 2, maxAttempts: 6 });
+    const done = new sfn.Succeed(this, S.done);
+    const choice = sfn.Choice.jsonPath(this, S.continueAsNewChoice)
+      .when(sfn.Condition.numberGreaterThanEquals('$.iteration', checkpoint.continueAsNewAfter), continueAsNew.next(done))
+      .otherwise(allocate);
+    const settle = tasks.LambdaInvoke.jsonPath(this, S.settle, {
+      comment: 'commit every complete open checkpoint in order, abort the timed-out (idempotent)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'settle' }),
+      resultSelector: { open: sfn.JsonPath.numberAt('$.Payload.open'), oldest: sfn.JsonPath.numberAt('$.Payload.oldest') },
+      resultPath: '$.settled',
+      retryOnServiceExceptions: false,
+    });
+    retryIdempotent(settle);
+    const awaitOldest = tasks.LambdaInvoke.jsonPath(this, S.awaitOldest, {
+      comment: 'the window is full: register the oldest open checkpoint\'s task token and wait for its last ack',
+      lambdaFunction: fn,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ action: 'await', checkpointId: sfn.JsonPath.numberAt('$.settled.oldest'), taskToken: sfn.JsonPath.taskToken }),
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(wholeSeconds(checkpoint.timeoutMs))),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(awaitOldest);
+    // a timeout is settled too: Settle aborts what is past its timeout
+    awaitOldest.addCatch(settle, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+    // the window is full (or a stop or a reshard holds checkpoints back): settle, pause, try again
+    allocate.addCatch(settle, { errors: [CHECKPOINT_IN_FLIGHT], resultPath: sfn.JsonPath.DISCARD });
+    const full = sfn.Choice.jsonPath(this, S.full, { comment: 'as many checkpoints open as allowed?' })
+      .when(sfn.Condition.numberGreaterThanEquals('$.settled.open', checkpoint.maxConcurrent!), awaitOldest.next(settle))
+      .otherwise(pause);
+    abort.next(pause);
+    fresh.next(allocate);
+    resume.next(allocate);
+    allocate.next(inject).next(settle).next(full);
+    pause.next(count).next(choice);
   }
 }
 

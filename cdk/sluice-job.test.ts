@@ -184,17 +184,21 @@ describe('functions', () => {
             POWERTOOLS_SERVICE_NAME: 'sluice-orders',
             POWERTOOLS_METRICS_NAMESPACE: 'Sluice',
             NODE_OPTIONS: '--enable-source-maps',
+            POWERTOOLS_LOG_LEVEL: 'WARN',
+            SLUICE_COORDINATOR_IDLE: '1',
           },
         },
+        TracingConfig: Match.absent(),
       });
     }
     template.hasResourceProperties('AWS::Lambda::Function', {
       FunctionName: 'sluice-orders-coordinator',
       Runtime: 'nodejs22.x',
       Architectures: ['arm64'],
-      Environment: { Variables: Match.objectLike({ SLUICE_PREFIX: 'sluice-orders', SLUICE_STAGE: Match.absent() }) },
+      Environment: { Variables: Match.objectLike({ SLUICE_PREFIX: 'sluice-orders', SLUICE_STAGE: Match.absent(), SLUICE_STATE_MACHINE_ARN: Match.anyValue() }) },
     });
-    template.resourceCountIs('AWS::Lambda::Function', 4);
+    // three stages, the coordinator, and CDK's provider of the start-on-deploy custom resource
+    template.resourceCountIs('AWS::Lambda::Function', 5);
   });
 
   it('writes each function to its own log group with the retention given', () => {
@@ -349,7 +353,7 @@ describe('IAM, least privilege', () => {
     expect(stage.PublishKinesisSinks).toBeUndefined();
   });
 
-  it('the state machine may invoke the coordinator function only and start only itself', () => {
+  it('the state machine may invoke the coordinator function only; the coordinator starts only its own workflow', () => {
     const { template, job } = three;
     const statements = attachedStatements(template, job.stateMachine.role);
     const invoke = statements.filter((s) => actionsOf(s).includes('lambda:InvokeFunction'));
@@ -357,12 +361,13 @@ describe('IAM, least privilege', () => {
     expect(JSON.stringify(invoke[0]!.Resource)).toBe(
       JSON.stringify([getAtt(job.coordinatorFunction), { 'Fn::Join': ['', [getAtt(job.coordinatorFunction), ':*']] }]),
     );
-    const start = statements.filter((s) => actionsOf(s).includes('states:StartExecution'));
+    expect(statements.filter((s) => actionsOf(s).includes('states:StartExecution'))).toHaveLength(0);
+    const start = inlineStatements(template, job.coordinatorFunction.role!).filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(start).toHaveLength(1);
     expect(JSON.stringify(start[0]!.Resource)).toContain(':stateMachine:sluice-orders-coordinator"');
   });
 
-  it('has no wildcard resource except the logs-delivery and X-Ray statements of the state machine role', () => {
+  it('has no wildcard resource except the logs-delivery statement of the state machine role', () => {
     const { template } = three;
     const offenders: string[] = [];
     const resources = template.toJSON().Resources as Record<string, { Type: string; Properties: Record<string, unknown> }>;
@@ -378,10 +383,9 @@ describe('IAM, least privilege', () => {
         for (const a of actionsOf(st)) if (a.includes('*')) offenders.push(`${id}: action ${a}`);
       }
     }
-    expect(offenders).toHaveLength(2);
+    expect(offenders).toHaveLength(1);
     expect(offenders.every((o) => /CoordinatorRoleDefaultPolicy/.test(o))).toBe(true);
     expect(offenders.join('\n')).toMatch(/logs:CreateLogDelivery/);
-    expect(offenders.join('\n')).toMatch(/xray:PutTraceSegments/);
   });
 
 });
@@ -476,13 +480,13 @@ describe('grants', () => {
 });
 
 describe('coordinator', () => {
-  it('is a Standard workflow with tracing and logging, started again by a rule when an execution fails', () => {
+  it('is a Standard workflow logging errors, untraced by default, started again by a rule when an execution fails', () => {
     const { template, job } = click;
     template.hasResourceProperties('AWS::StepFunctions::StateMachine', {
       StateMachineName: 'sluice-clickstream-coordinator',
       StateMachineType: 'STANDARD',
-      TracingConfiguration: { Enabled: true },
-      LoggingConfiguration: { Level: 'ALL', IncludeExecutionData: true },
+      TracingConfiguration: { Enabled: false },
+      LoggingConfiguration: { Level: 'ERROR', IncludeExecutionData: true },
     });
     template.hasResourceProperties('AWS::Events::Rule', {
       EventPattern: {
@@ -497,7 +501,7 @@ describe('coordinator', () => {
 
   it('restartCoordinatorOnFailure: false leaves the rule out', () => {
     const { template } = synthJob(clickstream, { restartCoordinatorOnFailure: false });
-    template.resourceCountIs('AWS::Events::Rule', 0);
+    expect(JSON.stringify(template.findResources('AWS::Events::Rule'))).not.toContain('Step Functions Execution Status Change');
   });
 });
 
@@ -521,19 +525,34 @@ describe('observability', () => {
     template.hasResourceProperties('AWS::CloudWatch::Dashboard', { DashboardName: 'sluice-clickstream' });
   });
 
-  it('alarms on iterator age per stage stream, failed coordinator executions, failed checkpoints, dead letters, stalls', () => {
+  it('alarms on the functions\' own iterator age and stalled shards, failed coordinator executions, failed and stalled checkpoints, dead letters', () => {
     const { template, job } = click;
     for (const stage of ['s0', 's1']) {
       template.hasResourceProperties('AWS::CloudWatch::Alarm', {
         AlarmName: `sluice-clickstream-${stage}-iterator-age`,
-        Namespace: 'AWS/Kinesis',
-        MetricName: 'GetRecords.IteratorAgeMilliseconds',
-        Dimensions: [{ Name: 'StreamName', Value: { Ref: logicalId(job.streams.get(stage)!) } }],
+        Namespace: 'AWS/Lambda',
+        MetricName: 'IteratorAge',
+        Dimensions: [{ Name: 'FunctionName', Value: { Ref: logicalId(job.stageFunctions.get(stage)!) } }],
         Statistic: 'Maximum',
         Threshold: 300_000,
         ComparisonOperator: 'GreaterThanThreshold',
+        TreatMissingData: 'notBreaching',
+      });
+      template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        AlarmName: `sluice-clickstream-${stage}-stalled-shard`,
+        Namespace: 'AWS/Lambda',
+        MetricName: 'IteratorAge',
+        Threshold: 15 * 60_000,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'ignore',
       });
     }
+    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+      AlarmName: 'sluice-clickstream-checkpoint-stalled',
+      Metrics: [Match.objectLike({ Expression: "SELECT SUM(CheckpointStalled) FROM Sluice WHERE job = 'clickstream'" })],
+      ComparisonOperator: 'GreaterThanThreshold',
+      Threshold: 0,
+    });
     template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       AlarmName: 'sluice-clickstream-coordinator-failed',
       Namespace: 'AWS/States',
@@ -552,13 +571,16 @@ describe('observability', () => {
       ComparisonOperator: 'GreaterThanThreshold',
       Threshold: 0,
     });
-    template.hasResourceProperties('AWS::CloudWatch::Alarm', {
+    // an idle coordinator completes no checkpoint on purpose: no "nothing completed" alarm then
+    template.resourceCountIs('AWS::CloudWatch::Alarm', 8);
+    expect(job.alarms.all).toHaveLength(8);
+    const busy = synthJob(clickstream, { idleCoordinator: false });
+    busy.template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       AlarmName: 'sluice-clickstream-checkpoints-stalled',
       TreatMissingData: 'breaching',
       ComparisonOperator: 'LessThanThreshold',
     });
-    template.resourceCountIs('AWS::CloudWatch::Alarm', 6);
-    expect(job.alarms.all).toHaveLength(6);
+    busy.template.resourceCountIs('AWS::CloudWatch::Alarm', 9);
   });
 
   it('sends every alarm to the alarmActions, and uses iteratorAgeAlarmThreshold', () => {

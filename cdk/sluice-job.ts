@@ -12,7 +12,7 @@
  */
 import { existsSync } from 'node:fs';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { Annotations, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import type { StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
@@ -35,7 +35,10 @@ import { planJob } from '../shared/plan/planner.js';
 import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/resources.js';
 import { KINESIS_SINK_SHARDS, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
+import { LOOP_ENV } from '../shared/coordinator/loop.js';
+import { TRACING_ENV } from '../functions/telemetry.js';
 import { CoordinatorStateMachine } from './coordinator-state-machine.js';
+import { addCoordinatorStart, addJobOutputs, operateStatements, type JobParts } from './job-operations.js';
 import { REPO_ROOT, defaultEntriesDir, writeFunctionEntries } from './function-entry.js';
 
 /** CloudWatch namespace of the metrics the functions publish (EMF). */
@@ -121,16 +124,41 @@ export interface SluiceJobProps {
   readonly iteratorAgeAlarmThreshold?: Duration;
   /** no completed checkpoint for this long raises the stalled-checkpoints alarm; @default max(15 minutes, 10 checkpoint intervals) */
   readonly checkpointStallAlarmAfter?: Duration;
-  /** what the coordinator workflow logs; @default sfn.LogLevel.ALL (see CoordinatorStateMachineProps.logLevel) */
+  /** what the coordinator workflow logs; @default sfn.LogLevel.ERROR (see CoordinatorStateMachineProps.logLevel) */
   readonly coordinatorLogLevel?: sfn.LogLevel;
   /**
    * Start a new coordinator execution when one FAILS or TIMES OUT (an EventBridge rule on the
    * workflow's status changes). A stopped (ABORTED) execution is not restarted: stopping is how an
-   * operator pauses checkpointing. The first execution is started by hand: StartExecution, input
-   * `{"iteration": 0}` (docs/deploy.md).
+   * operator pauses checkpointing. The first execution starts on deploy (`startOnDeploy`), and the
+   * watchdog covers a lost status event.
    * @default true
    */
   readonly restartCoordinatorOnFailure?: boolean;
+  /**
+   * Park the coordinator while no source shard receives input (no state transitions), woken by the
+   * first input a source stage function sees. Off, the coordinator checkpoints every interval.
+   * @default true
+   */
+  readonly idleCoordinator?: boolean;
+  /** start the coordinator when the stack deploys (a custom resource running the watchdog once); @default true */
+  readonly startOnDeploy?: boolean;
+  /** how often the watchdog starts a coordinator execution when none is running (and the job is not stopped); @default Duration.minutes(5) */
+  readonly watchdogPeriod?: Duration;
+  /**
+   * Customer-managed keys of resources the job imports by name (`streamName` of a source or a
+   * Kinesis sink, `tableName` of an upsert sink), by the source's or sink's logical name. Every role
+   * that touches the resource gets the KMS permissions it needs: the stage functions, the
+   * coordinator (injection, publishing), producers (`grantWriteSource`), readers
+   * (`grantReadResults`) and operators (`grantOperate`).
+   * @default none (imported resources use AWS-owned or AWS-managed keys)
+   */
+  readonly importedResourceKeys?: { readonly sources?: Readonly<Record<string, kms.IKey>>; readonly sinks?: Readonly<Record<string, kms.IKey>> };
+  /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
+  readonly tracing?: boolean;
+  /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */
+  readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  /** a stage function reading records this old (its own IteratorAge) raises the stalled-shard alarm; @default Duration.minutes(15) */
+  readonly stalledShardAlarmAfter?: Duration;
   /** folder of the generated Lambda entry files; @default `<repo>/cdk.out/.sluice-entries/<job>` */
   readonly entriesDir?: string;
   /**
@@ -142,16 +170,23 @@ export interface SluiceJobProps {
 
 /** The job's alarms. */
 export interface SluiceJobAlarms {
-  /** per stage id: the age of the oldest record read from the stage's input stream */
+  /** per stage id: the age of the records the stage function reads (its own `IteratorAge`, reported even while one batch is retried) */
   readonly iteratorAge: ReadonlyMap<string, cloudwatch.Alarm>;
+  /** per stage id: a shard whose position has not moved for `stalledShardAlarmAfter` (the function reads records that old) */
+  readonly stalledShard: ReadonlyMap<string, cloudwatch.Alarm>;
+  /** the coordinator reports a checkpoint that cannot complete (`CheckpointStalled` > 0) */
+  readonly checkpointStalled: cloudwatch.Alarm;
   /** the coordinator workflow failed (Step Functions `ExecutionsFailed`) */
   readonly coordinatorFailed: cloudwatch.Alarm;
   /** a checkpoint failed or was aborted (`CheckpointFailed`) */
   readonly checkpointFailed: cloudwatch.Alarm;
   /** records went to the dead letters (`DeadLetters` > 0) */
   readonly deadLetters: cloudwatch.Alarm;
-  /** no checkpoint completed for a while (no `CheckpointCompleted` from the coordinator): it is not running, or it is stuck */
-  readonly checkpointsStalled: cloudwatch.Alarm;
+  /**
+   * No checkpoint completed for a while (no `CheckpointCompleted`): the coordinator is not running,
+   * or it is stuck. Only with `idleCoordinator: false` (an idle job completes none on purpose).
+   */
+  readonly checkpointsStalled?: cloudwatch.Alarm;
   /** every alarm above */
   readonly all: readonly cloudwatch.Alarm[];
 }
@@ -216,6 +251,8 @@ export interface SluiceFunctionProps {
   readonly logGroup: logs.ILogGroup;
   readonly environment: Record<string, string>;
   readonly reservedConcurrentExecutions?: number;
+  /** @default no active tracing */
+  readonly tracing?: lambda.Tracing;
 }
 
 /** A function of Sluice: Node.js 22 on ARM, bundled from the repository with `bundlingOptions()`. */
@@ -272,8 +309,15 @@ export class SluiceJob extends Construct {
   readonly restartRule?: events.Rule;
   readonly dashboard: cloudwatch.Dashboard;
   readonly alarms: SluiceJobAlarms;
+  /** starts the coordinator when none is running (scheduled) */
+  readonly watchdogRule: events.Rule;
 
   private readonly key?: kms.IKey;
+  /** every customer-managed key the job's data is under (its own and imported resources') */
+  private readonly keys: kms.IKey[];
+  private readonly sourceKeys: ReadonlyMap<string, kms.IKey>;
+  private readonly sinkKeys: ReadonlyMap<string, kms.IKey>;
+  private readonly logGroupArns: string[] = [];
   private readonly iteratorAgeThresholdMs: number;
 
   constructor(scope: Construct, id: string, props: SluiceJobProps) {
@@ -289,6 +333,11 @@ export class SluiceJob extends Construct {
     const stack = Stack.of(this);
     const key = props.encryptionKey;
     this.key = key;
+    this.sourceKeys = importedKeys(plan, 'sources', props.importedResourceKeys?.sources ?? {});
+    this.sinkKeys = importedKeys(plan, 'sinks', props.importedResourceKeys?.sinks ?? {});
+    this.keys = [...new Set([...(key ? [key] : []), ...this.sourceKeys.values(), ...this.sinkKeys.values()])];
+    const idle = props.idleCoordinator ?? true;
+    const tracing = props.tracing ?? false;
     const dataRemoval = props.removalPolicy ?? RemovalPolicy.RETAIN;
     const logRetention = props.logRetention ?? logs.RetentionDays.ONE_MONTH;
     const iteratorAgeThreshold = props.iteratorAgeAlarmThreshold ?? Duration.minutes(5);
@@ -448,6 +497,9 @@ export class SluiceJob extends Construct {
       POWERTOOLS_SERVICE_NAME: `sluice-${plan.job}`,
       POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
       NODE_OPTIONS: '--enable-source-maps',
+      [ENV.logLevel]: props.logLevel ?? 'WARN',
+      ...(tracing ? { [TRACING_ENV]: '1' } : {}),
+      ...(idle ? { [LOOP_ENV.idle]: '1' } : {}),
     };
     const bucketStatements = (sid: string, actions: string[]): iam.PolicyStatement[] => [
       new iam.PolicyStatement({
@@ -480,6 +532,7 @@ export class SluiceJob extends Construct {
     const eventSourceMappings = new Map<string, lambda.EventSourceMapping>();
     for (const stage of plan.stages) {
       const s = settings.get(stage.id)!;
+      const source = sourceOf(plan, stage);
       const functionName = names.functionOf(stage);
       const logGroup = this.logGroup(`Logs-${stage.id}`, functionName, logRetention);
       const input = streams.get(stage.id)!;
@@ -513,6 +566,10 @@ export class SluiceJob extends Construct {
         new iam.PolicyStatement({ sid: 'DropSpilledState', actions: ['s3:DeleteObject'], resources: [this.bucket.arnForObjects('spill/*')] }),
         taskResponse(),
         ...kmsStatements(),
+        ...importedKeyStatements('ImportedKeys', [
+          ...(source && this.sourceKeys.has(source.name) ? [this.sourceKeys.get(source.name)!] : []),
+          ...stage.operators.flatMap((o) => (o.sink && this.sinkKeys.has(o.sink.name) ? [this.sinkKeys.get(o.sink.name)!] : [])),
+        ]),
       ];
       const role = this.role(`Role-${stage.id}`, `Sluice ${plan.job} stage ${stage.id}`, statements);
       const fn = sluiceFunction(this, `Function-${stage.id}`, {
@@ -523,6 +580,7 @@ export class SluiceJob extends Construct {
         timeout: s.timeout,
         role,
         logGroup,
+        ...(tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
         ...(s.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: s.reservedConcurrency } : {}),
         environment: { ...baseEnv, [ENV.stage]: stage.id },
       });
@@ -583,7 +641,14 @@ export class SluiceJob extends Construct {
       // The acks can complete before `await` registers the token; the coordinator then completes
       // the task itself.
       taskResponse(),
+      // the Commit state's heartbeats (its heartbeat timeout is the pause)
+      new iam.PolicyStatement({ sid: 'CommitHeartbeat', actions: ['states:SendTaskHeartbeat'], resources: [stateMachineArn] }),
+      // continue-as-new and the watchdog start executions of the workflow; the watchdog lists them
+      new iam.PolicyStatement({ sid: 'StartOwnWorkflow', actions: ['states:StartExecution', 'states:ListExecutions'], resources: [stateMachineArn] }),
+      // an idle coordinator looks for input after the last committed barrier
+      new iam.PolicyStatement({ sid: 'ReadSourceStreams', actions: ['kinesis:GetShardIterator', 'kinesis:GetRecords'], resources: sourceStreamArns }),
       ...kmsStatements(),
+      ...importedKeyStatements('ImportedKeys', [...this.sourceKeys.values(), ...plan.sinks.flatMap((k) => (k.kind === 'kinesis' && this.sinkKeys.has(k.name) ? [this.sinkKeys.get(k.name)!] : []))]),
     ]);
     this.coordinatorFunction = sluiceFunction(this, 'Function-coordinator', {
       functionName: names.coordinatorFunction,
@@ -593,7 +658,8 @@ export class SluiceJob extends Construct {
       timeout: Duration.seconds(60),
       role: coordinatorRole,
       logGroup: coordinatorLogs,
-      environment: { ...baseEnv },
+      environment: { ...baseEnv, [LOOP_ENV.stateMachineArn]: stateMachineArn },
+      ...(tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
     });
     this.acknowledgeRuntime(this.coordinatorFunction);
 
@@ -602,9 +668,19 @@ export class SluiceJob extends Construct {
       coordinatorFunction: this.coordinatorFunction,
       checkpoint: plan.checkpoint,
       logRetention,
+      tracing,
       ...(props.coordinatorLogLevel ? { logLevel: props.coordinatorLogLevel } : {}),
     });
     this.stateMachine = this.coordinator.stateMachine;
+    if (!tracing) {
+      Validations.of(this.stateMachine).acknowledge({ id: 'AwsSolutions-SF2', reason: 'X-Ray tracing is a prop (tracing: true); off by default to keep an idle job free of trace costs.' });
+    }
+    if ((props.coordinatorLogLevel ?? 'ERROR') !== 'ALL') {
+      Validations.of(this.stateMachine).acknowledge({
+        id: 'AwsSolutions-SF1',
+        reason: 'The workflow logs failed states and executions (ERROR); ALL logs three transitions per checkpoint with their data, a cost worth paying only while debugging (coordinatorLogLevel).',
+      });
+    }
     const fnLogicalId = stack.resolve(stack.getLogicalId(this.coordinatorFunction.node.defaultChild as lambda.CfnFunction)) as string;
     const smPolicy = this.stateMachine.role.node.tryFindChild('DefaultPolicy') as IConstruct;
     Validations.of(smPolicy).acknowledge(
@@ -634,8 +710,26 @@ export class SluiceJob extends Construct {
     }
 
     // ── Observability ──────────────────────────────────────────────────────────────────────────
-    this.alarms = this.createAlarms(props);
+    this.alarms = this.createAlarms(props, idle);
     this.dashboard = this.createDashboard();
+
+    // ── Running and operating ──────────────────────────────────────────────────────────────────
+    this.logGroupArns.push(this.coordinator.logGroup.logGroupArn);
+    addJobOutputs(this, this.parts());
+    this.watchdogRule = addCoordinatorStart(this, this.parts(), {
+      period: props.watchdogPeriod ?? Duration.minutes(5),
+      onDeploy: props.startOnDeploy ?? true,
+      planHash: plan.hash,
+      dependsOn: [this.stateMachine, ...eventSourceMappings.values()],
+    });
+    if (tracing) {
+      for (const fn of [...stageFunctions.values(), this.coordinatorFunction]) {
+        Validations.of(fn.role!).acknowledge({
+          id: 'AwsSolutions-IAM5[Resource::*]',
+          reason: 'X-Ray PutTraceSegments and PutTelemetryRecords have no resource-level permissions; added by active tracing (tracing: true).',
+        });
+      }
+    }
   }
 
   /**
@@ -661,8 +755,9 @@ export class SluiceJob extends Construct {
       actions: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:DescribeStream', 'kinesis:DescribeStreamSummary', 'kinesis:ListShards'],
       resourceArns: streams.map((s) => s.streamArn),
     });
-    return this.key
-      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:GenerateDataKey'], resourceArns: [this.key.keyArn] }))
+    const keys = [...(this.key ? [this.key] : []), ...[...this.sourceKeys].filter(([name]) => sourceName === undefined || name === sourceName).map(([, k]) => k)];
+    return keys.length
+      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:GenerateDataKey'], resourceArns: [...new Set(keys.map((k) => k.keyArn))] }))
       : grant;
   }
 
@@ -695,8 +790,9 @@ export class SluiceJob extends Construct {
         }),
       );
     }
-    return this.key
-      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:Decrypt', 'kms:DescribeKey'], resourceArns: [this.key.keyArn] }))
+    const keys = [...(this.key ? [this.key] : []), ...this.sinkKeys.values()];
+    return keys.length
+      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:Decrypt', 'kms:DescribeKey'], resourceArns: [...new Set(keys.map((k) => k.keyArn))] }))
       : grant;
   }
 
@@ -722,7 +818,45 @@ export class SluiceJob extends Construct {
     });
   }
 
+  private parts(): JobParts {
+    return {
+      prefix: this.names.prefix,
+      bucketName: this.bucket.bucketName,
+      bucketArn: this.bucket.bucketArn,
+      stateTable: this.stateTable,
+      controlTable: this.controlTable,
+      streams: this.streams,
+      stageFunctions: this.stageFunctions,
+      eventSourceMappings: this.eventSourceMappings,
+      coordinatorFunction: this.coordinatorFunction,
+      stateMachineArn: this.stateMachine.stateMachineArn,
+      stateMachineName: this.names.stateMachine,
+      dashboardName: this.names.prefix,
+      alarmArns: this.alarms.all.map((a) => a.alarmArn),
+      logGroupArns: this.logGroupArns,
+      keys: this.keys,
+    };
+  }
+
+  /**
+   * Lets an operator run the CLI on this job (`sluice status`, `start`, `stop`, `logs`,
+   * `checkpoints`, `savepoint`, `restore`): read the stack's outputs; start, stop and list the
+   * coordinator's executions; enable and disable the event source mappings; invoke the coordinator
+   * (savepoint requests); read and write the control and state tables (checkpoints, the stop flag,
+   * restore); savepoints and deltas in the bucket; describe the alarms; read the logs; the job's
+   * keys. `cloudwatch:GetMetricData` has no resource-level permissions (lag per stage).
+   */
+  grantOperate(grantee: iam.IGrantable): iam.Grant {
+    let grant: iam.Grant | undefined;
+    for (const st of operateStatements(Stack.of(this), this.parts())) {
+      const g = iam.Grant.addToPrincipal({ grantee, actions: st.actions, resourceArns: st.resources });
+      grant = grant ? grant.combine(g) : g;
+    }
+    return grant!;
+  }
+
   private logGroup(cid: string, functionName: string, retention: logs.RetentionDays): logs.LogGroup {
+    this.logGroupArns.push(Stack.of(this).formatArn({ service: 'logs', resource: 'log-group', resourceName: `/aws/lambda/${functionName}:*`, arnFormat: ArnFormat.COLON_RESOURCE_NAME }));
     return new logs.LogGroup(this, cid, {
       logGroupName: `/aws/lambda/${functionName}`,
       retention,
@@ -754,18 +888,22 @@ export class SluiceJob extends Construct {
     });
   }
 
-  private createAlarms(props: SluiceJobProps): SluiceJobAlarms {
+  private createAlarms(props: SluiceJobProps, idle: boolean): SluiceJobAlarms {
     const p = this.names.prefix;
     const iteratorAge = new Map<string, cloudwatch.Alarm>();
+    const stalledShard = new Map<string, cloudwatch.Alarm>();
     const threshold = Duration.millis(this.iteratorAgeThresholdMs);
+    const stalledAfter = props.stalledShardAlarmAfter ?? Duration.minutes(15);
     for (const stage of this.plan.stages) {
-      const stream = this.streams.get(stage.id)!;
+      // The function's own IteratorAge, not the stream's GetRecords metric: while the mapping
+      // retries one batch it stops polling, and the stream-level metric is simply absent.
+      const age = this.stageFunctions.get(stage.id)!.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) });
       iteratorAge.set(
         stage.id,
         new cloudwatch.Alarm(this, `Alarm-iterator-age-${stage.id}`, {
           alarmName: `${p}-${stage.id}-iterator-age`,
           alarmDescription: `Stage ${stage.id} (${truncate(stage.name, 200)}) is more than ${threshold.toHumanString()} behind its input stream`,
-          metric: stream.metricGetRecordsIteratorAgeMilliseconds({ statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) }),
+          metric: age,
           threshold: this.iteratorAgeThresholdMs,
           comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
           evaluationPeriods: 3,
@@ -773,7 +911,30 @@ export class SluiceJob extends Construct {
           treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         }),
       );
+      // a shard whose position has not moved: the function keeps reading (retrying) records this old;
+      // missing data keeps the state, so a mapping that stops invoking does not clear the alarm
+      stalledShard.set(
+        stage.id,
+        new cloudwatch.Alarm(this, `Alarm-stalled-shard-${stage.id}`, {
+          alarmName: `${p}-${stage.id}-stalled-shard`,
+          alarmDescription: `A shard of stage ${stage.id} has not moved for ${stalledAfter.toHumanString()}: its function keeps reading records that old (a batch retried forever?)`,
+          metric: age,
+          threshold: stalledAfter.toMilliseconds(),
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          evaluationPeriods: 1,
+          treatMissingData: cloudwatch.TreatMissingData.IGNORE,
+        }),
+      );
     }
+    const checkpointStalled = new cloudwatch.Alarm(this, 'Alarm-checkpoint-stalled', {
+      alarmName: `${p}-checkpoint-stalled`,
+      alarmDescription: 'The coordinator reports a checkpoint that cannot complete (CheckpointStalled)',
+      metric: this.metric('CheckpointStalled', { period: Duration.minutes(5) }),
+      threshold: 0,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+      evaluationPeriods: 1,
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+    });
     const coordinatorFailed = new cloudwatch.Alarm(this, 'Alarm-coordinator-failed', {
       alarmName: `${p}-coordinator-failed`,
       alarmDescription: `An execution of the ${this.names.stateMachine} workflow failed`,
@@ -801,22 +962,33 @@ export class SluiceJob extends Construct {
       evaluationPeriods: 1,
       treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
     });
-    const stallAfter =
-      props.checkpointStallAlarmAfter ??
-      Duration.seconds(Math.max(15 * 60, Math.ceil((10 * Math.max(this.plan.checkpoint.intervalMs, this.plan.checkpoint.minPauseMs)) / 1000)));
-    const periods = Math.min(288, Math.max(1, Math.ceil(stallAfter.toSeconds() / 300)));
-    const checkpointsStalled = new cloudwatch.Alarm(this, 'Alarm-checkpoints-stalled', {
-      alarmName: `${p}-checkpoints-stalled`,
-      alarmDescription: `No checkpoint completed for ${periods * 5} minutes: is a coordinator execution running (StartExecution)?`,
-      metric: this.metric('CheckpointCompleted', { period: Duration.minutes(5) }),
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-      evaluationPeriods: periods,
-      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-    });
-    const all = [...iteratorAge.values(), coordinatorFailed, checkpointFailed, deadLetters, checkpointsStalled];
+    let checkpointsStalled: cloudwatch.Alarm | undefined;
+    if (!idle) {
+      const stallAfter =
+        props.checkpointStallAlarmAfter ??
+        Duration.seconds(Math.max(15 * 60, Math.ceil((10 * Math.max(this.plan.checkpoint.intervalMs, this.plan.checkpoint.minPauseMs)) / 1000)));
+      const periods = Math.min(288, Math.max(1, Math.ceil(stallAfter.toSeconds() / 300)));
+      checkpointsStalled = new cloudwatch.Alarm(this, 'Alarm-checkpoints-stalled', {
+        alarmName: `${p}-checkpoints-stalled`,
+        alarmDescription: `No checkpoint completed for ${periods * 5} minutes: is a coordinator execution running?`,
+        metric: this.metric('CheckpointCompleted', { period: Duration.minutes(5) }),
+        threshold: 1,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+        evaluationPeriods: periods,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      });
+    }
+    const all = [
+      ...iteratorAge.values(),
+      ...stalledShard.values(),
+      coordinatorFailed,
+      checkpointFailed,
+      checkpointStalled,
+      deadLetters,
+      ...(checkpointsStalled ? [checkpointsStalled] : []),
+    ];
     for (const alarm of all) alarm.addAlarmAction(...(props.alarmActions ?? []));
-    return { iteratorAge, coordinatorFailed, checkpointFailed, deadLetters, checkpointsStalled, all };
+    return { iteratorAge, stalledShard, checkpointStalled, coordinatorFailed, checkpointFailed, deadLetters, ...(checkpointsStalled ? { checkpointsStalled } : {}), all };
   }
 
   private createDashboard(): cloudwatch.Dashboard {
@@ -851,8 +1023,11 @@ export class SluiceJob extends Construct {
           width: 8,
         }),
         new cloudwatch.GraphWidget({
-          title: `${stage.id} input iterator age (ms)`,
-          left: [stream.metricGetRecordsIteratorAgeMilliseconds({ statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) })],
+          title: `${stage.id} iterator age (ms)`,
+          left: [
+            fn.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1), label: 'function' }),
+            stream.metricGetRecordsIteratorAgeMilliseconds({ statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1), label: 'stream' }),
+          ],
           leftAnnotations: [{ value: this.iteratorAgeThresholdMs, label: 'alarm' }],
           width: 8,
         }),
@@ -903,6 +1078,31 @@ function logStatement(logGroup: logs.LogGroup): iam.PolicyStatement {
     actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
     resources: [logGroup.logGroupArn],
   });
+}
+
+/** KMS use of an imported stream or table: read, write and publish under its key. */
+function importedKeyStatements(sid: string, keys: readonly kms.IKey[]): iam.PolicyStatement[] {
+  const arns = [...new Set(keys.map((k) => k.keyArn))];
+  return arns.length ? [new iam.PolicyStatement({ sid, actions: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:DescribeKey'], resources: arns })] : [];
+}
+
+/** Keys given for imported sources or sinks, checked against the plan: the name must exist and name an existing resource. */
+function importedKeys(plan: Plan, kind: 'sources' | 'sinks', given: Readonly<Record<string, kms.IKey>>): Map<string, kms.IKey> {
+  const out = new Map<string, kms.IKey>();
+  for (const [name, k] of Object.entries(given)) {
+    if (kind === 'sources') {
+      const src = plan.sources.find((x) => x.name === name);
+      if (!src) throw new Error(`importedResourceKeys.sources names "${name}", but the job's sources are ${plan.sources.map((x) => x.name).join(', ')}`);
+      if (src.streamName === undefined) throw new Error(`importedResourceKeys.sources.${name}: the source creates its own stream (under encryptionKey); a key is only for a stream it imports (streamName)`);
+    } else {
+      const sink = plan.sinks.find((x) => x.name === name);
+      if (!sink) throw new Error(`importedResourceKeys.sinks names "${name}", but the job's sinks are ${plan.sinks.map((x) => x.name).join(', ')}`);
+      const imported = (sink.kind === 'dynamodb-upsert' && sink.tableName !== undefined) || (sink.kind === 'kinesis' && sink.streamName !== undefined);
+      if (!imported) throw new Error(`importedResourceKeys.sinks.${name}: the sink does not import an existing table or stream (tableName/streamName), so it needs no key of its own`);
+    }
+    out.set(name, k);
+  }
+  return out;
 }
 
 function sourceOf(plan: Plan, stage: PlanStage): PlanSource | undefined {

@@ -1,43 +1,22 @@
 /**
  * The lifecycle commands of the `sluice` CLI: checkpoints, savepoint, restore, rescale. They act on
  * a deployed job (endpoints from AWS_ENDPOINT_URL*, credentials and region from the usual AWS
- * settings), found by the job module and the resource prefix it was deployed with.
+ * settings), found by the job module and its stack's outputs (cli/deployed.ts).
  */
-import { ListExecutionsCommand, ListStateMachinesCommand, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
+import { ListExecutionsCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
+import { sleep } from '../shared/adapters/aws/clients.js';
 import { readManifest, restoreIncompatibility, restoreSavepoint } from '../shared/adapters/aws/savepoints.js';
-import type { Job } from '../shared/api/job.js';
-import { Coordinator, type CheckpointRecord, type SavepointRecord } from '../shared/coordinator/coordinator.js';
-import type { Plan } from '../shared/plan/plan.js';
-import { planJob } from '../shared/plan/planner.js';
-import { ENV, resourceNames, type ResourceNames } from '../shared/plan/resources.js';
-import { loadJob } from './load-job.js';
+import type { CheckpointRecord, SavepointRecord } from '../shared/coordinator/coordinator.js';
+import { setOperatorStop } from '../shared/coordinator/loop.js';
+import { deployedJob, type DeployedJob, type DeployedOptions } from './deployed.js';
+import { setMappings, startJob } from './operate.js';
 
-interface Target {
-  readonly job: Job;
-  readonly plan: Plan;
-  readonly names: ResourceNames;
-  readonly bucket: string;
-  readonly clients: AwsClients;
-  readonly coordinator: Coordinator;
-}
+type Target = DeployedJob;
+type TargetOptions = DeployedOptions;
 
-interface TargetOptions {
-  prefix?: string;
-  bucket?: string;
-}
-
-async function target(jobPath: string, opts: TargetOptions): Promise<Target> {
-  const job = await loadJob(jobPath);
-  const plan = planJob(job);
-  const names = resourceNames(plan, opts.prefix);
-  // CDK lets CloudFormation name the bucket: take it from --bucket or SLUICE_BUCKET when given
-  const bucket = opts.bucket ?? process.env[ENV.bucket] ?? names.bucket;
-  const clients = createAwsClients();
-  return { job, plan, names, bucket, clients, coordinator: new Coordinator(plan, names, clients, [], undefined, { bucket }) };
-}
+const target = deployedJob;
 
 const kb = (n: number | undefined) => (n === undefined ? '' : n < 1024 ? `${n} B` : `${(n / 1024).toFixed(1)} KiB`);
 
@@ -61,30 +40,18 @@ export function formatCheckpoints(list: readonly CheckpointRecord[], retained: n
   return [line(Object.fromEntries(cols.map((k) => [k, k]))), ...rows.map(line)].join('\n');
 }
 
-async function stateMachineArn(t: Target): Promise<string | undefined> {
-  let token: string | undefined;
-  do {
-    const r = await t.clients.sfn.send(new ListStateMachinesCommand(token ? { nextToken: token } : {}));
-    const m = r.stateMachines?.find((s) => s.name === t.names.stateMachine);
-    if (m) return m.stateMachineArn;
-    token = r.nextToken;
-  } while (token);
-  return undefined;
-}
-
-/** Stops the running coordinator executions (after a stop-with-savepoint); undefined when the workflow cannot be found. */
+/** Stops the running coordinator executions and the mappings after a stop-with-savepoint (the watchdog leaves the job stopped). */
 async function stopWorkflow(t: Target): Promise<number | undefined> {
-  let arn: string | undefined;
-  try {
-    arn = await stateMachineArn(t);
-  } catch (err) {
-    process.stderr.write(`cannot list state machines (${err instanceof Error ? err.message : String(err)})\n`);
+  if (!t.stateMachineArn) {
+    process.stderr.write(`stack ${t.stackName} names no coordinator workflow\n`);
+    return undefined;
   }
-  if (!arn) return undefined;
-  const r = await t.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: arn, statusFilter: 'RUNNING' }));
+  await setOperatorStop(t.clients, t.names, true);
+  const r = await t.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: t.stateMachineArn, statusFilter: 'RUNNING' }));
   for (const e of r.executions ?? []) {
     await t.clients.sfn.send(new StopExecutionCommand({ executionArn: e.executionArn!, cause: 'sluice savepoint --stop' }));
   }
+  await setMappings(t, false).catch((err: unknown) => process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`));
   return r.executions?.length ?? 0;
 }
 
@@ -154,20 +121,17 @@ async function restore(t: Target, id: string, startWorkflow: boolean): Promise<v
     bar.stop();
   }
   console.log(`restored savepoint ${id} (checkpoint ${m.checkpointId}): ${r.rows} state rows, ${r.timers} timers, ${r.instances} instances; the job goes on from epoch ${r.epoch}`);
-  if (startWorkflow) {
-    const arn = await stateMachineArn(t);
-    if (!arn) throw new Error(`state machine ${t.names.stateMachine} not found: start it by hand with {"iteration": 0}`);
-    await t.clients.sfn.send(new StartExecutionCommand({ stateMachineArn: arn, input: JSON.stringify({ iteration: 0 }) }));
-    console.log(`started the coordinator workflow ${t.names.stateMachine}`);
-  }
+  // what the stop disabled is enabled again: the mappings, the coordinator (and the watchdog's watch)
+  if (startWorkflow) await startJob(t);
 }
 
 export function addLifecycleCommands(program: Command): void {
   const common = (c: Command) =>
     c
       .argument('<job>', 'job module (its default export is the job)')
-      .option('--prefix <prefix>', 'resource prefix the job was deployed with (default: sluice-<job>)')
-      .option('--bucket <name>', 'the job\'s data bucket (default: $SLUICE_BUCKET, else <prefix>-data)');
+      .option('--stack <name>', 'the stack that deployed the job (default: Sluice-<job>); names come from its outputs')
+      .option('--prefix <prefix>', 'resource prefix (default: from the stack\'s outputs)')
+      .option('--bucket <name>', 'the job\'s data bucket (default: from the stack\'s outputs, or $SLUICE_BUCKET)');
 
   common(program.command('checkpoints').description('list the checkpoints of a deployed job: status, duration, bytes and keys flushed; and its savepoints'))
     .option('--json', 'print the records as JSON')
@@ -199,15 +163,15 @@ export function addLifecycleCommands(program: Command): void {
       if (opts.stop) {
         const n = await stopWorkflow(t);
         console.log(
-          `${n === undefined ? `could not find the ${t.names.stateMachine} workflow: stop its executions by hand (the job takes no checkpoint anyway)` : `stopped ${n} coordinator execution(s)`}. Disable the stage functions' event source mappings too ` +
-            '(aws lambda update-event-source-mapping --uuid … --no-enabled) before restoring into this deployment.',
+          `${n === undefined ? `could not find the ${t.names.stateMachine} workflow: stop its executions by hand (the job takes no checkpoint anyway)` : `stopped ${n} coordinator execution(s) and the event source mappings`}. ` +
+            '`sluice restore` enables them again.',
         );
       }
     });
 
-  common(program.command('restore').description('restore a deployed, stopped job from a savepoint (its parallelism may differ) and start its workflow'))
+  common(program.command('restore').description('restore a deployed, stopped job from a savepoint (its parallelism may differ), enable its event source mappings and start its workflow'))
     .requiredOption('--savepoint <id>', 'savepoint id')
-    .option('--no-start', 'do not start the coordinator workflow afterwards')
+    .option('--no-start', 'leave the mappings disabled and the workflow stopped afterwards')
     .action(async (jobPath: string, opts: TargetOptions & { savepoint: string; start: boolean }) => {
       await restore(await target(jobPath, opts), opts.savepoint, opts.start);
     });
@@ -237,7 +201,7 @@ export function addLifecycleCommands(program: Command): void {
         const sp = await waitForSavepoint(t, req.id, opts.timeout);
         await stopWorkflow(t);
         console.log(
-          `stopped with savepoint ${sp.id} (checkpoint ${sp.checkpointId}). Now disable the event source mappings, change the ` +
+          `stopped with savepoint ${sp.id} (checkpoint ${sp.checkpointId}), coordinator and event source mappings included. Now change the ` +
             `parallelism in the job module, deploy it, and run: sluice rescale ${jobPath} --savepoint ${sp.id}`,
         );
         return;

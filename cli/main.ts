@@ -11,7 +11,9 @@ import cliProgress from 'cli-progress';
 import { createAwsClients, sleep } from '../shared/adapters/aws/clients.js';
 import { describePlan, planToMermaid, planToSvg } from '../shared/plan/describe.js';
 import { planJob } from '../shared/plan/planner.js';
-import { addLifecycleCommands } from './lifecycle.js';
+import { addCostCommand } from './cost.js';
+import { addLifecycleCommands, formatCheckpoints } from './lifecycle.js';
+import { addOperateCommands } from './operate.js';
 import { loadJob } from './load-job.js';
 import { registerInitCommand } from './init.js';
 import { registerDevCommand } from './dev.js';
@@ -100,6 +102,8 @@ program
 registerSqlCommand(program, int);
 
 addLifecycleCommands(program);
+addOperateCommands(program);
+addCostCommand(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`sluice: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -6,6 +6,8 @@
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { createAwsClients } from '../shared/adapters/aws/clients.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
+import { LOOP_ENV } from '../shared/coordinator/loop.js';
+import { CoordinatorWake, hasInput } from '../shared/coordinator/wake.js';
 import type { Job } from '../shared/api/job.js';
 import { planJob, stageById } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
@@ -23,13 +25,20 @@ export function operatorHandler(job: Job): OperatorHandler {
   const telemetry = new PowertoolsTelemetry(plan.job, stage.id);
   const bucket = optionalEnv(ENV.bucket);
   const clients = createAwsClients();
-  for (const c of [clients.kinesis, clients.dynamodb, clients.s3, clients.sfn]) telemetry.tracer.captureAWSv3Client(c);
+  telemetry.traceClients(clients);
   const ports = createAwsPorts(plan, names, clients, telemetry, bucket ? { bucket } : {});
   const runner = new StageRunner(job, plan, stage, names, ports);
+  // a source stage wakes a coordinator parked while no input arrived (shared/coordinator/wake.ts)
+  const wake = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? new CoordinatorWake(clients, names.controlTable) : undefined;
   return async (event, context) => {
     if (context) telemetry.logger.addContext(context);
     try {
-      return await runner.handle(event);
+      const out = await runner.handle(event);
+      if (wake && hasInput(event)) {
+        // best effort: a missed wake-up is caught by the parked task's own re-check
+        await wake.afterInput().catch((err: unknown) => telemetry.log('warn', 'could not wake the coordinator', { error: String(err) }));
+      }
+      return out;
     } finally {
       telemetry.flush();
     }

@@ -28,7 +28,9 @@ import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
+import { CoordinatorLoop, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
+import { commitPauseOverride } from '../cdk/coordinator-state-machine.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
@@ -53,6 +55,8 @@ export interface LocalRunOptions {
   readonly batchSize?: number;
   /** time between checkpoints, replacing the plan's (Wait states of the workflow); @default the plan's */
   readonly checkpointIntervalMs?: number;
+  /** park the coordinator while no source shard holds input (as deployed by default); a source stage must then wake it (shared/coordinator/wake.ts); @default false */
+  readonly idleCoordinator?: boolean;
   /** reuse running emulators instead of starting new ones (they are then not stopped) */
   readonly emulators?: LocalEmulators;
   readonly prefix?: string;
@@ -159,9 +163,20 @@ export class LocalJobRunner {
     }
     const direct = (input: CoordinatorTaskInput) => this.coordinator.run(input);
     const wrapped = o.wrapCoordinator ? o.wrapCoordinator(direct) : direct;
+    // the workflow's tasks go through the coordinator loop, as in the deployed function
+    let loop: CoordinatorLoop | undefined;
     const runTask = (payload: unknown) => {
+      loop ??= new CoordinatorLoop({
+        plan: this.plan,
+        names: this.names,
+        clients: this.clients,
+        run: wrapped,
+        pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
+        stateMachineArn: def.stateMachineArn,
+        idle: o.idleCoordinator ?? false,
+      });
       // tracked so that stop() waits for a task still running (a commit must not outlive the run)
-      const p = wrapped(payload as CoordinatorTaskInput);
+      const p = loop.run(payload as LoopTaskInput);
       this.tasks.add(p);
       const untrack = () => this.tasks.delete(p);
       p.then(untrack, untrack);
@@ -172,6 +187,7 @@ export class LocalJobRunner {
       stateMachineArn: def.stateMachineArn,
       lambdaHandlers: { [def.coordinatorFunctionArn]: runTask, [def.coordinatorFunctionName]: runTask },
       waitTimeOverrides: waits,
+      ...(o.checkpointIntervalMs !== undefined ? { taskTimeoutOverrides: commitPauseOverride(def.definition, o.checkpointIntervalMs) } : {}),
     });
     const { endpoint: sfn } = await this.stepFunctions.listen();
     this.sfnEndpoint = sfn;

@@ -63,6 +63,12 @@ export interface LocalStateMachineOptions {
   lambdaHandlers: Record<string, LambdaHandler>;
   /** Milliseconds per Wait state name, replacing its Seconds/Timestamp. */
   waitTimeOverrides?: Record<string, number>;
+  /**
+   * Milliseconds per task-token Task state name, replacing its HeartbeatSeconds when it has one,
+   * else its TimeoutSeconds (the coordinator's Commit state, whose heartbeat timeout is the pause
+   * between checkpoints). The state fails with `States.Timeout` when it passes, as on AWS.
+   */
+  taskTimeoutOverrides?: Record<string, number>;
   /** Milliseconds per state name (or per retrier, as an array), replacing Retry intervals. */
   retryIntervalOverrides?: Record<string, number | number[]>;
   /** Runs `arn:aws:states:::dynamodb:*` and `arn:aws:states:::aws-sdk:dynamodb:*` tasks. */
@@ -135,6 +141,10 @@ interface ExecutionRecord extends ExecutionSummary {
   abortTasks: Set<(err: unknown) => void>;
   done: Promise<void>;
   history: unknown[];
+  /** billed state transitions so far: states entered plus retries (AWS counts both) */
+  transitions: number;
+  /** the same, by state name */
+  transitionsByState: Map<string, number>;
 }
 
 const HISTORY_LIMIT = 1_000;
@@ -211,6 +221,17 @@ export class LocalStepFunctions {
         if (task.TimeoutSeconds === undefined && task.TimeoutSecondsPath === undefined) {
           task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
         }
+        const override = this.opts.taskTimeoutOverrides?.[stateName];
+        if (override !== undefined) {
+          if (task.Resource !== LAMBDA_INVOKE_TOKEN && !String(task.Resource).endsWith('.waitForTaskToken')) {
+            throw new Error(`LocalStepFunctions: taskTimeoutOverrides names ${stateName}, which is not a task-token task`);
+          }
+          if (task.HeartbeatSeconds === undefined) {
+            // the timer in withTaskToken fails the state; the interpreter's own never fires first
+            task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
+            delete task.TimeoutSecondsPath;
+          }
+        }
         if (!this.canRun(task.Resource)) {
           throw new Error(
             `LocalStepFunctions: Task ${stateName} uses Resource ${task.Resource}, which cannot run locally; ` +
@@ -263,6 +284,8 @@ export class LocalStepFunctions {
       abortTasks: new Set(),
       done: Promise.resolve(),
       history: [],
+      transitions: 0,
+      transitionsByState: new Map(),
     };
     this.execs.set(arn, rec);
     const run = this.machine.run(deepClone(rec.input) as never, {
@@ -285,6 +308,12 @@ export class LocalStepFunctions {
         for await (const ev of run.eventLogs) {
           rec.history.push(ev);
           if (rec.history.length > HISTORY_LIMIT) rec.history.shift();
+          const e = ev as { type?: string; state?: { name?: string } };
+          if (e.type === 'StateEntered' || e.type === 'StateRetried') {
+            rec.transitions++;
+            const name = e.state?.name ?? '?';
+            rec.transitionsByState.set(name, (rec.transitionsByState.get(name) ?? 0) + 1);
+          }
           if (rec.status !== 'RUNNING') break;
         }
       } catch {
@@ -311,6 +340,13 @@ export class LocalStepFunctions {
       },
     ).finally(() => this.closeExecution(rec));
     return { executionArn: arn, startDate: rec.startDate };
+  }
+
+  /** Billed state transitions of an execution so far (states entered plus retries), in total and by state. */
+  transitions(executionArn: string): { total: number; byState: Record<string, number> } {
+    const rec = this.execs.get(executionArn);
+    if (!rec) throw new SfnApiError('ExecutionDoesNotExist', `Execution Does Not Exist: '${executionArn}'`);
+    return { total: rec.transitions, byState: Object.fromEntries(rec.transitionsByState) };
   }
 
   /** Aborts a running execution (StopExecution). */
@@ -461,13 +497,19 @@ export class LocalStepFunctions {
     }).withResolvers<unknown>();
     const entry: PendingTask = { executionArn: rec.arn, stateName, resolve, reject };
     this.pending.set(token, entry);
-    if (task.TimeoutSeconds !== undefined) {
+    const overrideMs = this.opts.taskTimeoutOverrides?.[stateName];
+    if (overrideMs !== undefined && task.HeartbeatSeconds === undefined) {
+      entry.timeoutTimer = setTimeout(() => {
+        if (this.pending.get(token) === entry) entry.reject(new StatesError('States.Timeout', `task timed out after ${overrideMs} ms`));
+      }, overrideMs);
+      entry.timeoutTimer.unref();
+    } else if (task.TimeoutSeconds !== undefined) {
       // The interpreter rejects the state at this time; the token closes with it.
       entry.timeoutTimer = setTimeout(() => this.closeToken(token), task.TimeoutSeconds * 1000);
       entry.timeoutTimer.unref();
     }
     if (task.HeartbeatSeconds !== undefined) {
-      entry.heartbeatMs = task.HeartbeatSeconds * 1000;
+      entry.heartbeatMs = overrideMs ?? task.HeartbeatSeconds * 1000;
       this.armHeartbeat(token, entry);
     }
     promise.catch(() => undefined).finally(() => this.closeToken(token));

@@ -1,0 +1,47 @@
+/**
+ * `sluice cost <job> --rate <events/s>`: a monthly estimate per service from the job's plan
+ * (bench/monthly-cost.ts): every item a deployment bills, with the Kinesis shards and the
+ * producers' PUTs reported apart. The stage functions' activity per event is what the bench
+ * measured for its keyed job, scaled by the job's stages; `npm run bench -- --only cost` meters it.
+ */
+import { InvalidArgumentError, type Command } from 'commander';
+import { formatMonthlyCost, monthlyCost } from '../bench/monthly-cost.js';
+import { planJob } from '../shared/plan/planner.js';
+import { loadJob } from './load-job.js';
+
+const positive = (name: string) => (v: string) => {
+  const n = Number(v);
+  if (!Number.isFinite(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative number, got "${v}"`);
+  return n;
+};
+
+export function addCostCommand(program: Command): void {
+  program
+    .command('cost')
+    .description('estimate what a deployed job costs per month, service by service, at an event rate (list prices, us-east-1)')
+    .argument('<job>', 'job module')
+    .requiredOption('--rate <events/s>', 'events per second into the sources (0: idle)', positive('--rate'))
+    .option('--event-bytes <n>', 'bytes per event', positive('--event-bytes'), 200)
+    .option('--keys <n>', 'distinct keys held in state (storage)', positive('--keys'), 10_000)
+    .option('--on-demand', 'Kinesis on-demand streams instead of provisioned shards')
+    .option('--customer-key', 'a customer-managed KMS key (encryptionKey)')
+    .option('--no-idle', 'the coordinator checkpoints even with no input (idleCoordinator: false)')
+    .option('--json', 'print the estimate as JSON')
+    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; customerKey?: boolean; idle: boolean; json?: boolean }) => {
+      const plan = planJob(await loadJob(jobPath));
+      const c = monthlyCost({
+        plan,
+        eventsPerSecond: o.rate,
+        eventBytes: o.eventBytes,
+        keys: o.keys,
+        kinesisMode: o.onDemand ? 'on-demand' : 'provisioned',
+        customerKey: o.customerKey ?? false,
+        idleCoordinator: o.idle,
+      });
+      if (o.json) {
+        console.log(JSON.stringify(c, null, 2));
+        return;
+      }
+      console.log(`${plan.job} at ${o.rate} events/s, checkpoint every ${plan.checkpoint.intervalMs / 1000} s, per month:\n${formatMonthlyCost(c)}`);
+    });
+}
