@@ -51,6 +51,15 @@ export class KeyEntry {
   pass = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
+  /** the record (KeyedStateCache.record) that last saved this entry's values, and what it saved */
+  saved = 0;
+  s0: unknown = undefined;
+  sT0: number | undefined = undefined;
+  sMore: unknown[] | undefined = undefined;
+  sMoreT: Array<number | undefined> | undefined = undefined;
+  sExtra: Map<string, unknown> | undefined = undefined;
+  sExtraT: Map<string, number> | undefined = undefined;
+  sDirty = false;
   constructor(
     readonly keyGroup: number,
     slots: number,
@@ -96,6 +105,19 @@ function touchedSet(e: KeyEntry, i: number, name: string, t: number | undefined)
 interface OperatorSlots {
   readonly descriptors: ReadonlyArray<StateDescriptor<unknown>>;
   readonly byName: ReadonlyMap<string, number>;
+  /** per slot: an object value is saved as its serialized bytes (a function may change it in place) */
+  readonly copy: readonly boolean[];
+}
+
+/** A value saved as its bytes: restored by decoding them, as a restore from a checkpoint would. */
+class SavedBytes {
+  constructor(
+    readonly d: StateDescriptor<unknown>,
+    readonly bytes: Uint8Array,
+  ) {}
+  value(): unknown {
+    return fromStored(this.d, this.d.serializer.decode(this.bytes));
+  }
 }
 
 export class KeyedStateCache {
@@ -119,13 +141,28 @@ export class KeyedStateCache {
   private lastSlotOp: string | undefined;
   private lastSlotName: string | undefined;
   private lastSlot = -1;
+  /**
+   * The record being applied (0: none). Every entry a record touches is saved at its first access
+   * in the record (values, TTL times, dirty flag), so that a record whose function throws can be
+   * undone whole (`rollback`); `commit` forgets the saves. Only first accesses cost anything.
+   */
+  private record = 0;
+  private records = 0;
+  private readonly touched: KeyEntry[] = [];
+  private readonly touchedOps: string[] = [];
 
-  /** Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is used. */
-  register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[]): void {
+  /**
+   * Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is
+   * used. `replacedWhole`: the engine's own operator writes new values and never changes one in
+   * place, so an undo keeps a reference instead of the value's bytes.
+   */
+  register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[], replacedWhole = false): void {
     const byName = new Map(descriptors.map((d) => [d.name, d]));
     this.descriptors.set(operatorId, byName);
     const list = [...byName.values()];
-    this.slots.set(operatorId, { descriptors: list, byName: new Map(list.map((d, i) => [d.name, i])) });
+    // list and map handles replace their container on every write: only single values can be changed in place
+    const copy = list.map((d) => !replacedWhole && (d.kind === 'value' || d.kind === 'reducing' || d.kind === 'aggregating'));
+    this.slots.set(operatorId, { descriptors: list, byName: new Map(list.map((d, i) => [d.name, i])), copy });
     this.lastSlotOp = this.lastSlotName = undefined;
     if (!this.ops.has(operatorId)) this.ops.set(operatorId, new Map());
   }
@@ -213,7 +250,17 @@ export class KeyedStateCache {
   }
 
   private entry(operatorId: string, key: string, keyGroup: number): KeyEntry {
-    if (key === this.lastEntryKey && operatorId === this.lastEntryOp) return this.lastEntry!;
+    if (key === this.lastEntryKey && operatorId === this.lastEntryOp) {
+      const last = this.lastEntry!;
+      if (this.record !== 0 && last.saved !== this.record) this.save(operatorId, last);
+      return last;
+    }
+    const e = this.findEntry(operatorId, key, keyGroup);
+    if (this.record !== 0 && e.saved !== this.record) this.save(operatorId, e);
+    return e;
+  }
+
+  private findEntry(operatorId: string, key: string, keyGroup: number): KeyEntry {
     const m = this.opMap(operatorId);
     let e = m.get(key);
     if (!e) {
@@ -225,6 +272,63 @@ export class KeyedStateCache {
     this.lastEntryKey = key;
     this.lastEntry = e;
     return e;
+  }
+
+  /** Starts a record: entries it touches are saved at their first access. */
+  beginRecord(): void {
+    this.record = ++this.records;
+  }
+
+  /** The record was applied whole: forget what it saved. */
+  commitRecord(): void {
+    this.record = 0;
+    if (this.touched.length) {
+      this.touched.length = 0;
+      this.touchedOps.length = 0;
+    }
+  }
+
+  /** The record failed: every entry it touched gets back its values, TTL times and dirty flag. */
+  rollbackRecord(): void {
+    this.record = 0;
+    const touched = this.touched;
+    for (let i = touched.length - 1; i >= 0; i--) {
+      const e = touched[i]!;
+      e.v0 = restored(e.s0);
+      e.t0 = e.sT0;
+      if (e.more) {
+        for (let j = 0; j < e.more.length; j++) e.more[j] = restored(e.sMore![j]);
+        e.moreT = e.sMoreT!;
+      }
+      e.extra = e.sExtra;
+      e.extraT = e.sExtraT;
+      e.s0 = e.sMore = e.sExtra = e.sExtraT = undefined;
+      if (e.dirty && !e.sDirty) {
+        // listed by this record: it is at the end of its operator's list
+        const list = this.dirty.get(this.touchedOps[i]!)!;
+        const at = list.lastIndexOf(e);
+        if (at >= 0) list.splice(at, 1);
+        e.dirty = false;
+      }
+    }
+    touched.length = 0;
+    this.touchedOps.length = 0;
+  }
+
+  private save(operatorId: string, e: KeyEntry): void {
+    e.saved = this.record;
+    const slots = this.slots.get(operatorId);
+    e.s0 = keepValue(slots, 0, e.v0);
+    e.sT0 = e.t0;
+    if (e.more) {
+      e.sMore = e.more.map((v, j) => keepValue(slots, j + 1, v));
+      e.sMoreT = e.moreT!.slice();
+    }
+    e.sExtra = e.extra && new Map(e.extra);
+    e.sExtraT = e.extraT && new Map(e.extraT);
+    e.sDirty = e.dirty;
+    this.touched.push(e);
+    this.touchedOps.push(operatorId);
   }
 
   private markDirty(operatorId: string, _key: string, e: KeyEntry): void {
@@ -565,6 +669,15 @@ class AggregatingHandle<I, A, O> implements AggregatingState<I, O> {
     this.c.clear();
   }
 }
+
+/** What an undo keeps of slot i's value: the value, or its bytes when a function could change it in place. */
+function keepValue(slots: OperatorSlots | undefined, i: number, v: unknown): unknown {
+  if (typeof v !== 'object' || v === null || !slots?.copy[i]) return v;
+  const d = slots.descriptors[i]!;
+  return new SavedBytes(d, d.serializer.encode(toStored(d, v)));
+}
+
+const restored = (v: unknown): unknown => (v instanceof SavedBytes ? v.value() : v);
 
 /** Map state lives as a Map in memory and as an array of pairs in storage. */
 function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {
