@@ -148,8 +148,12 @@ export class KeyedStateCache {
    */
   private record = 0;
   private records = 0;
+  // reused: filled up to `touchedLength` (setting an array's length to 0 would drop its storage)
   private readonly touched: KeyEntry[] = [];
   private readonly touchedOps: string[] = [];
+  private touchedLength = 0;
+  private lastSaveOp: string | undefined;
+  private lastSaveSlots: OperatorSlots | undefined;
 
   /**
    * Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is
@@ -163,6 +167,7 @@ export class KeyedStateCache {
     // list and map handles replace their container on every write: only single values can be changed in place
     const copy = list.map((d) => !replacedWhole && (d.kind === 'value' || d.kind === 'reducing' || d.kind === 'aggregating'));
     this.slots.set(operatorId, { descriptors: list, byName: new Map(list.map((d, i) => [d.name, i])), copy });
+    this.lastSaveOp = this.lastSaveSlots = undefined;
     this.lastSlotOp = this.lastSlotName = undefined;
     if (!this.ops.has(operatorId)) this.ops.set(operatorId, new Map());
   }
@@ -282,17 +287,14 @@ export class KeyedStateCache {
   /** The record was applied whole: forget what it saved. */
   commitRecord(): void {
     this.record = 0;
-    if (this.touched.length) {
-      this.touched.length = 0;
-      this.touchedOps.length = 0;
-    }
+    this.touchedLength = 0;
   }
 
   /** The record failed: every entry it touched gets back its values, TTL times and dirty flag. */
   rollbackRecord(): void {
     this.record = 0;
     const touched = this.touched;
-    for (let i = touched.length - 1; i >= 0; i--) {
+    for (let i = this.touchedLength - 1; i >= 0; i--) {
       const e = touched[i]!;
       e.v0 = restored(e.s0);
       e.t0 = e.sT0;
@@ -311,13 +313,16 @@ export class KeyedStateCache {
         e.dirty = false;
       }
     }
-    touched.length = 0;
-    this.touchedOps.length = 0;
+    this.touchedLength = 0;
   }
 
   private save(operatorId: string, e: KeyEntry): void {
     e.saved = this.record;
-    const slots = this.slots.get(operatorId);
+    let slots = this.lastSaveSlots;
+    if (operatorId !== this.lastSaveOp) {
+      slots = this.lastSaveSlots = this.slots.get(operatorId);
+      this.lastSaveOp = operatorId;
+    }
     e.s0 = keepValue(slots, 0, e.v0);
     e.sT0 = e.t0;
     if (e.more) {
@@ -327,8 +332,8 @@ export class KeyedStateCache {
     e.sExtra = e.extra && new Map(e.extra);
     e.sExtraT = e.extraT && new Map(e.extraT);
     e.sDirty = e.dirty;
-    this.touched.push(e);
-    this.touchedOps.push(operatorId);
+    this.touched[this.touchedLength] = e;
+    this.touchedOps[this.touchedLength++] = operatorId;
   }
 
   private markDirty(operatorId: string, _key: string, e: KeyEntry): void {

@@ -183,7 +183,21 @@ export class Outbox {
    * sequence number (a replay that skips it numbers the rest the same).
    */
   private staging = false;
+  // reused: filled up to `stagedLength` (setting an array's length to 0 would drop its storage)
   private readonly staged: unknown[] = [];
+  private stagedLength = 0;
+
+  private stage6(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown): void {
+    const st = this.staged;
+    const n = this.stagedLength;
+    st[n] = a;
+    st[n + 1] = b;
+    st[n + 2] = c;
+    st[n + 3] = d;
+    st[n + 4] = e;
+    st[n + 5] = f;
+    this.stagedLength = n + 6;
+  }
 
   constructor(readonly producer: string) {}
 
@@ -196,8 +210,10 @@ export class Outbox {
   commitRecord(): void {
     this.staging = false;
     const st = this.staged;
-    if (!st.length) return;
-    for (let i = 0; i < st.length; ) {
+    const n = this.stagedLength;
+    if (n === 0) return;
+    this.stagedLength = 0;
+    for (let i = 0; i < n; ) {
       switch (st[i] as Staged) {
         case Staged.Keyed:
           this.emitKeyed(st[i + 1] as string, st[i + 2] as number, st[i + 3] as number | undefined, st[i + 4] as Uint8Array, st[i + 5] as number);
@@ -205,15 +221,15 @@ export class Outbox {
           break;
         case Staged.Rebalance:
           this.emitRebalance(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number);
-          i += 5;
+          i += 6;
           break;
         case Staged.Broadcast:
           this.emitBroadcast(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number);
-          i += 5;
+          i += 6;
           break;
         case Staged.Control:
           this.emitControl(st[i + 1] as Envelope);
-          i += 2;
+          i += 6;
           break;
         case Staged.Upsert:
           this.upsert(st[i + 1] as string, st[i + 2] as string, st[i + 3] as string, st[i + 4] as string, st[i + 5] as Record<string, unknown>);
@@ -221,17 +237,16 @@ export class Outbox {
           break;
         case Staged.Collect:
           this.collect(st[i + 1] as string, st[i + 2]);
-          i += 3;
+          i += 6;
           break;
       }
     }
-    st.length = 0;
   }
 
   /** The record failed: what it emitted is dropped. */
   rollbackRecord(): void {
     this.staging = false;
-    this.staged.length = 0;
+    this.stagedLength = 0;
   }
 
   addDestination(toStage: string, dest: Destination, stageIndex = -1): void {
@@ -263,7 +278,7 @@ export class Outbox {
   /** Emits a data envelope to the shard owning `keyGroup`. */
   emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     if (this.staging) {
-      this.staged.push(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
+      this.stage6(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
       return;
     }
     const d = this.dests.get(toStage)!;
@@ -282,7 +297,7 @@ export class Outbox {
   /** Emits a data envelope to the next shard in round-robin order. */
   emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     if (this.staging) {
-      this.staged.push(Staged.Rebalance, toStage, timestamp, payload, input);
+      this.stage6(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
       return;
     }
     const d = this.dests.get(toStage)!;
@@ -305,7 +320,7 @@ export class Outbox {
   /** Emits a data envelope to every shard. */
   emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     if (this.staging) {
-      this.staged.push(Staged.Broadcast, toStage, timestamp, payload, input);
+      this.stage6(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
       return;
     }
     const d = this.dests.get(toStage)!;
@@ -325,7 +340,7 @@ export class Outbox {
   /** Sends a control envelope (watermark, tick, end) to every shard of every destination. */
   emitControl(e: Envelope): void {
     if (this.staging) {
-      this.staged.push(Staged.Control, e);
+      this.stage6(Staged.Control, e, undefined, undefined, undefined, undefined);
       return;
     }
     for (const d of this.dests.values()) for (const ch of d.routing ? d.routing.groups : d.channels) d.push(ch, e);
@@ -339,7 +354,7 @@ export class Outbox {
 
   upsert(sink: string, table: string, keyAttribute: string, key: string, item: Record<string, unknown>): void {
     if (this.staging) {
-      this.staged.push(Staged.Upsert, sink, table, keyAttribute, key, item);
+      this.stage6(Staged.Upsert, sink, table, keyAttribute, key, item);
       return;
     }
     let u = this.upserts.get(sink);
@@ -350,7 +365,7 @@ export class Outbox {
 
   collect(sink: string, value: unknown): void {
     if (this.staging) {
-      this.staged.push(Staged.Collect, sink, value);
+      this.stage6(Staged.Collect, sink, value, undefined, undefined, undefined);
       return;
     }
     let c = this.collected.get(sink);
