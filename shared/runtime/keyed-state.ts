@@ -51,15 +51,8 @@ export class KeyEntry {
   pass = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
-  /** the record (KeyedStateCache.record) that last saved this entry's values, and what it saved */
+  /** the record (KeyedStateCache.record) that last saved this entry (what it saved is in the cache) */
   saved = 0;
-  s0: unknown = undefined;
-  sT0: number | undefined = undefined;
-  sMore: unknown[] | undefined = undefined;
-  sMoreT: Array<number | undefined> | undefined = undefined;
-  sExtra: Map<string, unknown> | undefined = undefined;
-  sExtraT: Map<string, number> | undefined = undefined;
-  sDirty = false;
   constructor(
     readonly keyGroup: number,
     slots: number,
@@ -109,6 +102,14 @@ interface OperatorSlots {
   readonly copy: readonly boolean[];
 }
 
+/** An entry's slots past the first, as a record found them. */
+interface SavedSlots {
+  readonly more: unknown[] | undefined;
+  readonly moreT: Array<number | undefined> | undefined;
+  readonly extra: Map<string, unknown> | undefined;
+  readonly extraT: Map<string, number> | undefined;
+}
+
 /** A value saved as its bytes: restored by decoding them, as a restore from a checkpoint would. */
 class SavedBytes {
   constructor(
@@ -152,6 +153,11 @@ export class KeyedStateCache {
   private readonly touched: KeyEntry[] = [];
   private readonly touchedOps: string[] = [];
   private touchedLength = 0;
+  // what each touched entry held before the record: slot 0 inline, the other slots only when there are any
+  private readonly savedV0: unknown[] = [];
+  private readonly savedT0: Array<number | undefined> = [];
+  private readonly savedDirty: boolean[] = [];
+  private readonly savedRest: Array<SavedSlots | undefined> = [];
   private lastSaveOp: string | undefined;
   private lastSaveSlots: OperatorSlots | undefined;
 
@@ -296,16 +302,17 @@ export class KeyedStateCache {
     const touched = this.touched;
     for (let i = this.touchedLength - 1; i >= 0; i--) {
       const e = touched[i]!;
-      e.v0 = restored(e.s0);
-      e.t0 = e.sT0;
-      if (e.more) {
-        for (let j = 0; j < e.more.length; j++) e.more[j] = restored(e.sMore![j]);
-        e.moreT = e.sMoreT!;
-      }
-      e.extra = e.sExtra;
-      e.extraT = e.sExtraT;
-      e.s0 = e.sMore = e.sExtra = e.sExtraT = undefined;
-      if (e.dirty && !e.sDirty) {
+      e.v0 = restored(this.savedV0[i]);
+      e.t0 = this.savedT0[i];
+      const rest = this.savedRest[i];
+      if (rest) {
+        if (e.more) for (let j = 0; j < e.more.length; j++) e.more[j] = restored(rest.more![j]);
+        e.moreT = rest.moreT;
+        e.extra = rest.extra;
+        e.extraT = rest.extraT;
+      } else e.extra = e.extraT = undefined;
+      this.savedV0[i] = this.savedRest[i] = undefined;
+      if (e.dirty && !this.savedDirty[i]) {
         // listed by this record: it is at the end of its operator's list
         const list = this.dirty.get(this.touchedOps[i]!)!;
         const at = list.lastIndexOf(e);
@@ -323,17 +330,21 @@ export class KeyedStateCache {
       slots = this.lastSaveSlots = this.slots.get(operatorId);
       this.lastSaveOp = operatorId;
     }
-    e.s0 = keepValue(slots, 0, e.v0);
-    e.sT0 = e.t0;
-    if (e.more) {
-      e.sMore = e.more.map((v, j) => keepValue(slots, j + 1, v));
-      e.sMoreT = e.moreT!.slice();
-    }
-    e.sExtra = e.extra && new Map(e.extra);
-    e.sExtraT = e.extraT && new Map(e.extraT);
-    e.sDirty = e.dirty;
-    this.touched[this.touchedLength] = e;
-    this.touchedOps[this.touchedLength++] = operatorId;
+    const n = this.touchedLength++;
+    this.touched[n] = e;
+    this.touchedOps[n] = operatorId;
+    this.savedV0[n] = keepValue(slots, 0, e.v0);
+    this.savedT0[n] = e.t0;
+    this.savedDirty[n] = e.dirty;
+    this.savedRest[n] =
+      e.more || e.extra
+        ? {
+            more: e.more?.map((v, j) => keepValue(slots, j + 1, v)),
+            moreT: e.moreT?.slice(),
+            extra: e.extra && new Map(e.extra),
+            extraT: e.extraT && new Map(e.extraT),
+          }
+        : undefined;
   }
 
   private markDirty(operatorId: string, _key: string, e: KeyEntry): void {
