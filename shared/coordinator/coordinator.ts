@@ -287,32 +287,62 @@ export class Coordinator {
    * Asks for a savepoint: the next checkpoint the workflow allocates becomes one. With `stop`, the
    * job takes no checkpoint after it (stop-with-savepoint); the caller then stops the workflow and
    * the stage functions. Fails if another request is still waiting.
+   *
+   * Two writes — the savepoint's record, then the request allocate reads — as a sequence a retry
+   * with the same id finishes: a record still REQUESTED (the request never written, or written and
+   * its answer lost) is taken over as it is, and the request may be rewritten with the same id.
+   * A record past REQUESTED was taken by a checkpoint already: that id exists.
    */
   async requestSavepoint(options: { id?: string; stop?: boolean } = {}): Promise<SavepointRecord> {
     const at = this.now();
     const id = options.id ?? `sp-${at.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z').toLowerCase()}`;
     if (!validSavepointId(id)) throw new SluiceError(`savepoint id must be 1-100 letters, digits, "_", "." or "-", starting with a letter or digit; got "${id}"`, 'BAD_INPUT');
-    const record: SavepointRecord = { id, status: 'REQUESTED', stop: options.stop ?? false, requestedAt: at.toISOString() };
+    const stop = options.stop ?? false;
+    let record: SavepointRecord = { id, status: 'REQUESTED', stop, requestedAt: at.toISOString() };
+    let retried = false;
     try {
       await this.clients.doc.send(
         new PutCommand({ TableName: this.table, Item: { pk: 'savepoint', sk: id, ...record }, ConditionExpression: 'attribute_not_exists(pk)' }),
       );
     } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new SluiceError(`savepoint "${id}" already exists`, 'SAVEPOINT_EXISTS');
-      throw err;
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      const existing = await this.getSavepoint(id);
+      // a request that died between its writes (or lost an answer): finish it, as first asked
+      if (existing?.status !== 'REQUESTED' || existing.stop !== stop) throw new SluiceError(`savepoint "${id}" already exists`, 'SAVEPOINT_EXISTS');
+      record = existing;
+      retried = true;
     }
     try {
       await this.clients.doc.send(
         new PutCommand({
           TableName: this.table,
           Item: { pk: 'coordinator', sk: 'savepoint-request', id, stop: record.stop, requestedAt: record.requestedAt },
-          ConditionExpression: 'attribute_not_exists(pk)',
+          ConditionExpression: 'attribute_not_exists(pk) OR id = :id',
+          ExpressionAttributeValues: { ':id': id },
         }),
       );
     } catch (err) {
-      await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: 'savepoint', sk: id } }));
-      if (err instanceof ConditionalCheckFailedException) throw new SluiceError('another savepoint request is still waiting for a checkpoint', 'SAVEPOINT_PENDING', true);
-      throw err;
+      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+      // another request waits: drop this record (a crash before the delete leaves it REQUESTED, which a retry takes over)
+      await this.clients.doc.send(
+        new DeleteCommand({ TableName: this.table, Key: { pk: 'savepoint', sk: id }, ConditionExpression: '#status = :s', ExpressionAttributeNames: { '#status': 'status' }, ExpressionAttributeValues: { ':s': 'REQUESTED' } }),
+      ).catch((e: unknown) => {
+        if (!(e instanceof ConditionalCheckFailedException)) throw e;
+      });
+      throw new SluiceError('another savepoint request is still waiting for a checkpoint', 'SAVEPOINT_PENDING', true);
+    }
+    if (retried) {
+      // a retry: an allocate may have taken the request between our read and our write, and this
+      // write put it back — a request whose record moved on would turn a second checkpoint into it
+      const now = await this.getSavepoint(id);
+      if (now && now.status !== 'REQUESTED') {
+        await this.clients.doc.send(
+          new DeleteCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConditionExpression: 'id = :id', ExpressionAttributeValues: { ':id': id } }),
+        ).catch((e: unknown) => {
+          if (!(e instanceof ConditionalCheckFailedException)) throw e;
+        });
+        return now;
+      }
     }
     return record;
   }

@@ -10,6 +10,35 @@ type Entries = Array<[string | number, unknown]>;
 
 export class BroadcastStateStore {
   private readonly ops = new Map<string, Map<string, Map<string | number, unknown>>>();
+  /** while a record is applied: each map it changed, with its entries before the first change */
+  private recording = false;
+  private readonly saved = new Map<Map<string | number, unknown>, Entries>();
+
+  /** Starts a record: maps it changes keep their entries from before. */
+  beginRecord(): void {
+    this.recording = true;
+  }
+
+  commitRecord(): void {
+    this.recording = false;
+    if (this.saved.size) this.saved.clear();
+  }
+
+  /** The record failed: the maps it changed get their entries back. */
+  rollbackRecord(): void {
+    this.recording = false;
+    for (const [m, entries] of this.saved) {
+      m.clear();
+      for (const [k, v] of entries) m.set(k, v);
+    }
+    this.saved.clear();
+  }
+
+  private change<K, V>(m: Map<K, V>): Map<K, V> {
+    const any = m as unknown as Map<string | number, unknown>;
+    if (this.recording && !this.saved.has(any)) this.saved.set(any, [...any.entries()]);
+    return m;
+  }
 
   private map(operatorId: string, name: string): Map<string | number, unknown> {
     let op = this.ops.get(operatorId);
@@ -23,14 +52,14 @@ export class BroadcastStateStore {
     const m = this.map(operatorId, d.name) as Map<K, V>;
     return {
       get: (k) => m.get(k),
-      put: (k, v) => void m.set(k, v),
-      remove: (k) => void m.delete(k),
+      put: (k, v) => void this.change(m).set(k, v),
+      remove: (k) => void this.change(m).delete(k),
       contains: (k) => m.has(k),
       entries: () => [...m.entries()],
       keys: () => [...m.keys()],
       values: () => [...m.values()],
       isEmpty: () => m.size === 0,
-      clear: () => m.clear(),
+      clear: () => this.change(m).clear(),
     };
   }
 

@@ -505,8 +505,7 @@ export function compileChain(
     });
 
     if (a.kind === 'tumbling') {
-      // one window per record: the key's list is updated in place (the accumulator is computed
-      // first, so a function that throws leaves the state as it was)
+      // one window per record
       const { sizeMs, offsetMs } = a;
       return (v, m) => {
         const ts = m.timestamp;
@@ -516,23 +515,28 @@ export function compileChain(
         const end = start + sizeMs;
         if (end - 1 + lateness <= wm) return late(v, m, ts, wm); // the window is gone
         const key = m.key!;
-        let list = state.read(opId, key, m.keyGroup, d) as Windows | undefined;
-        let e: Windows[number] | undefined;
-        if (list) {
-          for (let j = 0; j < list.length; j++) {
-            if (list[j]![0] === start && list[j]![1] === end) {
-              e = list[j]!;
+        const old = state.read(opId, key, m.keyGroup, d) as Windows | undefined;
+        let at = -1;
+        if (old) {
+          for (let j = 0; j < old.length; j++) {
+            if (old[j]![0] === start && old[j]![1] === end) {
+              at = j;
               break;
             }
           }
         }
-        if (e) {
-          e[2] = add(e[2], v);
+        // a new list and a new entry, never the stored ones changed: an undone record leaves them as they were
+        let list: Windows;
+        let e: Windows[number];
+        if (at >= 0) {
+          e = [start, end, add(old![at]![2], v)];
+          list = old!.length === 1 ? [e] : old!.slice();
+          list[at] = e;
           // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
           if (lateness > 0) schedule(key, m.keyGroup, end);
         } else {
           e = [start, end, add(undefined, v)];
-          (list ??= []).push(e);
+          list = old ? [...old, e] : [e];
           if (list.length > 1) list.sort(byWindow);
           schedule(key, m.keyGroup, end);
         }
@@ -632,12 +636,68 @@ export function compileChain(
   const routes: Push[] = [];
   for (const [input, ids] of byInput) routes[input] = fanOut(ids);
   const route0 = routes[0] ?? (() => undefined);
-  const push: Push = routes.length <= 1 ? route0 : (v, m) => (routes[m.input ?? 0] ?? route0)(v, m);
+  const route: Push = routes.length <= 1 ? route0 : (v, m) => (routes[m.input ?? 0] ?? route0)(v, m);
+
+  /**
+   * A record (or a timer) is applied whole or not at all: while it runs, its outputs wait in the
+   * outbox and every store notes what it changes first; when a function throws, the stores put
+   * back what they noted and the outputs are dropped, then the error goes on to the instance (which
+   * dead-letters the record or fails). Every operator kind goes through here.
+   */
+  let lateMark = 0;
+  const begin = () => {
+    state.beginRecord();
+    timers.beginRecord();
+    outbox.beginRecord();
+    operatorState.beginRecord();
+    broadcast.beginRecord();
+    lateMark = lateDropped;
+  };
+  // outputs first: should writing one fail, the record is still undone
+  const commit = () => {
+    outbox.commitRecord();
+    state.commitRecord();
+    timers.commitRecord();
+    operatorState.commitRecord();
+    broadcast.commitRecord();
+  };
+  const rollback = () => {
+    state.rollbackRecord();
+    timers.rollbackRecord();
+    outbox.rollbackRecord();
+    operatorState.rollbackRecord();
+    broadcast.rollbackRecord();
+    lateDropped = lateMark;
+  };
+  const push: Push = (v, m) => {
+    begin();
+    try {
+      route(v, m);
+      commit();
+    } catch (err) {
+      rollback();
+      throw err;
+    }
+  };
+  const fireTimer = (t: Timer) => {
+    const handler = timerHandlers.get(t.operatorId);
+    if (!handler) return;
+    begin();
+    try {
+      handler(t);
+      commit();
+    } catch (err) {
+      rollback();
+      throw err;
+    }
+  };
   const keyedOperators: string[] = [];
   for (const op of stage.operators) {
     const n = graph.get(op.id)!;
     if (n.kind === 'process' || n.kind === 'reduce' || n.kind === 'window' || n.kind === 'coProcess' || n.kind === 'broadcastProcess') {
-      state.register(op.id, n.kind === 'window' ? [{ name: n.state[0]!.name, kind: 'value', serializer: jsonSerializer() }] : n.state);
+      // a window's list is replaced whole at every change (see compileWindow)
+      if (n.kind === 'window') state.register(op.id, [{ name: n.state[0]!.name, kind: 'value', serializer: jsonSerializer() }], true);
+      else state.register(op.id, n.state);
       keyedOperators.push(op.id);
     }
   }
@@ -645,7 +705,7 @@ export function compileChain(
     push,
     keySelectors,
     keyedOperators,
-    fireTimer: (t) => timerHandlers.get(t.operatorId)?.(t),
+    fireTimer,
     lateDropped: () => lateDropped,
   };
 }

@@ -51,6 +51,8 @@ export class KeyEntry {
   pass = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
+  /** the record (KeyedStateCache.record) that last saved this entry (what it saved is in the cache) */
+  saved = 0;
   constructor(
     readonly keyGroup: number,
     slots: number,
@@ -96,6 +98,27 @@ function touchedSet(e: KeyEntry, i: number, name: string, t: number | undefined)
 interface OperatorSlots {
   readonly descriptors: ReadonlyArray<StateDescriptor<unknown>>;
   readonly byName: ReadonlyMap<string, number>;
+  /** per slot: an object value is saved as its serialized bytes (a function may change it in place) */
+  readonly copy: readonly boolean[];
+}
+
+/** An entry's slots past the first, as a record found them. */
+interface SavedSlots {
+  readonly more: unknown[] | undefined;
+  readonly moreT: Array<number | undefined> | undefined;
+  readonly extra: Map<string, unknown> | undefined;
+  readonly extraT: Map<string, number> | undefined;
+}
+
+/** A value saved as its bytes: restored by decoding them, as a restore from a checkpoint would. */
+class SavedBytes {
+  constructor(
+    readonly d: StateDescriptor<unknown>,
+    readonly bytes: Uint8Array,
+  ) {}
+  value(): unknown {
+    return fromStored(this.d, this.d.serializer.decode(this.bytes));
+  }
 }
 
 export class KeyedStateCache {
@@ -119,13 +142,38 @@ export class KeyedStateCache {
   private lastSlotOp: string | undefined;
   private lastSlotName: string | undefined;
   private lastSlot = -1;
+  /**
+   * The record being applied (0: none). Every entry a record touches is saved at its first access
+   * in the record (values, TTL times, dirty flag), so that a record whose function throws can be
+   * undone whole (`rollback`); `commit` forgets the saves. Only first accesses cost anything.
+   */
+  private record = 0;
+  private records = 0;
+  // reused: filled up to `touchedLength` (setting an array's length to 0 would drop its storage)
+  private readonly touched: KeyEntry[] = [];
+  private readonly touchedOps: string[] = [];
+  private touchedLength = 0;
+  // what each touched entry held before the record: slot 0 inline, the other slots only when there are any
+  private readonly savedV0: unknown[] = [];
+  private readonly savedT0: Array<number | undefined> = [];
+  private readonly savedDirty: boolean[] = [];
+  private readonly savedRest: Array<SavedSlots | undefined> = [];
+  private lastSaveOp: string | undefined;
+  private lastSaveSlots: OperatorSlots | undefined;
 
-  /** Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is used. */
-  register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[]): void {
+  /**
+   * Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is
+   * used. `replacedWhole`: the engine's own operator writes new values and never changes one in
+   * place, so an undo keeps a reference instead of the value's bytes.
+   */
+  register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[], replacedWhole = false): void {
     const byName = new Map(descriptors.map((d) => [d.name, d]));
     this.descriptors.set(operatorId, byName);
     const list = [...byName.values()];
-    this.slots.set(operatorId, { descriptors: list, byName: new Map(list.map((d, i) => [d.name, i])) });
+    // list and map handles replace their container on every write: only single values can be changed in place
+    const copy = list.map((d) => !replacedWhole && (d.kind === 'value' || d.kind === 'reducing' || d.kind === 'aggregating'));
+    this.slots.set(operatorId, { descriptors: list, byName: new Map(list.map((d, i) => [d.name, i])), copy });
+    this.lastSaveOp = this.lastSaveSlots = undefined;
     this.lastSlotOp = this.lastSlotName = undefined;
     if (!this.ops.has(operatorId)) this.ops.set(operatorId, new Map());
   }
@@ -213,7 +261,17 @@ export class KeyedStateCache {
   }
 
   private entry(operatorId: string, key: string, keyGroup: number): KeyEntry {
-    if (key === this.lastEntryKey && operatorId === this.lastEntryOp) return this.lastEntry!;
+    if (key === this.lastEntryKey && operatorId === this.lastEntryOp) {
+      const last = this.lastEntry!;
+      if (this.record !== 0 && last.saved !== this.record) this.save(operatorId, last);
+      return last;
+    }
+    const e = this.findEntry(operatorId, key, keyGroup);
+    if (this.record !== 0 && e.saved !== this.record) this.save(operatorId, e);
+    return e;
+  }
+
+  private findEntry(operatorId: string, key: string, keyGroup: number): KeyEntry {
     const m = this.opMap(operatorId);
     let e = m.get(key);
     if (!e) {
@@ -225,6 +283,68 @@ export class KeyedStateCache {
     this.lastEntryKey = key;
     this.lastEntry = e;
     return e;
+  }
+
+  /** Starts a record: entries it touches are saved at their first access. */
+  beginRecord(): void {
+    this.record = ++this.records;
+  }
+
+  /** The record was applied whole: forget what it saved. */
+  commitRecord(): void {
+    this.record = 0;
+    this.touchedLength = 0;
+  }
+
+  /** The record failed: every entry it touched gets back its values, TTL times and dirty flag. */
+  rollbackRecord(): void {
+    this.record = 0;
+    const touched = this.touched;
+    for (let i = this.touchedLength - 1; i >= 0; i--) {
+      const e = touched[i]!;
+      e.v0 = restored(this.savedV0[i]);
+      e.t0 = this.savedT0[i];
+      const rest = this.savedRest[i];
+      if (rest) {
+        if (e.more) for (let j = 0; j < e.more.length; j++) e.more[j] = restored(rest.more![j]);
+        e.moreT = rest.moreT;
+        e.extra = rest.extra;
+        e.extraT = rest.extraT;
+      } else e.extra = e.extraT = undefined;
+      this.savedV0[i] = this.savedRest[i] = undefined;
+      if (e.dirty && !this.savedDirty[i]) {
+        // listed by this record: it is at the end of its operator's list
+        const list = this.dirty.get(this.touchedOps[i]!)!;
+        const at = list.lastIndexOf(e);
+        if (at >= 0) list.splice(at, 1);
+        e.dirty = false;
+      }
+    }
+    this.touchedLength = 0;
+  }
+
+  private save(operatorId: string, e: KeyEntry): void {
+    e.saved = this.record;
+    let slots = this.lastSaveSlots;
+    if (operatorId !== this.lastSaveOp) {
+      slots = this.lastSaveSlots = this.slots.get(operatorId);
+      this.lastSaveOp = operatorId;
+    }
+    const n = this.touchedLength++;
+    this.touched[n] = e;
+    this.touchedOps[n] = operatorId;
+    this.savedV0[n] = keepValue(slots, 0, e.v0);
+    this.savedT0[n] = e.t0;
+    this.savedDirty[n] = e.dirty;
+    this.savedRest[n] =
+      e.more || e.extra
+        ? {
+            more: e.more?.map((v, j) => keepValue(slots, j + 1, v)),
+            moreT: e.moreT?.slice(),
+            extra: e.extra && new Map(e.extra),
+            extraT: e.extraT && new Map(e.extraT),
+          }
+        : undefined;
   }
 
   private markDirty(operatorId: string, _key: string, e: KeyEntry): void {
@@ -565,6 +685,15 @@ class AggregatingHandle<I, A, O> implements AggregatingState<I, O> {
     this.c.clear();
   }
 }
+
+/** What an undo keeps of slot i's value: the value, or its bytes when a function could change it in place. */
+function keepValue(slots: OperatorSlots | undefined, i: number, v: unknown): unknown {
+  if (typeof v !== 'object' || v === null || !slots?.copy[i]) return v;
+  const d = slots.descriptors[i]!;
+  return new SavedBytes(d, d.serializer.encode(toStored(d, v)));
+}
+
+const restored = (v: unknown): unknown => (v instanceof SavedBytes ? v.value() : v);
 
 /** Map state lives as a Map in memory and as an array of pairs in storage. */
 function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {

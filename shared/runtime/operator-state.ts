@@ -12,21 +12,50 @@ export type OperatorListMode = 'split' | 'union';
 /** [operator, state name, mode, items] */
 export type OperatorListRow = [string, string, OperatorListMode, unknown[]];
 
+interface OperatorList {
+  mode: OperatorListMode;
+  items: unknown[];
+}
+
 export class OperatorStateStore {
-  private readonly lists = new Map<string, { mode: OperatorListMode; items: unknown[] }>();
+  private readonly lists = new Map<string, OperatorList>();
+  /** while a record is applied: each list it changed, with its items before the first change */
+  private recording = false;
+  private readonly saved = new Map<OperatorList, unknown[]>();
 
   list<T>(operatorId: string, name: string, mode: OperatorListMode): ListState<T> {
     const id = `${operatorId}\u0000${name}`;
     let l = this.lists.get(id);
     if (!l) this.lists.set(id, (l = { mode, items: [] }));
     const cell = l;
+    const change = () => {
+      if (this.recording && !this.saved.has(cell)) this.saved.set(cell, cell.items.slice());
+      return cell;
+    };
     return {
       get: () => [...cell.items] as T[],
-      add: (v) => void cell.items.push(v),
-      addAll: (vs) => void cell.items.push(...vs),
-      update: (vs) => void (cell.items = [...vs]),
-      clear: () => void (cell.items = []),
+      add: (v) => void change().items.push(v),
+      addAll: (vs) => void change().items.push(...vs),
+      update: (vs) => void (change().items = [...vs]),
+      clear: () => void (change().items = []),
     };
+  }
+
+  /** Starts a record: lists it changes keep their items from before. */
+  beginRecord(): void {
+    this.recording = true;
+  }
+
+  commitRecord(): void {
+    this.recording = false;
+    if (this.saved.size) this.saved.clear();
+  }
+
+  /** The record failed: the lists it changed get their items back. */
+  rollbackRecord(): void {
+    this.recording = false;
+    for (const [l, items] of this.saved) l.items = items;
+    this.saved.clear();
   }
 
   toJSON(): OperatorListRow[] {

@@ -35,6 +35,16 @@ export function makeDestination(stream: string, shards: readonly ShardInfo[], ma
   return { stream, shards: sorted, shardOfKeyGroup };
 }
 
+/** kinds of output a record holds until it succeeds */
+const enum Staged {
+  Keyed,
+  Rebalance,
+  Broadcast,
+  Control,
+  Upsert,
+  Collect,
+}
+
 interface Channel {
   readonly shardIndex: number;
   seq: number;
@@ -167,8 +177,77 @@ export class Outbox {
   dataOut = 0;
   /** see UpsertWrite.generation; back to 0 at every epoch */
   generation = 0;
+  /**
+   * While a record is applied, what it emits waits here (flat: a kind, then its arguments) and goes
+   * out only when the record succeeds: a record whose function throws emits nothing, and takes no
+   * sequence number (a replay that skips it numbers the rest the same).
+   */
+  private staging = false;
+  // reused: filled up to `stagedLength` (setting an array's length to 0 would drop its storage)
+  private readonly staged: unknown[] = [];
+  private stagedLength = 0;
+
+  private stage6(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown): void {
+    const st = this.staged;
+    const n = this.stagedLength;
+    st[n] = a;
+    st[n + 1] = b;
+    st[n + 2] = c;
+    st[n + 3] = d;
+    st[n + 4] = e;
+    st[n + 5] = f;
+    this.stagedLength = n + 6;
+  }
 
   constructor(readonly producer: string) {}
+
+  /** Starts a record: its outputs are held until `commitRecord`. */
+  beginRecord(): void {
+    this.staging = true;
+  }
+
+  /** The record was applied whole: its outputs go out, in the order it emitted them. */
+  commitRecord(): void {
+    this.staging = false;
+    const st = this.staged;
+    const n = this.stagedLength;
+    if (n === 0) return;
+    this.stagedLength = 0;
+    for (let i = 0; i < n; ) {
+      switch (st[i] as Staged) {
+        case Staged.Keyed:
+          this.emitKeyed(st[i + 1] as string, st[i + 2] as number, st[i + 3] as number | undefined, st[i + 4] as Uint8Array, st[i + 5] as number);
+          i += 6;
+          break;
+        case Staged.Rebalance:
+          this.emitRebalance(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number);
+          i += 6;
+          break;
+        case Staged.Broadcast:
+          this.emitBroadcast(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number);
+          i += 6;
+          break;
+        case Staged.Control:
+          this.emitControl(st[i + 1] as Envelope);
+          i += 6;
+          break;
+        case Staged.Upsert:
+          this.upsert(st[i + 1] as string, st[i + 2] as string, st[i + 3] as string, st[i + 4] as string, st[i + 5] as Record<string, unknown>);
+          i += 6;
+          break;
+        case Staged.Collect:
+          this.collect(st[i + 1] as string, st[i + 2]);
+          i += 6;
+          break;
+      }
+    }
+  }
+
+  /** The record failed: what it emitted is dropped. */
+  rollbackRecord(): void {
+    this.staging = false;
+    this.stagedLength = 0;
+  }
 
   addDestination(toStage: string, dest: Destination, stageIndex = -1): void {
     this.dests.set(toStage, new DestinationBuffer(dest, this.producer, stageIndex));
@@ -198,6 +277,10 @@ export class Outbox {
 
   /** Emits a data envelope to the shard owning `keyGroup`. */
   emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+    if (this.staging) {
+      this.stage6(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
+      return;
+    }
     const d = this.dests.get(toStage)!;
     const r = d.routing;
     if (r) {
@@ -213,6 +296,10 @@ export class Outbox {
 
   /** Emits a data envelope to the next shard in round-robin order. */
   emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+    if (this.staging) {
+      this.stage6(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
+      return;
+    }
     const d = this.dests.get(toStage)!;
     const r = d.routing;
     const i = this.rr.get(toStage) ?? 0;
@@ -232,6 +319,10 @@ export class Outbox {
 
   /** Emits a data envelope to every shard. */
   emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+    if (this.staging) {
+      this.stage6(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
+      return;
+    }
     const d = this.dests.get(toStage)!;
     const r = d.routing;
     if (r) {
@@ -248,6 +339,10 @@ export class Outbox {
 
   /** Sends a control envelope (watermark, tick, end) to every shard of every destination. */
   emitControl(e: Envelope): void {
+    if (this.staging) {
+      this.stage6(Staged.Control, e, undefined, undefined, undefined, undefined);
+      return;
+    }
     for (const d of this.dests.values()) for (const ch of d.routing ? d.routing.groups : d.channels) d.push(ch, e);
   }
 
@@ -258,6 +353,10 @@ export class Outbox {
   }
 
   upsert(sink: string, table: string, keyAttribute: string, key: string, item: Record<string, unknown>): void {
+    if (this.staging) {
+      this.stage6(Staged.Upsert, sink, table, keyAttribute, key, item);
+      return;
+    }
     let u = this.upserts.get(sink);
     if (!u) this.upserts.set(sink, (u = { table, keyAttribute, writes: [] }));
     const seq = this.nextSinkSeq(sink);
@@ -265,6 +364,10 @@ export class Outbox {
   }
 
   collect(sink: string, value: unknown): void {
+    if (this.staging) {
+      this.stage6(Staged.Collect, sink, value, undefined, undefined, undefined);
+      return;
+    }
     let c = this.collected.get(sink);
     if (!c) this.collected.set(sink, (c = []));
     c.push({ producer: this.producer, epoch: this.epoch, seq: this.nextSinkSeq(sink), value });

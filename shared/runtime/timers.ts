@@ -62,6 +62,13 @@ export class TimerIndex {
   private lastDomain: DomainTimers | undefined;
   private lastOperator: string | undefined;
   private lastKeys: Map<string, Timer> | undefined;
+  /**
+   * While a record is applied: the timers it added (true) or deleted (false), in order, so that a
+   * record whose function throws can be undone (`rollbackRecord`).
+   */
+  private recording = false;
+  private readonly changed: Timer[] = [];
+  private readonly added: boolean[] = [];
 
   get size(): number {
     return this.count;
@@ -101,6 +108,10 @@ export class TimerIndex {
     b.size++;
     this.count++;
     if (b.order !== undefined) insertInOrder(b, t);
+    if (this.recording) {
+      this.changed.push(t);
+      this.added.push(true);
+    }
   }
 
   delete(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): void {
@@ -111,9 +122,42 @@ export class TimerIndex {
   remove(domain: TimeDomain, operatorId: string, key: string, time: number): void {
     const dt = this.domain(domain);
     const b = dt.buckets.get(time);
-    if (b === undefined || b.byOperator.get(operatorId)?.delete(key) !== true) return;
+    const keys = b?.byOperator.get(operatorId);
+    const t = keys?.get(key);
+    if (t === undefined) return;
+    keys!.delete(key);
     this.count--;
-    if (--b.size === 0) this.dropBucket(dt, b);
+    if (--b!.size === 0) this.dropBucket(dt, b!);
+    if (this.recording) {
+      this.changed.push(t);
+      this.added.push(false);
+    }
+  }
+
+  /** Starts a record: the timers it adds and deletes are noted. */
+  beginRecord(): void {
+    this.recording = true;
+  }
+
+  /** The record was applied whole. */
+  commitRecord(): void {
+    this.recording = false;
+    if (this.changed.length) {
+      this.changed.length = 0;
+      this.added.length = 0;
+    }
+  }
+
+  /** The record failed: its additions and deletions are undone, last first. */
+  rollbackRecord(): void {
+    this.recording = false;
+    for (let i = this.changed.length - 1; i >= 0; i--) {
+      const t = this.changed[i]!;
+      if (this.added[i]) this.remove(t.domain, t.operatorId, t.key, t.time);
+      else this.add(t);
+    }
+    this.changed.length = 0;
+    this.added.length = 0;
   }
 
   private dropBucket(dt: DomainTimers, b: Bucket): void {
