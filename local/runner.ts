@@ -82,6 +82,8 @@ export interface LocalRunOptions {
   readonly restoreFrom?: string;
   /** wraps the coordinator's commit targets (fault injection: a crash between COMPLETED and publishing) */
   readonly wrapCommitTargets?: (targets: readonly CommitTarget[]) => readonly CommitTarget[];
+  /** runs once the job's resources exist, before its functions and coordinator start (input put there is a backlog) */
+  readonly beforeStart?: (runner: LocalJobRunner) => Promise<void>;
 }
 
 export interface RunStats {
@@ -208,6 +210,7 @@ export class LocalJobRunner {
       this.restored = await restoreSavepoint({ plan: this.plan, names: this.names, clients: this.clients, bucket: this.names.bucket }, o.restoreFrom);
     }
     this.running = true;
+    if (o.beforeStart) await o.beforeStart(this);
 
     for (const stage of this.plan.stages) {
       const count = o.environments ?? 3;
@@ -571,6 +574,14 @@ export class LocalJobRunner {
       token = r.NextContinuationToken;
     } while (token);
     return out;
+  }
+
+  /** What each simulated execution environment holds: its cached instances and their keys. */
+  environments(): Array<{ id: string; instances: number; keys: number }> {
+    return [...this.envs.values()].flat().map((e) => {
+      const cached = e.runner.cached();
+      return { id: e.id, instances: cached.length, keys: cached.reduce((a, i) => a + i.state.size, 0) };
+    });
   }
 
   async stats(): Promise<RunStats> {

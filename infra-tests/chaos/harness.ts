@@ -18,6 +18,7 @@ import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from './faults.js';
+import { slowedHandler, startCpuHogs, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
 
@@ -70,6 +71,8 @@ export interface ChaosOptions {
   /** extra runner options / hook options, for targeted tests */
   readonly runnerOptions?: Partial<LocalRunOptions>;
   readonly hookOptions?: Partial<ChaosHookOptions>;
+  /** run under load (see load.ts) */
+  readonly load?: ChaosLoad;
 }
 
 export interface SeedResult {
@@ -213,6 +216,8 @@ export interface ChaosRunOptions {
   /** resource prefix; @default chaos-<seed>-<a|b> */
   readonly prefix?: string;
   readonly engineLog?: (line: string) => void;
+  /** run under load (see load.ts; a `cpu` load's hogs are started by runChaos) */
+  readonly load?: ChaosLoad;
 }
 
 export interface RunVerdict {
@@ -261,6 +266,7 @@ export class ChaosRun {
       ...(o.engineLog ? { log: o.engineLog } : {}),
       ...hooks.options,
       ...o.runnerOptions,
+      ...(o.load?.kind === 'slow' ? { wrapHandler: (h, ctx) => hooks.options.wrapHandler!(slowedHandler(h, (o.load as { factor: number }).factor), ctx) } : {}),
     });
     hooks.attach(runner);
     return new ChaosRun(runner, schedule, variant);
@@ -457,6 +463,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       ...(options.runnerOptions || limits ? { runnerOptions: { ...(limits ? { runner: limits } : {}), ...options.runnerOptions } } : {}),
       ...(options.prefixTag ? { prefix: `chaos-${seed}-${variant === 'two-stage' ? 'a' : 'b'}${options.prefixTag}` } : {}),
       ...(options.engineLog ? { engineLog: options.engineLog } : {}),
+      ...(options.load ? { load: options.load } : {}),
     });
     const r = run;
     options.onRunner?.(r.runner, schedule);
@@ -616,6 +623,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   const own = !options.emulators;
   const emulators = options.emulators ?? (await startEmulators());
   const results: SeedResult[] = [];
+  const stopHogs = startCpuHogs(options.load);
   try {
     const queue = [...options.seeds];
     const worker = async () => {
@@ -627,6 +635,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     };
     await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? 1, options.seeds.length)) }, worker));
   } finally {
+    await stopHogs();
     if (own) await emulators.stop();
   }
   results.sort((a, b) => a.seed - b.seed);

@@ -1,0 +1,318 @@
+/**
+ * The soak: the chaos job on the emulated stack with light faults on, for N minutes.
+ *
+ * 1. catch-up: `preloadSeconds` of input (at the steady rate) is on the source stream before the
+ *    job's functions and coordinator start; catch-up ends when every pre-loaded record's output is
+ *    published (a committed checkpoint covers it);
+ * 2. steady input at `ratePerSecond` until N minutes have passed since the start;
+ * 3. faults off, two more checkpoints, and the verdict against the chaos oracle (written apart from
+ *    the engine): lost, duplicated, mismatched outputs and dead letters.
+ *
+ * Sampled every few seconds: heap of the process (after a GC when node runs with --expose-gc) and
+ * what each simulated execution environment caches, DynamoDB items and bytes of the job's tables,
+ * S3 objects in its bucket, every checkpoint's duration and outcome, and commit latency (from a
+ * record's PutRecords to its output being published by a commit).
+ */
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { startEmulators } from '../../local/emulators.js';
+import type { LocalJobRunner } from '../../local/runner.js';
+import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
+import { FaultSchedule, prng, type FaultRates } from '../chaos/faults.js';
+import { ChaosRun, inputRecord, type InputRecord } from '../chaos/harness.js';
+import { OUTPUTS_SINK, SOURCE_NAME, type ChaosVariant } from '../chaos/job.js';
+import type { PublishedOutput } from '../chaos/oracle.js';
+
+/** Light faults for a long run: every kind that does not need a quiet machine to end. */
+export const SOAK_RATES: FaultRates = {
+  'crash-after-emit': 0.01,
+  'crash-after-delta': 0.01,
+  'crash-mid-apply': 0.01,
+  'crash-after-ack': 0.01,
+  zombie: 0.003,
+  'putrecords-partial': 0.03,
+  'putrecords-partial-barrier': 0.05,
+  'throttle-dynamodb': 0.01,
+  'throttle-kinesis': 0.01,
+  'throttle-s3': 0.01,
+  'duplicate-delivery': 0.01,
+  'coordinator-task-failure': 0.02,
+  'env-recycled': 0.05,
+};
+
+export interface SoakOptions {
+  readonly minutes: number;
+  /** steady input, records per second; @default 20 */
+  readonly ratePerSecond?: number;
+  /** seconds of input (at the steady rate) on the source before the job starts; @default 60 */
+  readonly preloadSeconds?: number;
+  readonly seed?: number;
+  readonly variant?: ChaosVariant;
+  /** checkpoint timeoutMs (the progress window); @default 8000 */
+  readonly checkpointTimeoutMs?: number;
+  /** faults off: a clean baseline */
+  readonly noFaults?: boolean;
+  /** one line per sample period */
+  readonly progress?: (line: string) => void;
+  readonly engineLog?: (line: string) => void;
+}
+
+export interface SoakSample {
+  readonly atMs: number;
+  readonly phase: 'catch-up' | 'steady' | 'quiet';
+  readonly heapMb: number;
+  readonly environments: Array<{ id: string; instances: number; keys: number }>;
+  readonly dynamo: Record<string, { items: number; bytes: number }>;
+  readonly s3Objects: number;
+  readonly produced: number;
+  readonly published: number;
+}
+
+export interface SoakResult {
+  readonly minutes: number;
+  readonly events: number;
+  readonly catchUpMs: number | undefined;
+  readonly checkpoints: { catchUp: number[]; steady: number[]; aborted: number; completed: number; reasons: string[] };
+  readonly commitLatencyMs: { p50: number; p99: number; max: number };
+  readonly heapGrowthPct: number;
+  readonly s3ObjectsEnd: number;
+  /** steady minutes in which no checkpoint completed */
+  readonly deadMinutes: number;
+  readonly lost: number;
+  readonly duplicated: number;
+  readonly mismatched: number;
+  readonly problems: string[];
+  readonly samples: SoakSample[];
+  readonly line: string;
+  readonly ok: boolean;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export function percentile(xs: readonly number[], p: number): number {
+  if (!xs.length) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))]!;
+}
+
+/** Approximate stored size of a DynamoDB item: attribute names plus values. */
+function itemBytes(item: Record<string, unknown>): number {
+  const size = (v: unknown): number => {
+    if (v === null || v === undefined) return 1;
+    if (typeof v === 'string') return Buffer.byteLength(v);
+    if (typeof v === 'number' || typeof v === 'bigint') return 8;
+    if (typeof v === 'boolean') return 1;
+    if (v instanceof Uint8Array) return v.length;
+    if (v instanceof Set) return [...v].reduce((a: number, x) => a + size(x), 0);
+    if (Array.isArray(v)) return v.reduce((a: number, x) => a + size(x) + 1, 3);
+    if (typeof v === 'object') return Object.entries(v as Record<string, unknown>).reduce((a, [k, x]) => a + Buffer.byteLength(k) + size(x) + 1, 3);
+    return 8;
+  };
+  return Object.entries(item).reduce((a, [k, v]) => a + Buffer.byteLength(k) + size(v), 0);
+}
+
+async function tableStats(runner: LocalJobRunner, table: string): Promise<{ items: number; bytes: number }> {
+  let items = 0;
+  let bytes = 0;
+  let start: Record<string, unknown> | undefined;
+  do {
+    const r = await runner.clients.doc.send(new ScanCommand({ TableName: table, ...(start ? { ExclusiveStartKey: start } : {}) }));
+    for (const it of r.Items ?? []) {
+      items++;
+      bytes += itemBytes(it);
+    }
+    start = r.LastEvaluatedKey;
+  } while (start);
+  return { items, bytes };
+}
+
+async function s3Objects(runner: LocalJobRunner): Promise<number> {
+  let n = 0;
+  let token: string | undefined;
+  do {
+    const r = await runner.clients.s3.send(new ListObjectsV2Command({ Bucket: runner.names.bucket, ...(token ? { ContinuationToken: token } : {}) }));
+    n += r.KeyCount ?? r.Contents?.length ?? 0;
+    token = r.IsTruncated ? r.NextContinuationToken : undefined;
+  } while (token);
+  return n;
+}
+
+function heapMb(): number {
+  (globalThis as { gc?: () => void }).gc?.();
+  return process.memoryUsage().heapUsed / 2 ** 20;
+}
+
+export async function runSoak(o: SoakOptions): Promise<SoakResult> {
+  const rate = o.ratePerSecond ?? 20;
+  const preloadN = Math.round(rate * (o.preloadSeconds ?? 60));
+  const seed = o.seed ?? 1;
+  const rnd = prng(seed * 7 + 3);
+  const say = o.progress ?? (() => undefined);
+  let seq = 0;
+  const producedAt = new Map<string, number>();
+  const nextRecords = (n: number): InputRecord[] =>
+    Array.from({ length: n }, () => {
+      // the chaos oracle finds an id in a dead letter by this shape, even inside an inner packet
+      if (seq > 99_999) throw new Error('the soak numbers records with 5 digits: lower --rate or --minutes');
+      const id = `c${900 + seed}-${String(seq++).padStart(5, '0')}`;
+      const roll = rnd();
+      const poison = roll < 0.002 ? 'malformed' : roll < 0.004 ? 'map' : roll < 0.006 ? 'process' : undefined;
+      return inputRecord({ id, key: `k${Math.floor(rnd() * 24)}`, value: 1 + Math.floor(rnd() * 9), ...(poison ? { poison } : {}) }, `pk-${Math.floor(rnd() * 1000)}`);
+    });
+  const idOf = (r: InputRecord) => /"id":"([^"]+)"/.exec(r.produced.text)![1]!;
+
+  const emulators = await startEmulators();
+  const preload = nextRecords(preloadN);
+  const schedule = new FaultSchedule({ seed, rates: o.noFaults ? {} : SOAK_RATES, ensure: false });
+  let run: ChaosRun | undefined;
+  try {
+    run = await ChaosRun.start({
+      seed,
+      emulators,
+      variant: o.variant ?? 'three-stage',
+      schedule,
+      prefix: `soak-${seed}`,
+      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
+      ...(o.engineLog ? { engineLog: o.engineLog } : {}),
+      runnerOptions: {
+        beforeStart: async (runner) => {
+          const keys = preload.map((r) => r.produced.partitionKey);
+          say(`catch-up: putting ${preloadN} records (${o.preloadSeconds ?? 60} s of input) on the source before the job starts`);
+          await runner.produce(SOURCE_NAME, preload.map((r) => r.payload), { partitionKey: (_v, i) => keys[i]! });
+        },
+      },
+    });
+    const jobStart = Date.now();
+    run.produced.push(...preload.map((r) => r.produced));
+    for (const r of preload) producedAt.set(idOf(r), jobStart);
+    const runner = run.runner;
+    run.startMonitor();
+
+    const ckpts = new Map<number, CheckpointRecord>();
+    const latencies: number[] = [];
+    const samples: SoakSample[] = [];
+    let publishedSeen = 0;
+    let catchUpEnd: number | undefined;
+    const preloadIds = new Set(preload.map(idOf));
+    let phase: SoakSample['phase'] = 'catch-up';
+    const tables = [runner.names.controlTable, runner.names.stateTable];
+
+    const observe = async () => {
+      for (const c of await runner.coordinator.list()) if (c.status !== 'IN_FLIGHT') ckpts.set(c.checkpointId, c);
+      const published = runner.collected.published<PublishedOutput & { id: string }>(OUTPUTS_SINK);
+      const now = Date.now();
+      for (; publishedSeen < published.length; publishedSeen++) {
+        const id = published[publishedSeen]!.id;
+        const t = producedAt.get(id);
+        if (t !== undefined) {
+          latencies.push(now - t);
+          producedAt.delete(id);
+        }
+        preloadIds.delete(id);
+      }
+      if (catchUpEnd === undefined && preloadIds.size === 0) {
+        catchUpEnd = now;
+        if (phase === 'catch-up') phase = 'steady';
+        say(`catch-up done after ${((now - jobStart) / 1000).toFixed(1)} s`);
+      }
+    };
+    const sample = async () => {
+      await observe();
+      const dynamo: SoakSample['dynamo'] = {};
+      for (const t of tables) dynamo[t] = await tableStats(runner, t).catch(() => ({ items: -1, bytes: -1 }));
+      const s: SoakSample = {
+        atMs: Date.now() - jobStart,
+        phase,
+        heapMb: heapMb(),
+        environments: runner.environments(),
+        dynamo,
+        s3Objects: await s3Objects(runner).catch(() => -1),
+        produced: seq,
+        published: publishedSeen,
+      };
+      samples.push(s);
+      return s;
+    };
+
+    // steady input until N minutes after the start, sampling every 10 s
+    const endAt = jobStart + o.minutes * 60_000;
+    let nextSample = Date.now();
+    let nextMinute = jobStart + 60_000;
+    while (Date.now() < endAt) {
+      const tick = Date.now();
+      const batch = nextRecords(rate);
+      await run.produce(batch);
+      const at = Date.now();
+      for (const r of batch) producedAt.set(idOf(r), at);
+      if (Date.now() >= nextSample) {
+        const s = await sample();
+        nextSample = Date.now() + 10_000;
+        if (Date.now() >= nextMinute) {
+          nextMinute += 60_000;
+          const done = [...ckpts.values()];
+          const d = Object.values(s.dynamo);
+          say(
+            `[${(s.atMs / 60_000).toFixed(1)} min] ${s.phase} produced=${s.produced} published=${s.published} checkpoints completed=${done.filter((c) => c.status === 'COMPLETED').length} aborted=${done.filter((c) => c.status === 'ABORTED').length} heap=${s.heapMb.toFixed(1)}MB ddb items=${d.reduce((a, x) => a + x.items, 0)} bytes=${d.reduce((a, x) => a + x.bytes, 0)} s3=${s.s3Objects} env keys=${s.environments.map((e) => e.keys).join('/')}`,
+          );
+        } else await observe();
+      }
+      const rest = 1000 - (Date.now() - tick);
+      if (rest > 0) await sleep(rest);
+    }
+    const steadyEnd = Date.now();
+    const last = await sample();
+    phase = 'quiet';
+    say(`input stopped after ${((steadyEnd - jobStart) / 60_000).toFixed(1)} min (${seq} records); faults off, waiting for two checkpoints`);
+    const since = run.faultsOff();
+    const quiet = await run.quiet(since, 180_000);
+    await observe();
+    const verdict = await run.verdict();
+
+    const all = [...ckpts.values()].sort((a, b) => a.checkpointId - b.checkpointId);
+    const started = (c: CheckpointRecord) => Date.parse(c.startedAt);
+    const warm = (catchUpEnd ?? steadyEnd) + 10_000;
+    const done = all.filter((c) => c.status === 'COMPLETED' && c.durationMs !== undefined);
+    const catchUp = done.filter((c) => catchUpEnd === undefined || started(c) < catchUpEnd).map((c) => c.durationMs!);
+    const steady = done.filter((c) => started(c) >= warm && started(c) < steadyEnd).map((c) => c.durationMs!);
+    const aborted = all.filter((c) => c.status === 'ABORTED');
+    // liveness: every steady minute (after catch-up) has a completed checkpoint
+    let deadMinutes = 0;
+    for (let m = catchUpEnd ?? steadyEnd; m + 60_000 <= steadyEnd; m += 60_000) {
+      if (!done.some((c) => Date.parse(c.endedAt ?? c.startedAt) >= m && Date.parse(c.endedAt ?? c.startedAt) < m + 60_000)) deadMinutes++;
+    }
+    const warmSample = samples.find((s) => s.phase === 'steady' && s.atMs >= warm - jobStart) ?? samples[0]!;
+    const heapGrowthPct = ((last.heapMb - warmSample.heapMb) / warmSample.heapMb) * 100;
+    const p99 = (xs: number[]) => (xs.length ? String(Math.round(percentile(xs, 99))) : 'none');
+    const line =
+      `soak: minutes=${o.minutes} events=${seq} steady_ckpt_p99_ms=${p99(steady)} catchup_ckpt_p99_ms=${p99(catchUp)} aborted=${aborted.length} ` +
+      `heap_growth_pct=${heapGrowthPct.toFixed(1)} s3_objects_end=${last.s3Objects} lost=${verdict.verdict.lost} duplicated=${verdict.verdict.duplicated}`;
+    const problems = [...verdict.verdict.problems];
+    if (!quiet.live) problems.push('the quiet phase did not get its two checkpoints');
+    return {
+      minutes: o.minutes,
+      events: seq,
+      catchUpMs: catchUpEnd === undefined ? undefined : catchUpEnd - jobStart,
+      checkpoints: {
+        catchUp,
+        steady,
+        aborted: aborted.length,
+        completed: done.length,
+        reasons: [...new Set(aborted.map((c) => c.reason ?? '?'))].slice(0, 8),
+      },
+      commitLatencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: Math.max(0, ...latencies) },
+      heapGrowthPct,
+      s3ObjectsEnd: last.s3Objects,
+      deadMinutes,
+      lost: verdict.verdict.lost,
+      duplicated: verdict.verdict.duplicated,
+      mismatched: verdict.verdict.mismatched,
+      problems,
+      samples,
+      line,
+      ok: verdict.verdict.lost === 0 && verdict.verdict.duplicated === 0 && verdict.verdict.mismatched === 0 && quiet.live && deadMinutes === 0 && problems.length === 0,
+    };
+  } finally {
+    await run?.stop().catch(() => undefined);
+    await emulators.stop().catch(() => undefined);
+  }
+}
