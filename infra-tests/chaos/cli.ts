@@ -4,12 +4,17 @@
  *
  *   chaos: seeds=N faults=F kinds=K outputs=O lost=L duplicated=D mismatched=M dead-lettered=X poison=P
  *
+ * Before it, a verdict line keeps correctness (nothing lost, duplicated or mismatched, dead letters =
+ * poison) apart from liveness (the quiet phase got its checkpoints). `--load slow:K|cpu:N` runs the
+ * seeds under load (infra-tests/chaos/load.ts).
+ *
  * Exit code 1 when anything was lost, duplicated or mismatched, when the dead letters differ from the
  * poison records, or when a seed stopped completing checkpoints.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { FAULT_KINDS, PROFILE_NAMES, type FaultKind } from './faults.js';
-import { runChaos } from './harness.js';
+import { runChaos, type SeedResult } from './harness.js';
+import { describeLoad, parseLoad, type ChaosLoad } from './load.js';
 import type { ChaosVariant } from './job.js';
 
 const int = (name: string, min: number) => (v: string) => {
@@ -29,8 +34,15 @@ const program = new Command()
   .option('--records <n>', 'input records per seed (±25 %)', int('--records', 12), 160)
   .option('--concurrency <n>', 'seeds run at once on the shared emulators', int('--concurrency', 1), 1)
   .option('--quiet-timeout <ms>', 'how long the quiet phase waits for its checkpoints', int('--quiet-timeout', 1000), 120_000)
+  .option('--load <load>', 'run under load: slow:K (every handler K× slower) or cpu:N (N busy processes)', (v: string) => {
+    try {
+      return parseLoad(v);
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message);
+    }
+  })
   .option('--verbose', 'print engine warnings and errors to stderr')
-  .action(async (o: { seeds: number; from: number; onlyKind?: FaultKind; profile?: string; variant: ChaosVariant | 'alternate'; records: number; concurrency: number; quietTimeout: number; verbose?: boolean }) => {
+  .action(async (o: { seeds: number; from: number; onlyKind?: FaultKind; profile?: string; variant: ChaosVariant | 'alternate'; records: number; concurrency: number; quietTimeout: number; load?: ChaosLoad; verbose?: boolean }) => {
     const seeds = Array.from({ length: o.seeds }, (_, i) => o.from + i);
     const t0 = Date.now();
     const summary = await runChaos({
@@ -41,15 +53,27 @@ const program = new Command()
       quietTimeoutMs: o.quietTimeout,
       ...(o.onlyKind ? { onlyKind: o.onlyKind } : {}),
       ...(o.profile ? { profile: o.profile } : {}),
+      ...(o.load ? { load: o.load } : {}),
       ...(o.verbose ? { engineLog: (l: string) => process.stderr.write(l + '\n') } : {}),
       onSeed: (_r, line) => console.log(line),
     });
     const kinds = [...summary.faultsByKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
     console.log(`faults by kind: ${kinds || 'none'}`);
     console.log(`duration: ${((Date.now() - t0) / 1000).toFixed(1)}s${summary.stalled ? `, ${summary.stalled} seed(s) stopped completing checkpoints` : ''}`);
+    const wrong = summary.results.filter((r) => !correct(r)).map((r) => r.seed);
+    const stalled = summary.results.filter((r) => !r.live).map((r) => r.seed);
+    console.log(
+      `verdict: load=${describeLoad(o.load)} correctness=${wrong.length ? `FAILED seeds ${wrong.join(',')}` : 'ok'} liveness=${stalled.length ? `FAILED seeds ${stalled.join(',')} (no checkpoints once faults stopped)` : 'ok'}`,
+    );
     console.log(summary.line);
     process.exitCode = summary.ok ? 0 : 1;
   });
+
+/** Correctness alone: what the sinks and the dead letters hold (liveness is `r.live`). */
+function correct(r: SeedResult): boolean {
+  const v = r.verdict;
+  return v.lost === 0 && v.duplicated === 0 && v.mismatched === 0 && r.deadLettered === r.poison && r.error === undefined;
+}
 
 await program.parseAsync(process.argv);
 // emulators and pollers are stopped, but a zombie's stall or an idle keep-alive socket may still

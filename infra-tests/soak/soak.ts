@@ -193,7 +193,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     const samples: SoakSample[] = [];
     let publishedSeen = 0;
     let catchUpEnd: number | undefined;
-    const preloadIds = new Set(preload.map(idOf));
+    // catch-up ends when every pre-loaded record that has an output (poison has none) is published
+    const preloadIds = new Set(preload.filter((r) => !/"poison"|"value":$/.test(r.produced.text)).map(idOf));
     let phase: SoakSample['phase'] = 'catch-up';
     const tables = [runner.names.controlTable, runner.names.stateTable];
 
