@@ -25,8 +25,10 @@ const program = new Command()
   .option('--seed <n>', 'seed of the input and the faults', int('--seed', 0), 1)
   .option('--checkpoint-timeout <ms>', 'the job\'s checkpoint timeoutMs (progress window)', int('--checkpoint-timeout', 1000), 8000)
   .option('--no-faults', 'no faults (a baseline)')
+  .option('--inner-delay <ms>', 'every inner-stage invocation first waits this long (a backlog between stages)', int('--inner-delay', 0), 0)
+  .option('--timeline', 'print every checkpoint: start, duration, status')
   .option('--verbose', 'print engine warnings and errors to stderr')
-  .action(async (o: { minutes: number; rate: number; preload: number; seed: number; checkpointTimeout: number; faults: boolean; verbose?: boolean }) => {
+  .action(async (o: { minutes: number; rate: number; preload: number; seed: number; checkpointTimeout: number; faults: boolean; innerDelay: number; timeline?: boolean; verbose?: boolean }) => {
     if (!(globalThis as { gc?: unknown }).gc) console.log('note: node runs without --expose-gc: heap figures include garbage');
     const t0 = Date.now();
     const r = await runSoak({
@@ -36,6 +38,7 @@ const program = new Command()
       seed: o.seed,
       checkpointTimeoutMs: o.checkpointTimeout,
       noFaults: !o.faults,
+      ...(o.innerDelay ? { innerDelayMs: o.innerDelay } : {}),
       progress: (l) => console.log(l),
       ...(o.verbose ? { engineLog: (l: string) => process.stderr.write(l + '\n') } : {}),
     });
@@ -52,6 +55,7 @@ const program = new Command()
       console.log(`heap MB (one process serves every simulated environment): ${r.samples.map((s) => s.heapMb.toFixed(0)).join(' ')}`);
       console.log(`cached keys per environment at end: ${last.environments.map((e) => `${e.id}=${e.keys}`).join(' ')}`);
     }
+    if (o.timeline) for (const c of r.timeline) console.log(`checkpoint ${c.id}: started at ${(c.startMs / 1000).toFixed(1)} s, ${c.durationMs} ms, ${c.status}`);
     if (r.deadMinutes) console.log(`liveness: ${r.deadMinutes} steady minute(s) completed no checkpoint`);
     for (const p of r.problems.slice(0, 12)) console.log(`problem: ${p}`);
     console.log(`duration: ${((Date.now() - t0) / 1000).toFixed(1)}s`);

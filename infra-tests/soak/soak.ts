@@ -52,6 +52,8 @@ export interface SoakOptions {
   readonly checkpointTimeoutMs?: number;
   /** faults off: a clean baseline */
   readonly noFaults?: boolean;
+  /** every invocation of an inner stage first waits this long: a backlog builds up between stages */
+  readonly innerDelayMs?: number;
   /** one line per sample period */
   readonly progress?: (line: string) => void;
   readonly engineLog?: (line: string) => void;
@@ -73,6 +75,8 @@ export interface SoakResult {
   readonly events: number;
   readonly catchUpMs: number | undefined;
   readonly checkpoints: { catchUp: number[]; steady: number[]; aborted: number; completed: number; reasons: string[] };
+  /** every finished checkpoint: start (ms after the job started), duration, status */
+  readonly timeline: Array<{ id: number; startMs: number; durationMs: number; status: string }>;
   readonly commitLatencyMs: { p50: number; p99: number; max: number };
   readonly heapGrowthPct: number;
   readonly s3ObjectsEnd: number;
@@ -173,6 +177,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       schedule,
       prefix: `soak-${seed}`,
       job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
+      ...(o.innerDelayMs ? { hookOptions: { slowHandlerMs: (stage: string) => (stage === 's0' ? 0 : o.innerDelayMs!) } } : {}),
       ...(o.engineLog ? { engineLog: o.engineLog } : {}),
       runnerOptions: {
         beforeStart: async (runner) => {
@@ -300,6 +305,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         completed: done.length,
         reasons: [...new Set(aborted.map((c) => c.reason ?? '?'))].slice(0, 8),
       },
+      timeline: all.map((c) => ({ id: c.checkpointId, startMs: started(c) - jobStart, durationMs: c.durationMs ?? -1, status: c.status })),
       commitLatencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: Math.max(0, ...latencies) },
       heapGrowthPct,
       s3ObjectsEnd: last.s3Objects,
