@@ -53,13 +53,20 @@ export async function deployedJob(jobPath: string, opts: DeployedOptions): Promi
   const job = await loadJob(jobPath);
   const plan = planJob(job);
   const stackName = opts.stack ?? `Sluice-${sanitizeName(plan.job)}`;
-  const outputs = (await stackOutputs(stackName).catch((err: unknown) => {
-    process.stderr.write(`cannot read the outputs of stack ${stackName} (${err instanceof Error ? err.message : String(err)})\n`);
-    return undefined;
-  })) ?? {};
-  const prefix = opts.prefix ?? outputs[OUTPUT_KEYS.prefix];
+  // names given outright (a local stack such as `sluice dev`'s, which has no CloudFormation) need no
+  // look-up: only an explicit --stack asks CloudFormation then
+  const givenBucket = opts.bucket ?? process.env[ENV.bucket];
+  const givenPrefix = opts.prefix ?? process.env[ENV.prefix];
+  const lookUp = opts.stack !== undefined || givenBucket === undefined;
+  const outputs = lookUp
+    ? ((await stackOutputs(stackName).catch((err: unknown) => {
+        process.stderr.write(`cannot read the outputs of stack ${stackName} (${err instanceof Error ? err.message : String(err)})\n`);
+        return undefined;
+      })) ?? {})
+    : {};
+  const prefix = givenPrefix ?? outputs[OUTPUT_KEYS.prefix];
   const names = resourceNames(plan, prefix);
-  const bucket = opts.bucket ?? process.env[ENV.bucket] ?? outputs[OUTPUT_KEYS.bucket];
+  const bucket = givenBucket ?? outputs[OUTPUT_KEYS.bucket];
   if (!bucket) {
     throw new Error(`stack ${stackName} was not found or names no bucket: pass --stack <name> (the stack that deployed the job), or --bucket (or SLUICE_BUCKET)`);
   }

@@ -127,5 +127,8 @@ export function registerDevCommand(program: Command, int: (name: string) => (v: 
         });
       }
       await done;
+      // everything this command started is stopped; a helper library's idle service (esbuild's, after
+      // a redeploy synthesized a new plan) may still hold the event loop: end here, as Ctrl-C means
+      process.exit(0);
     });
 }

@@ -12,7 +12,7 @@ import { CountingTelemetry } from '../../shared/adapters/telemetry.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import type { Plan } from '../../shared/plan/plan.js';
 import { planJob } from '../../shared/plan/planner.js';
-import { defaultPrefix, resourceNames } from '../../shared/plan/resources.js';
+import { defaultPrefix, ENV, resourceNames } from '../../shared/plan/resources.js';
 import { QueryableState } from '../../shared/query/queryable-state.js';
 import { startEmulators, type LocalEmulators } from '../emulators.js';
 import type { LocatedDeadLetter, LocalJobRunner } from '../runner.js';
@@ -87,9 +87,13 @@ export class DevSession {
     return this.runnerRef.plan;
   }
 
-  /** AWS_ENDPOINT_URL_* (Kinesis, DynamoDB, S3, Step Functions), region and credentials of the stack. */
+  /**
+   * AWS_ENDPOINT_URL_* (Kinesis, DynamoDB, S3, Step Functions), region and credentials of the stack,
+   * and the job's prefix and bucket (so the lifecycle commands need no stack look-up).
+   */
   get env(): Record<string, string> {
-    return this.runnerRef.stackEnv;
+    const r = this.runnerRef;
+    return { ...r.stackEnv, [ENV.prefix]: r.names.prefix, [ENV.bucket]: r.names.bucket };
   }
 
   snapshot(): DevSnapshot | undefined {
