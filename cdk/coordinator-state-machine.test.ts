@@ -101,7 +101,7 @@ describe('definition', () => {
   it('loops Allocate → AwaitAcks → Commit → Allocate: three transitions per checkpoint', () => {
     const d = click.definition;
     expect(d.StartAt).toBe(S.init);
-    expect(Object.keys(d.States).sort()).toEqual([S.init, S.fresh, S.resume, S.allocate, S.awaitAcks, S.overdue, S.extend, S.commit, S.abort, S.pause, S.done].sort());
+    expect(Object.keys(d.States).sort()).toEqual([S.init, S.fresh, S.resume, S.allocate, S.awaitAcks, S.commit, S.abort, S.pause, S.done].sort());
     const next = (name: string) => st(click, name).Next;
     expect(next(S.fresh)).toBe(S.allocate);
     expect(next(S.resume)).toBe(S.allocate);
@@ -207,8 +207,7 @@ describe('execution in the local Step Functions interpreter', () => {
    * its token with the next checkpoint (or parks it), await answers when "the last ack" arrives,
    * commit leaves its token to the pause.
    */
-  async function run(d: CoordinatorDefinition, opts: { checkpoints: number; failAcks?: number[]; slowAcks?: number[]; park?: number[] }) {
-    const overdueSeen = new Set<number>();
+  async function run(d: CoordinatorDefinition, opts: { checkpoints: number; failAcks?: number[]; park?: number[] }) {
     const calls: Array<Record<string, unknown>> = [];
     let next = 1;
     let sf!: LocalStepFunctions;
@@ -218,11 +217,6 @@ describe('execution in the local Step Functions interpreter', () => {
     const handler = async (payload: unknown) => {
       const p = payload as { action: string; checkpointId?: number; taskToken?: string; iteration?: number };
       calls.push({ action: p.action, ...(p.checkpointId !== undefined ? { checkpointId: p.checkpointId } : {}) });
-      // Overdue: the coordinator saw acks arrive in the window, so the workflow waits again
-      if (p.action === 'overdue') {
-        overdueSeen.add(p.checkpointId!);
-        return { checkpointId: p.checkpointId, extend: true };
-      }
       const token = p.taskToken!;
       setImmediate(() => {
         if (p.action === 'begin') {
@@ -234,9 +228,7 @@ describe('execution in the local Step Functions interpreter', () => {
           parked = undefined;
           sf.sendTaskSuccess(token, JSON.stringify({ iteration: (p.iteration ?? 0) + 1, ckpt: { checkpointId: next++ } }));
         } else if (p.action === 'await') {
-          if (opts.failAcks?.includes(p.checkpointId!)) sf.sendTaskFailure(token, 'AcksFailed', 'an instance failed');
-          // the progress window passes once while acks are still arriving
-          else if (opts.slowAcks?.includes(p.checkpointId!) && !overdueSeen.has(p.checkpointId!)) sf.sendTaskFailure(token, 'States.Timeout', 'window passed');
+          if (opts.failAcks?.includes(p.checkpointId!)) sf.sendTaskFailure(token, 'States.Timeout', 'no acks');
           else sf.sendTaskSuccess(token, '{}');
         }
         // commit: the token is left to the state's heartbeat timeout (the pause)
@@ -277,11 +269,6 @@ describe('execution in the local Step Functions interpreter', () => {
   it('aborts a checkpoint whose acks fail, pauses, and goes on', async () => {
     const { calls } = await run(click, { checkpoints: 3, failAcks: [2] });
     expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 8)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'abort2', 'begin', 'await3']);
-  });
-
-  it('asks Overdue when the progress window passes and waits again while acks arrive, without aborting', async () => {
-    const { calls } = await run(click, { checkpoints: 3, slowAcks: [2] });
-    expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 9)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'overdue2', 'await2', 'commit2', 'begin']);
   });
 
   it('makes no transition while parked, and the first input wakes it', async () => {
