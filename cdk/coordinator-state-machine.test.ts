@@ -133,19 +133,13 @@ describe('definition', () => {
     expect(st(click, S.allocate).TimeoutSeconds).toBe(IDLE_RECHECK_SECONDS);
   });
 
-  it('catches the pause and a wake-up back to Allocate, continue-as-new to Done; a timeout of AwaitAcks asks Overdue, other ack failures go to Abort', () => {
+  it('catches the pause and a wake-up back to Allocate, continue-as-new to Done, ack failures to Abort', () => {
     expect(st(click, S.commit).Catch).toEqual([{ ErrorEquals: ['States.Timeout'], ResultPath: null, Next: S.allocate }]);
     expect(st(click, S.allocate).Catch).toEqual([
       { ErrorEquals: [LOOP_ERRORS.continuedAsNew], ResultPath: null, Next: S.done },
       { ErrorEquals: [LOOP_ERRORS.inputArrived, 'States.Timeout'], ResultPath: null, Next: S.allocate },
     ]);
-    expect(st(click, S.awaitAcks).Catch).toEqual([
-      { ErrorEquals: ['States.Timeout'], ResultPath: null, Next: S.overdue },
-      { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: S.abort },
-    ]);
-    expect(st(click, S.overdue).Next).toBe(S.extend);
-    expect(st(click, S.extend).Choices).toEqual([{ Variable: '$.overdue.extend', BooleanEquals: true, Next: S.awaitAcks }]);
-    expect(st(click, S.extend).Default).toBe(S.pause);
+    expect(st(click, S.awaitAcks).Catch).toEqual([{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: S.abort }]);
   });
 
   it('retries Allocate on CheckpointInFlightError and Lambda service errors with backoff', () => {

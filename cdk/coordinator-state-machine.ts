@@ -43,8 +43,6 @@ export const COORDINATOR_STATES = {
   allocate: 'Allocate',
   inject: 'Inject',
   awaitAcks: 'AwaitAcks',
-  overdue: 'Overdue',
-  extend: 'Extend?',
   commit: 'Commit',
   abort: 'Abort',
   pause: 'Pause',
@@ -260,28 +258,11 @@ export class CoordinatorStateMachine extends Construct {
     commit.addCatch(allocate, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
 
     const abort = this.abortTask(fn);
+    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
     const pause = sfn.Wait.jsonPath(this, S.pause, {
       comment: 'after an abort: max(intervalMs, minPauseMs), whole seconds',
       time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
     });
-    // timeoutMs is a progress window: when it passes, the coordinator aborts n only if n is stuck
-    // (shared/coordinator/timeouts.ts), else the workflow waits again (off the happy path: no cost)
-    const overdue = tasks.LambdaInvoke.jsonPath(this, S.overdue, {
-      comment: 'the window passed: abort n if no ack came in it (or past the ceiling), else wait again',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'overdue', checkpointId }),
-      resultSelector: { extend: sfn.JsonPath.stringAt('$.Payload.extend') },
-      resultPath: '$.overdue',
-      retryOnServiceExceptions: false,
-    });
-    retryIdempotent(overdue);
-    awaitAcks.addCatch(overdue, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
-    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
-    overdue.next(
-      sfn.Choice.jsonPath(this, S.extend, { comment: 'still open and progressing?' })
-        .when(sfn.Condition.booleanEquals('$.overdue.extend', true), awaitAcks)
-        .otherwise(pause),
-    );
     fresh.next(allocate);
     resume.next(allocate);
     allocate.next(awaitAcks).next(commit).next(allocate);

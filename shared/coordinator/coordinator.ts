@@ -34,8 +34,7 @@ import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import { deltasToDelete } from './gc.js';
 import { InPlaceRescale } from './rescale.js';
-import { timeoutVerdict, type TimeoutVerdict } from './timeouts.js';
-import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, OverdueOutput, SettleOutput } from './protocol.js';
+import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, SettleOutput } from './protocol.js';
 import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
 
 export class CheckpointInFlightError extends SluiceError {
@@ -174,8 +173,6 @@ export class Coordinator {
         return this.gc();
       case 'settle':
         return this.settle();
-      case 'overdue':
-        return this.overdue(input.checkpointId);
       default:
         throw new SluiceError(`unknown coordinator action ${JSON.stringify((input as { action?: unknown }).action)}`, 'BAD_INPUT');
     }
@@ -194,14 +191,13 @@ export class Coordinator {
     const open = openOf(state.Item);
     const maxOpen = this.plan.checkpoint.maxConcurrent ?? 1;
     for (const id of open) {
-      // a checkpoint open with no ack for a whole progress window (or past the ceiling) was left by
-      // an execution that died (or whose allocate lost its answer): nobody waits for it any more, so
-      // abort it — which still delivers its barrier everywhere — and go on with the next one; one
-      // whose acks are still arriving stays open (timeouts.ts)
+      // a checkpoint still open past its timeout was left by an execution that died (or whose
+      // allocate lost its answer): nobody waits for it any more, so abort it — which still delivers
+      // its barrier everywhere — and go on with the next one
       const ck = await this.get(id);
-      const verdict = ck ? await this.timeoutVerdictOf(ck) : { abort: true, reason: 'no record' };
-      if (verdict.abort) {
-        await this.abort(id, `left in flight by a coordinator execution that ended (${verdict.reason})`);
+      const age = ck ? this.now().getTime() - Date.parse(ck.startedAt) : Number.POSITIVE_INFINITY;
+      if (age > this.plan.checkpoint.timeoutMs) {
+        await this.abort(id, 'left in flight past its timeout by a coordinator execution that ended');
         return this.allocate(savepoint);
       }
     }
@@ -795,11 +791,8 @@ export class Coordinator {
       const ck = await this.get(n);
       if (!ck || ck.status !== 'IN_FLIGHT') await this.finishLeftOver(n, ck);
       else if (ck.complete ?? ck.acks >= ck.expected) await this.commit(n);
-      else {
-        const verdict = await this.timeoutVerdictOf(ck);
-        if (verdict.abort) await this.abort(n, verdict.reason);
-        else still.push(n);
-      }
+      else if (this.now().getTime() - Date.parse(ck.startedAt) > this.plan.checkpoint.timeoutMs) await this.abort(n, 'timed out');
+      else still.push(n);
     }
     return { open: still.length, oldest: still[0] ?? 0 };
   }
@@ -846,64 +839,6 @@ export class Coordinator {
     } catch (err) {
       t.log('warn', 'could not tell whether the job is stalled', { checkpointId: n, error: String(err) });
     }
-  }
-
-  /**
-   * The workflow's progress window passed and checkpoint n is still open: abort it if it is stuck
-   * (see timeouts.ts), else tell the workflow to wait again. `extend` is false once n is finished.
-   */
-  async overdue(n: number): Promise<OverdueOutput> {
-    const ck = await this.get(n);
-    if (!ck || ck.status !== 'IN_FLIGHT') return { checkpointId: n, extend: false };
-    // complete meanwhile (its last ack found no task token): waiting again wakes up at once
-    if (ck.complete ?? ck.acks >= ck.expected) return { checkpointId: n, extend: true };
-    const verdict = await this.timeoutVerdictOf(ck);
-    if (!verdict.abort) return { checkpointId: n, extend: true };
-    this.options.telemetry?.log('warn', 'checkpoint aborted', { checkpointId: n, reason: verdict.reason });
-    await this.abort(n, verdict.reason);
-    return { checkpointId: n, extend: false, reason: verdict.reason };
-  }
-
-  /**
-   * Whether an open checkpoint is stuck. Progress is its ack count: the first time it is seen to have
-   * grown, the time is recorded on the checkpoint (`progressAcks`, `progressAt`), which restarts the
-   * window. The window is measured from there, or from the start when no ack came yet.
-   */
-  private async timeoutVerdictOf(ck: CheckpointRecord): Promise<TimeoutVerdict> {
-    const now = this.now().getTime();
-    const r = await this.clients.doc.send(
-      new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(ck.checkpointId) }, ProjectionExpression: 'progressAcks, progressAt', ConsistentRead: true }),
-    );
-    const seenAcks = (r.Item?.progressAcks as number | undefined) ?? 0;
-    let since = (r.Item?.progressAt as number | undefined) ?? Date.parse(ck.startedAt);
-    if (ck.acks > seenAcks) {
-      since = now;
-      await this.clients.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: 'checkpoint', sk: pad(ck.checkpointId) },
-          UpdateExpression: 'SET progressAcks = :a, progressAt = :t',
-          ConditionExpression: 'attribute_not_exists(progressAcks) OR progressAcks < :a',
-          ExpressionAttributeValues: { ':a': ck.acks, ':t': now },
-        }),
-      ).catch((err: unknown) => {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err; // a concurrent look saw it first
-      });
-    }
-    return timeoutVerdict(
-      { ageMs: now - Date.parse(ck.startedAt), quietMs: now - since, acks: ck.acks, expected: ck.expected, abortedBefore: await this.abortedBefore(ck.checkpointId) },
-      this.plan.checkpoint.timeoutMs,
-    );
-  }
-
-  /** How many checkpoints right before n were aborted (up to 8 looked at). */
-  private async abortedBefore(n: number): Promise<number> {
-    let k = 0;
-    for (let m = n - 1; m >= 1 && k < 8; m--) {
-      if ((await this.get(m))?.status !== 'ABORTED') break;
-      k++;
-    }
-    return k;
   }
 
   async get(n: number): Promise<CheckpointRecord | undefined> {
