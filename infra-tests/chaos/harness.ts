@@ -48,7 +48,7 @@ export interface ChaosOptions {
   readonly concurrency?: number;
   /** after the last burst, faults stay on until this many checkpoints started after it have ended; @default 1 */
   readonly faultCheckpoints?: number;
-  /** bound of the fault phase after the last burst (a schedule that aborts most checkpoints needs time for a commit to offer its chance to the kinds that fire only there); @default 60 s */
+  /** bound of the fault phase after the last burst; @default 30 s */
   readonly faultPhaseMaxMs?: number;
   /** how long the quiet phase may wait for its two checkpoints; @default 120 s */
   readonly quietTimeoutMs?: number;
@@ -484,7 +484,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     // after the last burst has ended, one has committed, and every kind of the schedule has fired
     // (some only get a chance at a commit or an ack) — within a bound
     const lastBurst = Date.now();
-    const faultUntil = lastBurst + (options.faultPhaseMaxMs ?? 60_000);
+    const faultUntil = lastBurst + (options.faultPhaseMaxMs ?? 30_000);
     for (;;) {
       await sleep(250);
       const list = await r.checkpoints();
