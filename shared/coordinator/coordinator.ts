@@ -35,79 +35,11 @@ import { SluiceError } from '../util/errors.js';
 import { deltasToDelete } from './gc.js';
 import { InPlaceRescale } from './rescale.js';
 import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, SettleOutput } from './protocol.js';
-import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
+import { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
+import type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, SavepointRecord, SavepointStatus } from './records.js';
 
-export class CheckpointInFlightError extends SluiceError {
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number, why?: string) {
-    super(why ?? `checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
-  }
-}
-
-/** A stop-with-savepoint was taken: the job takes no further checkpoints until it is restored. */
-export class JobStoppedError extends SluiceError {
-  // the state machine retries this name with backoff (then fails): the operator stops the workflow meanwhile
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`the job was stopped with a savepoint at checkpoint ${n}: restore it to go on`, 'JOB_STOPPED', true);
-  }
-}
-
-export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
-
-/** What one instance flushed for a checkpoint (recorded at commit from its snapshot pointer). */
-export interface InstanceCheckpointStats {
-  readonly bytes?: number;
-  readonly keys?: number;
-  readonly replayPoint: SnapshotPointer['replayPoint'];
-  readonly delta: SnapshotPointer['delta'];
-}
-
-export interface CheckpointRecord {
-  readonly checkpointId: number;
-  readonly status: CheckpointStatus;
-  readonly savepoint: boolean;
-  /** set when this checkpoint is a savepoint asked for by a user */
-  readonly savepointId?: string;
-  readonly expected: number;
-  readonly acks: number;
-  /** every expected instance acked (by identity; by count on records without `members`) */
-  readonly complete?: boolean;
-  /** expected instances that have not acked (records without `members`: undefined) */
-  readonly missing?: readonly string[];
-  readonly topology: readonly number[];
-  readonly startedAt: string;
-  readonly endedAt?: string;
-  readonly durationMs?: number;
-  readonly reason?: string;
-  /** per instance: bytes and keys flushed, replay point, delta (committed checkpoints) */
-  readonly instances?: Readonly<Record<string, InstanceCheckpointStats>>;
-  /** total delta bytes and dirty keys flushed by every instance */
-  readonly bytes?: number;
-  readonly keys?: number;
-  /** set on the checkpoint a restore creates */
-  readonly restoredFrom?: string;
-  /** stages whose input stream is resharded once this checkpoint completes */
-  readonly reshard?: readonly number[];
-}
-
-export type SavepointStatus = 'REQUESTED' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
-
-export interface SavepointRecord {
-  readonly id: string;
-  readonly status: SavepointStatus;
-  /** stop the job once the savepoint is complete (no further checkpoint is taken) */
-  readonly stop: boolean;
-  readonly requestedAt: string;
-  readonly checkpointId?: number;
-  readonly completedAt?: string;
-  /** `savepoints/<id>/` in the job's bucket */
-  readonly location?: string;
-  readonly rows?: number;
-  readonly timers?: number;
-  readonly bytes?: number;
-  readonly reason?: string;
-}
+export { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
+export type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, SavepointRecord, SavepointStatus } from './records.js';
 
 export interface CoordinatorOptions {
   /** the data bucket (deltas, savepoints); @default names.bucket */
@@ -128,11 +60,6 @@ export interface StallReport {
 
 /** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
 export const CHECKPOINT_HISTORY = 100;
-
-/** Something that publishes staged sink outputs when a checkpoint commits. */
-export interface CommitTarget {
-  publish(checkpointId: number): number | Promise<number>;
-}
 
 export class Coordinator {
   private readonly shards: KinesisShardDirectory;

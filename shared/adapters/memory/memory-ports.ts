@@ -32,7 +32,7 @@
  */
 import { createHash } from 'node:crypto';
 import { encodeSourceControl } from '../../codec/envelope.js';
-import { CHECKPOINT_IN_FLIGHT } from '../../coordinator/protocol.js';
+import { CheckpointInFlightError } from '../../coordinator/protocol.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
 import type {
@@ -804,13 +804,6 @@ export class MemoryControlStore implements ControlStore {
 /** As the coordinator's: complete by the identities expected (by count without them). */
 function ackSetComplete(ck: MemoryCheckpoint): boolean {
   return ck.members ? [...ck.members].every((m) => ck.acks.has(m)) : ck.acks.size >= ck.expected;
-}
-
-export class CheckpointInFlightError extends SluiceError {
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
-  }
 }
 
 // ------------------------------------------------------------------------------------------ state store
