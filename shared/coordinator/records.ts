@@ -59,3 +59,22 @@ export interface SavepointRecord {
   readonly bytes?: number;
   readonly reason?: string;
 }
+
+export type RescalePhase = 'requested' | 'draining' | 'resharding' | 'done';
+
+export interface RescaleRecord {
+  readonly stage: string;
+  readonly fromShards: number;
+  readonly toShards: number;
+  readonly phase: RescalePhase;
+  readonly requestedAt: string;
+  /** the checkpoint whose barriers announced the reshard */
+  readonly checkpointId?: number;
+  readonly reshardedAt?: string;
+  readonly finishedAt?: string;
+}
+
+/** Savepoint ids become object key segments. */
+export function validSavepointId(id: string): boolean {
+  return /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/.test(id);
+}

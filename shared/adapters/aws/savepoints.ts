@@ -107,10 +107,7 @@ export const savepointPrefix = (id: string) => `savepoints/${id}/`;
 export const manifestKey = (id: string) => `${savepointPrefix(id)}manifest.json`;
 export const keyGroupKey = (id: string, operatorId: string, keyGroup: number) => `${savepointPrefix(id)}${operatorId}/${keyGroup}.bin`;
 
-/** Savepoint ids become S3 key segments. */
-export function validSavepointId(id: string): boolean {
-  return /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/.test(id);
-}
+export { validSavepointId } from '../../coordinator/records.js';
 
 /** Keyed operators of a plan (those holding state rows), with their stage. */
 function keyedOperators(plan: Plan): Array<{ id: string; stage: PlanStage; states: string[] }> {
