@@ -9,7 +9,7 @@ import type { Context } from 'aws-lambda';
 import { createAwsClients } from '../shared/adapters/aws/clients.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
 import type { Job } from '../shared/api/job.js';
-import { awsCoordinator } from '../shared/adapters/aws/coordinator-ports.js';
+import { awsCoordinator, awsLoopPorts } from '../shared/adapters/aws/coordinator-ports.js';
 import { CoordinatorLoop, LOOP_ENV, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
@@ -30,7 +30,7 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
   const loop = new CoordinatorLoop({
     plan,
     names,
-    clients,
+    ports: awsLoopPorts(names, clients),
     run: (input) => coordinator.run(input),
     idle: optionalEnv(LOOP_ENV.idle) === '1',
     pauseMs: pauseMsOf(plan.checkpoint),

@@ -134,6 +134,12 @@ export interface SourceInjector {
   putControl(stream: string, shard: ShardInfo, data: Uint8Array): Promise<void>;
 }
 
+/** Reading a source shard past a position (does input wait after the last checkpoint?). */
+export interface ShardPeek {
+  /** Pages of record payloads after the sequence number; `caughtUp` on the page that reaches the shard's tip. Ends with the shard. */
+  pagesAfter(stream: string, shardId: string, sequenceNumber: string): AsyncIterable<{ readonly records: readonly Uint8Array[]; readonly caughtUp: boolean }>;
+}
+
 /** Resharding a stream (an in-place rescale). */
 export interface StreamScaler {
   describe(stream: string): Promise<{ readonly status: string; readonly open: number }>;

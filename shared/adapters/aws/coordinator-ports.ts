@@ -3,11 +3,12 @@
  * source streams and resharding (Kinesis), delta objects and savepoint files (S3), task tokens and
  * executions (Step Functions). `awsCoordinator` wires the one Coordinator class to them.
  */
-import { DescribeStreamSummaryCommand, PutRecordCommand, UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
+import { DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
 import { DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { ListExecutionsCommand, SendTaskFailureCommand, SendTaskHeartbeatCommand, SendTaskSuccessCommand, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { Coordinator, type CoordinatorOptions } from '../../coordinator/coordinator.js';
-import type { CoordinatorPorts, DeltaObjects, SavepointWriter, SourceInjector, StreamScaler, Workflow } from '../../coordinator/ports.js';
+import type { LoopPorts } from '../../coordinator/loop.js';
+import type { CoordinatorPorts, DeltaObjects, SavepointWriter, ShardPeek, SourceInjector, StreamScaler, Workflow } from '../../coordinator/ports.js';
 import type { CommitTarget } from '../../coordinator/protocol.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
@@ -18,6 +19,7 @@ import { DynamoCheckpointStore } from './dynamo-checkpoint-store.js';
 import { deltaObjectPrefix } from './dynamo-control-store.js';
 import { KinesisShardDirectory } from './kinesis.js';
 import { savepointPrefix, writeSavepoint } from './savepoints.js';
+import { CoordinatorWake } from '../../coordinator/wake.js';
 import { SfnTaskNotifier } from './sfn-notifier.js';
 
 export class KinesisSourceInjector implements SourceInjector {
@@ -39,6 +41,23 @@ export class KinesisStreamScaler implements StreamScaler {
 
   async updateShardCount(stream: string, target: number): Promise<void> {
     await withThrottleRetry(() => this.clients.kinesis.send(new UpdateShardCountCommand({ StreamName: stream, TargetShardCount: target, ScalingType: 'UNIFORM_SCALING' })));
+  }
+}
+
+export class KinesisShardPeek implements ShardPeek {
+  constructor(private readonly clients: AwsClients) {}
+
+  async *pagesAfter(stream: string, shardId: string, sequenceNumber: string) {
+    const { kinesis } = this.clients;
+    const it = await withThrottleRetry(() =>
+      kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shardId, ShardIteratorType: 'AFTER_SEQUENCE_NUMBER', StartingSequenceNumber: sequenceNumber })),
+    );
+    let iterator = it.ShardIterator;
+    while (iterator) {
+      const r = await withThrottleRetry(() => kinesis.send(new GetRecordsCommand({ ShardIterator: iterator!, Limit: 100 })));
+      yield { records: (r.Records ?? []).flatMap((rec) => (rec.Data ? [rec.Data] : [])), caughtUp: !r.MillisBehindLatest };
+      iterator = r.NextShardIterator;
+    }
   }
 }
 
@@ -132,4 +151,19 @@ export function awsCoordinator(
 ): Coordinator {
   const { bucket, ...rest } = options;
   return new Coordinator(plan, names, awsCoordinatorPorts(plan, names, clients, bucket), commitTargets, now, rest);
+}
+
+/** The loop's ports (loop.ts) over the job's AWS resources. */
+export function awsLoopPorts(names: ResourceNames, clients: AwsClients): LoopPorts {
+  return { store: new DynamoCheckpointStore(clients, names.controlTable), workflow: new SfnWorkflow(clients), shards: new KinesisShardDirectory(clients), peek: new KinesisShardPeek(clients) };
+}
+
+/** What a source stage function wakes a parked coordinator with (wake.ts). */
+export function awsCoordinatorWake(names: ResourceNames, clients: AwsClients): CoordinatorWake {
+  return new CoordinatorWake(new DynamoCheckpointStore(clients, names.controlTable), new SfnWorkflow(clients));
+}
+
+/** Records an operator's stop (the watchdog leaves the job alone) or lifts it. */
+export async function setOperatorStop(clients: AwsClients, names: ResourceNames, stopped: boolean, at = new Date()): Promise<void> {
+  await new DynamoCheckpointStore(clients, names.controlTable).setOperatorStop(stopped ? at.toISOString() : undefined);
 }
