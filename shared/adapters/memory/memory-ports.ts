@@ -161,7 +161,7 @@ export const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resol
 const MAX_THROTTLE_RETRIES = 10_000;
 
 /** Runs one service call with the service hooks: throttling in `before` is retried, as the AWS adapters do. */
-async function serviceCall<T>(faults: MemoryFaults, op: PortOp, info: OpInfo, fn: () => T | Promise<T>): Promise<T> {
+export async function serviceCall<T>(faults: MemoryFaults, op: PortOp, info: OpInfo, fn: () => T | Promise<T>): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       await faults.before?.(op, attempt ? { ...info, attempt } : info);
@@ -586,17 +586,37 @@ const pad = (n: number) => String(n).padStart(12, '0');
 
 export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
 
+/** A checkpoint item of the control table (the coordinator's checkpoint store reads and writes it: checkpoint-store.ts). */
 export interface MemoryCheckpoint {
   readonly checkpointId: number;
   status: CheckpointStatus;
   readonly savepoint: boolean;
+  readonly savepointId?: string;
   readonly expected: number;
   /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
   readonly members?: ReadonlySet<string>;
   readonly topology: readonly number[];
   readonly acks: Set<string>;
+  readonly startedAt?: string;
+  readonly reshard?: readonly number[];
   taskToken?: string;
   reason?: string;
+  endedAt?: string;
+  durationMs?: number;
+  /** what each instance flushed, as JSON (as the DynamoDB item keeps it) */
+  instances?: string;
+  bytes?: number;
+  keys?: number;
+}
+
+/** The coordinator's row of the control table. */
+export interface MemoryCoordinatorState {
+  last: number;
+  /** the checkpoints in flight */
+  readonly open: Set<number>;
+  stopping?: number;
+  stoppedAt?: number;
+  finishedAt?: number;
 }
 
 interface LeaseItem {
@@ -619,8 +639,8 @@ export class MemoryControlStore implements ControlStore {
   private readonly inlineDeltas = new Map<string, Uint8Array>();
   private readonly s3Deltas = new Map<string, Uint8Array>();
   private readonly checkpoints = new Map<number, MemoryCheckpoint>();
-  /** the coordinator row: last allocated checkpoint, the one in flight */
-  readonly coordinatorState: { last: number; inFlight: number | undefined } = { last: 0, inFlight: undefined };
+  /** the coordinator row: last allocated checkpoint, the open ones */
+  readonly coordinatorState: MemoryCoordinatorState = { last: 0, open: new Set() };
   /** every pointer ever published, in order */
   readonly published: PublishedSnapshot[] = [];
   /** a delta rewritten with other bytes under the same (instance, checkpoint): must stay 0 */
@@ -763,12 +783,34 @@ export class MemoryControlStore implements ControlStore {
     return [...this.checkpoints.values()].sort((a, b) => a.checkpointId - b.checkpointId);
   }
 
-  /** Allocates the next checkpoint (at most one in flight), as the coordinator's `allocate` does. */
+  putCheckpoint(ck: MemoryCheckpoint): void {
+    this.checkpoints.set(ck.checkpointId, ck);
+  }
+
+  deleteCheckpoint(n: number): void {
+    this.checkpoints.delete(n);
+  }
+
+  /** Keys of every stored delta (inline keys and object keys). */
+  deltaKeys(): string[] {
+    return [...this.inlineDeltas.keys(), ...this.s3Deltas.keys()];
+  }
+
+  deleteDelta(key: string): void {
+    this.inlineDeltas.delete(key);
+    this.s3Deltas.delete(key);
+  }
+
+  /**
+   * A fixture for tests that drive instances without a coordinator: writes checkpoint n's record
+   * and opens it, as an allocate would (one open at a time).
+   */
   allocateCheckpoint(topology: readonly number[], savepoint = false, members?: readonly string[]): number {
-    if (this.coordinatorState.inFlight !== undefined) throw new CheckpointInFlightError(this.coordinatorState.inFlight);
+    const [open] = this.coordinatorState.open;
+    if (open !== undefined) throw new CheckpointInFlightError(open);
     const n = this.coordinatorState.last + 1;
     this.coordinatorState.last = n;
-    this.coordinatorState.inFlight = n;
+    this.coordinatorState.open.add(n);
     this.checkpoints.set(n, {
       checkpointId: n,
       status: 'IN_FLIGHT',
@@ -781,15 +823,16 @@ export class MemoryControlStore implements ControlStore {
     return n;
   }
 
-  /** Stores the task token; true when every ack is already in. */
+  /** Stores the task token on n's record; true when every ack is already in. */
   setTaskToken(n: number, taskToken: string): boolean {
-    const ck = this.checkpoints.get(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    let ck = this.checkpoints.get(n);
+    // as an UpdateItem, on a missing record too
+    if (!ck) this.checkpoints.set(n, (ck = { checkpointId: n, status: undefined as unknown as CheckpointStatus, savepoint: false, expected: 0, topology: [], acks: new Set() }));
     ck.taskToken = taskToken;
     return ackSetComplete(ck);
   }
 
-  /** Marks an in-flight checkpoint COMPLETED or ABORTED (no-op if already finished) and clears the in-flight slot. */
+  /** A fixture (see allocateCheckpoint): ends an in-flight checkpoint and closes it. */
   finishCheckpoint(n: number, status: 'COMPLETED' | 'ABORTED', reason?: string): void {
     const ck = this.checkpoints.get(n);
     if (ck?.status === 'IN_FLIGHT') {
@@ -797,12 +840,12 @@ export class MemoryControlStore implements ControlStore {
       delete ck.taskToken;
       if (reason !== undefined) ck.reason = reason;
     }
-    if (this.coordinatorState.inFlight === n) this.coordinatorState.inFlight = undefined;
+    this.coordinatorState.open.delete(n);
   }
 }
 
-/** As the coordinator's: complete by the identities expected (by count without them). */
-function ackSetComplete(ck: MemoryCheckpoint): boolean {
+/** As the DynamoDB store's: complete by the identities expected (by count without them). */
+export function ackSetComplete(ck: MemoryCheckpoint): boolean {
   return ck.members ? [...ck.members].every((m) => ck.acks.has(m)) : ck.acks.size >= ck.expected;
 }
 
