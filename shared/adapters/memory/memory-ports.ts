@@ -31,7 +31,6 @@
  * non-deterministic rewrites (same id, other bytes), which must stay 0.
  */
 import { createHash } from 'node:crypto';
-import { encodeSourceControl } from '../../codec/envelope.js';
 import { CheckpointInFlightError } from '../../coordinator/protocol.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
@@ -62,7 +61,6 @@ import type {
 } from '../../runtime/ports.js';
 import { groupRows, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import { compareSeq } from '../../runtime/positions.js';
-import { instanceIdOf } from '../../runtime/stage-instance.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
 import { replayTrimmed } from '../replay-trimmed.js';
 import { CountingTelemetry } from '../telemetry.js';
@@ -1203,107 +1201,6 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
     telemetry: ports.telemetry,
     ...(ports.spill ? { spill: ports.spill } : {}),
   };
-}
-
-// ------------------------------------------------------------------------------------------ coordinator twin
-
-/** Something that publishes staged sink outputs when a checkpoint commits. */
-export interface MemoryCommitTarget {
-  publish(checkpointId: number): number | Promise<number>;
-}
-
-/**
- * The coordinator's tasks over the twins, following `shared/coordinator/coordinator.ts`: allocate
- * (one in flight), inject barrier n into every open source shard (idempotent), await with a task
- * token, commit (COMPLETED, then publish every unpublished epoch below n), abort (ABORTED, and
- * barrier n still reaches every source shard).
- */
-export class MemoryCoordinator {
-  constructor(
-    private readonly plan: Plan,
-    private readonly names: ResourceNames,
-    private readonly kinesis: MemoryKinesis,
-    private readonly control: MemoryControlStore,
-    private readonly notifier: TaskNotifier,
-    private readonly commitTargets: readonly MemoryCommitTarget[] = [],
-    /** the coordinator's clock (ms): barriers carry it, so processing time enters the log with them */
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  private openShards(stream: string): ShardInfo[] {
-    return this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined);
-  }
-
-  topology(): number[] {
-    return this.plan.stages.map((s) => this.openShards(this.names.streamOf(s)).length);
-  }
-
-  allocate(savepoint = false): { checkpointId: number } {
-    const members = this.plan.stages.flatMap((s) => this.openShards(this.names.streamOf(s)).map((x) => instanceIdOf(s.id, x.shardId)));
-    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint, members) };
-  }
-
-  /** Puts barrier n into every open source shard; returns where each landed (shard → sequence number). */
-  async inject(n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
-    const ck = this.control.checkpoint(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const barrier = { kind: 'barrier' as const, checkpointId: n, topology: ck.topology, savepoint: ck.savepoint, time: this.now() };
-    const data = encodeSourceControl(barrier);
-    return this.putControl(data, n);
-  }
-
-  /** Puts a processing-time tick into every open source shard. */
-  async tick(time: number): Promise<Map<string, string>> {
-    return (await this.putControl(encodeSourceControl({ kind: 'tick', time }), 0)).positions;
-  }
-
-  private async putControl(data: Uint8Array, n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
-    const positions = new Map<string, string>();
-    let shards = 0;
-    for (const stage of this.plan.stages) {
-      if (stage.input.kind !== 'source') continue;
-      const stream = this.names.streamOf(stage);
-      for (const s of this.openShards(stream)) {
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const r = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, shardId: s.shardId, size: 1, attempt }, () =>
-              this.kinesis.putRecord(stream, { data, partitionKey: 'barrier', explicitHashKey: s.startingHashKey }, attempt),
-            );
-            positions.set(`${stream}/${s.shardId}`, r.sequenceNumber);
-            break;
-          } catch (err) {
-            if (!isThrottlingError(err) || attempt >= MAX_THROTTLE_RETRIES) throw err;
-            await yieldTurn();
-          }
-        }
-        shards++;
-      }
-    }
-    return { checkpointId: n, shards, positions };
-  }
-
-  /** Stores the task token; if every ack is already in, answers it at once. */
-  async await(n: number, taskToken: string): Promise<{ checkpointId: number }> {
-    if (this.control.setTaskToken(n, taskToken)) await this.notifier.succeed(taskToken, { checkpointId: n });
-    return { checkpointId: n };
-  }
-
-  async commit(n: number): Promise<{ checkpointId: number; published: number }> {
-    const ck = this.control.checkpoint(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
-    this.control.finishCheckpoint(n, 'COMPLETED');
-    let published = 0;
-    for (const t of this.commitTargets) published += await t.publish(n);
-    return { checkpointId: n, published };
-  }
-
-  async abort(n: number, reason?: unknown): Promise<{ checkpointId: number }> {
-    const ck = this.control.checkpoint(n);
-    this.control.finishCheckpoint(n, 'ABORTED', JSON.stringify(reason ?? 'aborted').slice(0, 1000));
-    if (ck) await this.inject(n);
-    return { checkpointId: n };
-  }
 }
 
 // ------------------------------------------------------------------------------------------ assembly
