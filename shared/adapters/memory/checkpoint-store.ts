@@ -4,7 +4,7 @@
  * conditional-write answers; checkpoint records and leases shared with MemoryControlStore), barriers
  * through the Kinesis twin, resharding, delta objects and savepoint files as objects in memory.
  * They fake the services; the coordinator's logic stays in shared/coordinator/. The contract suite
- * (checkpoint-store.contract.test.ts) runs the same tests here and against DynamoDB.
+ * (shared/adapters/checkpoint-store.contract.test.ts) runs the same tests here and against DynamoDB.
  */
 import { Coordinator, type CoordinatorOptions } from '../../coordinator/coordinator.js';
 import type { LoopPorts } from '../../coordinator/loop.js';
