@@ -27,9 +27,9 @@ import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
-import { awsCoordinator, awsLoopPorts } from '../shared/adapters/aws/coordinator-ports.js';
+import { coordinatorTasks } from '../functions/coordinator.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
-import { CoordinatorLoop, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
+import { pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
 import { commitPauseOverride } from '../cdk/coordinator-state-machine.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
@@ -164,22 +164,11 @@ export class LocalJobRunner {
     if (o.checkpointIntervalMs !== undefined) {
       for (const [name, st] of Object.entries(def.definition.States)) if (st.Type === 'Wait') waits[name] = o.checkpointIntervalMs;
     }
-    const direct = (input: CoordinatorTaskInput) => this.coordinator.run(input);
-    const wrapped = o.wrapCoordinator ? o.wrapCoordinator(direct) : direct;
-    // the workflow's tasks go through the coordinator loop, as in the deployed function
-    let loop: CoordinatorLoop | undefined;
+    // the workflow's tasks run as the deployed coordinator function runs them (same loop, metrics, logs)
+    let tasks: ReturnType<typeof coordinatorTasks> | undefined;
     const runTask = (payload: unknown) => {
-      loop ??= new CoordinatorLoop({
-        plan: this.plan,
-        names: this.names,
-        ports: awsLoopPorts(this.names, this.clients),
-        run: wrapped,
-        pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
-        stateMachineArn: def.stateMachineArn,
-        idle: o.idleCoordinator ?? false,
-      });
       // tracked so that stop() waits for a task still running (a commit must not outlive the run)
-      const p = loop.run(payload as LoopTaskInput);
+      const p = tasks!.run(payload as LoopTaskInput);
       this.tasks.add(p);
       const untrack = () => this.tasks.delete(p);
       p.then(untrack, untrack);
@@ -201,9 +190,18 @@ export class LocalJobRunner {
       maxAttempts: 3,
     });
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
-    this.coordinator = awsCoordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
+    tasks = coordinatorTasks({
+      plan: this.plan,
+      names: this.names,
+      clients: this.clients,
       telemetry: this.telemetry,
+      commitTargets: o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets,
+      stateMachineArn: def.stateMachineArn,
+      idle: o.idleCoordinator ?? false,
+      pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
+      ...(o.wrapCoordinator ? { wrapRun: o.wrapCoordinator } : {}),
     });
+    this.coordinator = tasks.coordinator;
     const { provisionJob } = await import('./provision.js');
     if (o.restoreFrom !== undefined) await this.dropInnerStreams();
     await provisionJob(this.plan, this.names, this.clients);
