@@ -27,6 +27,7 @@ import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
+import { awsCoordinator, awsLoopPorts } from '../shared/adapters/aws/coordinator-ports.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import { CoordinatorLoop, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
@@ -171,7 +172,7 @@ export class LocalJobRunner {
       loop ??= new CoordinatorLoop({
         plan: this.plan,
         names: this.names,
-        clients: this.clients,
+        ports: awsLoopPorts(this.names, this.clients),
         run: wrapped,
         pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
         stateMachineArn: def.stateMachineArn,
@@ -200,7 +201,7 @@ export class LocalJobRunner {
       maxAttempts: 3,
     });
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
-    this.coordinator = new Coordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
+    this.coordinator = awsCoordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
       telemetry: this.telemetry,
     });
     const { provisionJob } = await import('./provision.js');
