@@ -20,7 +20,7 @@ import { MemoryStateTable, type MemoryStateStore } from '../shared/adapters/memo
 import type { Job } from '../shared/api/job.js';
 import { PackedStateStore } from '../shared/runtime/packed-state.js';
 import type { RuntimePorts, StateRow, StateStore } from '../shared/runtime/ports.js';
-import { encodeDelta } from '../shared/runtime/stage-instance.js';
+import { encodeDelta } from '../shared/codec/snapshot.js';
 import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
 import { StageRunner } from '../shared/runtime/stage-runner.js';
 import { itemSize, KB, utf8Length, writeUnits } from './dynamo-size.js';

@@ -20,7 +20,8 @@
  */
 import type { Job } from '../api/job.js';
 import { decodePacketViews, decodeSourceControl, PacketDataEnvelope, SeqSet, type DataEnvelope, type EndEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
-import { decodePayload, decodePayloadAt, encodePayload } from '../codec/payload.js';
+import { decodePayload, decodePayloadAt } from '../codec/payload.js';
+import { decodeDelta, encodeDelta, type SourceClock } from '../codec/snapshot.js';
 import { keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
@@ -56,34 +57,6 @@ interface Unit {
   poison?: unknown;
   /** the first keyed operator's state entry of `key`, as prefetch found it loaded */
   state?: KeyEntry;
-}
-
-interface SourceClock {
-  maxTs: number;
-  emitted: number;
-  idle: boolean;
-  lastActive: number;
-  dataSinceTick: boolean;
-}
-
-/** Everything a snapshot holds besides the state rows. */
-interface SnapshotExtras {
-  readonly timers: ReturnType<TimerIndex['toJSON']>;
-  readonly channels: Array<[string, number, boolean]>;
-  readonly watermark: number | null;
-  readonly processingTime: number;
-  readonly source: SourceClock | null;
-  /** producers whose bounded input ended, and whether this instance finished */
-  readonly ended?: string[];
-  readonly finished?: boolean;
-  /** broadcast state, whole (it is small and identical in every instance) */
-  readonly broadcast?: ReturnType<BroadcastStateStore['toJSON']>;
-  /** operator list state of this instance (redistributed by its mode when parallelism changes) */
-  readonly operatorLists?: OperatorListRow[];
-  /** stages whose input stream is resharded after this checkpoint (the epoch routes to them by key group) */
-  readonly reshard?: number[];
-  /** instances per stage as barrier n said: how many producers to wait for before the next barrier tells */
-  readonly topology?: number[];
 }
 
 interface DecodedPacket {
@@ -1051,25 +1024,5 @@ const makeDataUnit = (epoch: number, seq: number, keyGroup: number, timestamp: n
   new DataUnit(epoch, seq, keyGroup, timestamp, packet, start, end, input);
 
 const unitId = (u: Unit) => `${u.producer}|${u.env.kind}|${u.env.epoch}|${u.env.kind === 'data' ? u.env.seq : `${u.position}/${u.index}`}`;
-
-/**
- * A delta: the dirty rows of one checkpoint, plus what the snapshot holds besides rows (timers,
- * watermarks, clocks), MessagePack-encoded.
- */
-export function encodeDelta(rows: readonly StateRow[], extras?: SnapshotExtras): Uint8Array {
-  return encodePayload({ v: 2, rows: rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]), extras: extras ?? null });
-}
-
-export function decodeDelta(bytes: Uint8Array): { rows: StateRow[]; extras: SnapshotExtras | undefined } {
-  const raw = decodePayload<{ v: number; rows: Array<[string, number, string, Record<string, Uint8Array>]>; extras: SnapshotExtras | null }>(bytes);
-  if (!raw || raw.v !== 2 || !Array.isArray(raw.rows)) throw new SluiceError('corrupt checkpoint delta', 'DELTA_CORRUPT');
-  const rows = raw.rows.map(([operatorId, keyGroup, key, values]) => ({
-    operatorId,
-    keyGroup,
-    key,
-    values: Object.fromEntries(Object.entries(values).map(([k, v]) => [k, new Uint8Array(v)])),
-  }));
-  return { rows, extras: raw.extras ?? undefined };
-}
 
 const rowTag = (id: StateRowId) => `${id.operatorId}\u0000${id.key}`;
