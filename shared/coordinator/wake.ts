@@ -9,7 +9,6 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { SendTaskFailureCommand } from '@aws-sdk/client-sfn';
 import { DeleteCommand, GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { KinesisStreamEvent } from 'aws-lambda';
 import type { AwsClients } from '../adapters/aws/clients.js';
 import { decodeSourceControl } from '../codec/envelope.js';
 
@@ -22,7 +21,7 @@ export const LOOP_ERRORS = {
 } as const;
 
 /** Whether a batch holds a record that is not the coordinator's own (barrier, tick, end). */
-export function hasInput(event: KinesisStreamEvent): boolean {
+export function hasInput(event: { readonly Records: ReadonlyArray<{ readonly kinesis: { readonly data: string } }> }): boolean {
   return event.Records.some((r) => decodeSourceControl(Buffer.from(r.kinesis.data, 'base64')) === undefined);
 }
 

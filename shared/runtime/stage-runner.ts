@@ -7,11 +7,9 @@
  * lease over (bumping the fence, which shuts out any zombie's writes), restores the instance's last
  * snapshot and replays its shard up to the batch. A batch that throws drops the cached instance.
  */
-import type { KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import type { Job } from '../api/job.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import { SluiceError } from '../util/errors.js';
 import { keyGroupsOfHashRange } from '../plan/key-groups.js';
 import type { RuntimePorts, ShardInfo, StoredRecord } from './ports.js';
 import { compareSeq, coveredBySnapshot, replayStart } from './positions.js';
@@ -34,6 +32,25 @@ export interface BatchOutcome {
   readonly processed: number;
 }
 
+/** What a stage's engine runs on: the job, its plan and stage, the resources' names and the ports. */
+export interface StageEngineSpec {
+  readonly job: Job;
+  readonly plan: Plan;
+  readonly stage: PlanStage;
+  readonly names: ResourceNames;
+  readonly ports: RuntimePorts;
+  readonly options?: StageRunnerOptions;
+}
+
+/**
+ * The engine of one execution environment of a stage. The stage function builds it at cold start;
+ * the local runner, the in-memory runner and the benchmarks build theirs here too, so they run what
+ * a deployed function runs.
+ */
+export function createStageRunner(spec: StageEngineSpec): StageRunner {
+  return new StageRunner(spec.job, spec.plan, spec.stage, spec.names, spec.ports, spec.options);
+}
+
 export class StageRunner {
   private readonly instances = new Map<string, StageInstance>();
   /** per cached instance: the first position it ever processed (committed once with its positions) */
@@ -48,24 +65,6 @@ export class StageRunner {
     private readonly ports: RuntimePorts,
     private readonly options: StageRunnerOptions = {},
   ) {}
-
-  /** Handles one ESM batch; throws (so the ESM retries the batch) on any failure. */
-  async handle(event: KinesisStreamEvent): Promise<KinesisStreamBatchResponse> {
-    if (!event.Records.length) return { batchItemFailures: [] };
-    const first = event.Records[0]!;
-    const shardId = first.eventID.slice(0, first.eventID.indexOf(':'));
-    const records: StoredRecord[] = event.Records.map((r) => {
-      if (!r.eventID.startsWith(shardId + ':')) throw new SluiceError(`batch mixes shards ${shardId} and ${r.eventID}`, 'BATCH_INVALID');
-      return {
-        sequenceNumber: r.kinesis.sequenceNumber,
-        data: Buffer.from(r.kinesis.data, 'base64'),
-        partitionKey: r.kinesis.partitionKey,
-        approximateArrivalTimestamp: Math.round(r.kinesis.approximateArrivalTimestamp * 1000),
-      };
-    });
-    await this.run(shardId, records);
-    return { batchItemFailures: [] };
-  }
 
   /** Runs records of one shard (already in AWS's order) through the shard's instance. */
   async run(shardId: string, records: readonly StoredRecord[]): Promise<BatchOutcome> {
