@@ -44,21 +44,11 @@ export interface ParentShare {
 }
 
 /** What a child shard's instance starts from. */
-export interface InheritedState {
-  readonly epoch: number;
-  readonly reshard: readonly number[];
-  readonly generation: number;
-  readonly topology: readonly number[];
-  readonly processingTime: number;
-  readonly finished: boolean;
-  readonly broadcast: ReturnType<BroadcastStateStore['toJSON']>;
+export interface InheritedState extends Pick<ParentHandover, 'epoch' | 'reshard' | 'generation' | 'topology' | 'processingTime' | 'finished' | 'broadcast' | 'timers' | 'ended' | 'operatorLists'> {
   /** per parent */
   readonly dirtyRows: readonly StateRow[][];
-  readonly timers: TimerRows;
   readonly watermarks: readonly WatermarkHandover[];
   readonly seen: ReadonlyArray<ReadonlyMap<string, ReadonlySet<number>>>;
-  readonly ended: readonly string[];
-  readonly operatorLists: OperatorListRow[];
 }
 
 export function mergeParents(childId: string, parents: readonly ParentShare[]): InheritedState {

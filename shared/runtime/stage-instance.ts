@@ -20,26 +20,27 @@
  * from its parents' handovers (shard-inheritance.ts).
  */
 import type { Job } from '../api/job.js';
-import { decodeSourceControl, PacketDataEnvelope, type DataEnvelope } from '../codec/envelope.js';
-import { decodePayload, decodePayloadAt } from '../codec/payload.js';
+import { decodeSourceControl, type DataEnvelope } from '../codec/envelope.js';
 import { decodeDelta, encodeDelta } from '../codec/snapshot.js';
-import { keyString } from '../plan/key-groups.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import { errorMessage, FencedError, PoisonRecordError, SluiceError } from '../util/errors.js';
+import { errorMessage, SluiceError } from '../util/errors.js';
 import { createBarrierHandler, type BarrierHandler } from './barrier-handler.js';
 import { BroadcastStateStore } from './broadcast-state.js';
 import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
+import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
 import { decodeInnerPacket, EMPTY_PACKET, InnerRecordMeta, type DecodedPacket, type Unit } from './inner-packets.js';
 import { compareRows, KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
 import { OperatorStateStore } from './operator-state.js';
-import { makeDestination, Outbox } from './outbox.js';
+import { openDestinations, refreshDestinations } from './destinations.js';
+import { Outbox } from './outbox.js';
 import { mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { RecordDedupe } from './record-dedupe.js';
-import { decodeUserRecord, userRecordsOf } from './source-decoding.js';
+import { resolveUnits, StateLoader } from './state-prefetch.js';
+import { decodeSourceValue, userRecordsOf, type SourceFunctions } from './source-decoding.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
 import { WatermarkTracker } from './watermark-tracker.js';
 
@@ -50,11 +51,17 @@ export interface InstanceOptions {
   readonly watermarkIntervalMs?: number;
 }
 
-export const instanceIdOf = (stageId: string, shardId: string) => `${stageId}:${shardId}`;
+/** What a stage's instances run on: the job, its plan and stage, the resources' names and the ports. */
+export interface StageSpec {
+  readonly job: Job;
+  readonly plan: Plan;
+  readonly stage: PlanStage;
+  readonly names: ResourceNames;
+  readonly ports: RuntimePorts;
+  readonly options?: InstanceOptions;
+}
 
-/** keys per state read (a BatchGetItem takes 100), and reads in flight at once */
-const PREFETCH_CHUNK = 100;
-const PREFETCH_CONCURRENCY = 8;
+export const instanceIdOf = (stageId: string, shardId: string) => `${stageId}:${shardId}`;
 
 export class StageInstance {
   readonly id: string;
@@ -69,7 +76,7 @@ export class StageInstance {
   readonly state = new KeyedStateCache();
   private chain!: CompiledChain;
   private readonly source: PlanSource | undefined;
-  private readonly sourceNode: { parse?: (raw: unknown) => unknown; timestamp?: (v: unknown) => number } | undefined;
+  private readonly sourceNode: SourceFunctions | undefined;
   private readonly expectedProducers: (topology: readonly number[]) => number;
   private readonly dedupe = new RecordDedupe();
   private readonly barriers: BarrierHandler;
@@ -78,6 +85,8 @@ export class StageInstance {
   private readonly broadcastState = new BroadcastStateStore();
   private readonly operatorState = new OperatorStateStore();
   private readonly spill: DirtySpill;
+  private readonly loader: StateLoader;
+  private readonly deadLetters: DeadLetterWriter;
   private readonly recordMeta = new InnerRecordMeta();
   /** position of the record being processed (the frontier) */
   private current: string | undefined;
@@ -88,8 +97,6 @@ export class StageInstance {
    * its state: data envelopes of key groups the child does not own (0) are skipped.
    */
   private ownedKeyGroups: Uint8Array | undefined;
-  /** failed timers dead-lettered at the current record (their letters' sub-sequences) */
-  private timerLetters: { at: string; n: number } = { at: '', n: 0 };
 
   processingTime = 0;
   private reportedOut = 0;
@@ -111,6 +118,8 @@ export class StageInstance {
     this.outbox = new Outbox(this.id);
     this.barriers = createBarrierHandler(plan.mode, this.dedupe, options.maxHeldRecords ?? 50_000);
     this.spill = new DirtySpill(this.id, ports.spill);
+    this.loader = new StateLoader(this, this.state, ports.state, this.spill);
+    this.deadLetters = new DeadLetterWriter(this.id, plan, stage, shardId, ports, this.stats);
     let strategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
     if (stage.input.kind === 'source') {
       const sourceId = stage.input.sourceId;
@@ -139,13 +148,7 @@ export class StageInstance {
 
   /** Looks up the shards of every stream this instance writes to and compiles the chain. */
   async init(): Promise<void> {
-    for (const op of this.stage.operators) {
-      if (!op.exchange) continue;
-      const target = this.plan.stages.find((s) => s.id === op.exchange!.toStage)!;
-      const stream = this.names.streamOf(target);
-      const shards = await this.ports.shards.openShards(stream);
-      this.outbox.addDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism), this.plan.stages.indexOf(target));
-    }
+    await openDestinations(this.plan, this.stage, this.names, this.ports.shards, this.outbox);
     this.chain = compileChain(
       this.job,
       this.plan,
@@ -212,7 +215,7 @@ export class StageInstance {
     for (let i = 0; i < records.length; i++) {
       const r = records[i]!;
       const p = this.decodeInner(r);
-      this.resolveUnits(p.units, ids);
+      resolveUnits(p.units, ids, this.chain, this.state);
       if (!ids.length) {
         await this.processPacket(r, p);
         if (track) this.lastPosition = r.sequenceNumber;
@@ -221,10 +224,10 @@ export class StageInstance {
       const packets: DecodedPacket[] = [p];
       for (let j = i + 1; j < records.length; j++) {
         const q = this.decodeInner(records[j]!);
-        this.resolveUnits(q.units, ids);
+        resolveUnits(q.units, ids, this.chain, this.state);
         packets.push(q);
       }
-      await this.readMissing(ids);
+      await this.loader.readMissing(ids);
       ids.length = 0;
       for (let j = 0; j < packets.length; j++) {
         const rj = records[i + j]!;
@@ -260,7 +263,7 @@ export class StageInstance {
     try {
       userRecords = userRecordsOf(r.data, r.sequenceNumber, r.partitionKey, src.deaggregate);
     } catch (err) {
-      await this.poison(r.sequenceNumber, 0, r.data, `cannot de-aggregate KPL record: ${errorMessage(err)}`);
+      await this.deadLetters.record(r.sequenceNumber, 0, r.data, `cannot de-aggregate KPL record: ${errorMessage(err)}`);
       return;
     }
     for (let i = 0; i < userRecords.length; i++) {
@@ -269,22 +272,16 @@ export class StageInstance {
       let value: unknown;
       let timestamp: number | undefined;
       try {
-        value = decodeUserRecord(bytes, src.format);
-        if (this.sourceNode?.parse) value = this.sourceNode.parse(value);
-        if (this.sourceNode?.timestamp) {
-          const ts = this.sourceNode.timestamp(value);
-          if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
-          timestamp = Math.floor(ts); // event time is whole milliseconds, as in Flink
-        } else timestamp = r.approximateArrivalTimestamp;
+        ({ value, timestamp } = decodeSourceValue(bytes, src.format, this.sourceNode, r.approximateArrivalTimestamp));
       } catch (err) {
-        await this.poison(r.sequenceNumber, i, bytes, `cannot decode ${src.format} record: ${errorMessage(err)}`);
+        await this.deadLetters.record(r.sequenceNumber, i, bytes, `cannot decode ${src.format} record: ${errorMessage(err)}`);
         continue;
       }
       const meta: RecordMeta = { timestamp, recordId: `${this.shardId}:${r.sequenceNumber}:${i}`, key: undefined, keyGroup: 0 };
       try {
         this.chain.push(value, meta);
       } catch (err) {
-        await this.poison(r.sequenceNumber, i, bytes, `user function failed: ${errorMessage(err)}`);
+        await this.deadLetters.record(r.sequenceNumber, i, bytes, `user function failed: ${errorMessage(err)}`);
         continue;
       }
       this.clock.sourceRecord(timestamp);
@@ -308,100 +305,14 @@ export class StageInstance {
   /** Decodes payloads and keys of units and loads the state rows they will touch. */
   private async prefetch(units: readonly Unit[]): Promise<void> {
     const ids: StateRowId[] = [];
-    this.resolveUnits(units, ids);
-    if (ids.length) await this.readMissing(ids);
-  }
-
-  /**
-   * Decodes the payloads and keys of units not decoded yet, points each at its first keyed
-   * operator's cached entry, and adds the (operator, key)s not cached to `ids` (some may repeat).
-   */
-  private resolveUnits(units: readonly Unit[], ids: StateRowId[]): void {
-    const selectors = this.chain.keySelectors;
-    const ops = this.chain.keyedOperators;
-    const state = this.state;
-    for (let i = 0; i < units.length; i++) {
-      const u = units[i]!;
-      const env = u.env;
-      if (env.kind !== 'data') continue;
-      if (u.value !== undefined || u.poison !== undefined) {
-        const key = u.key;
-        if (key === undefined) continue;
-        u.state = undefined;
-        for (let o = 0; o < ops.length; o++) {
-          const e = state.lookup(ops[o]!, key);
-          if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
-          else if (o === 0) u.state = e;
-        }
-        continue;
-      }
-      try {
-        u.value = env instanceof PacketDataEnvelope ? decodePayloadAt(env.packet, env.payloadStart, env.payloadEnd) : decodePayload(env.payload);
-        const selector = selectors[env.input ?? 0];
-        if (selector) {
-          const key = (u.key = keyString(selector(u.value)));
-          for (let o = 0; o < ops.length; o++) {
-            const e = state.lookup(ops[o]!, key);
-            if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
-            else if (o === 0) {
-              u.state = e;
-              // the cache's copy of the key: later lookups of it (state, timers) match by identity
-              u.key = e.key;
-            }
-          }
-        }
-      } catch (err) {
-        u.poison = err;
-      }
-    }
-  }
-
-  /** Reads the rows of `ids` that are still not cached (duplicates are read once). */
-  private async readMissing(ids: readonly StateRowId[]): Promise<void> {
-    const missing = this.state.missing(ids);
-    if (missing.length <= PREFETCH_CHUNK) {
-      await this.loadRows(missing);
-      return;
-    }
-    // many keys to read (a cold cache: after a takeover, or a burst of new keys): read them in
-    // chunks of a BatchGetItem's size, several at a time, instead of one chunk after another
-    const chunks: StateRowId[][] = [];
-    for (let i = 0; i < missing.length; i += PREFETCH_CHUNK) chunks.push(missing.slice(i, i + PREFETCH_CHUNK));
-    let next = 0;
-    const worker = async () => {
-      while (next < chunks.length) await this.loadRows(chunks[next++]!);
-    };
-    await Promise.all(Array.from({ length: Math.min(PREFETCH_CONCURRENCY, chunks.length) }, worker));
-  }
-
-  /**
-   * Loads state rows into the cache. A row written by a checkpoint above this instance's epoch
-   * means another owner has moved on (this invocation is a zombie): computing with it would emit
-   * other content under ids already used, so the batch stops here.
-   */
-  private async loadRows(missing: StateRowId[]): Promise<void> {
-    if (this.spill.size && missing.length) {
-      // a key spilled since the last snapshot comes back from the spill, still dirty
-      const back = await this.spill.takeBack(missing, this.fence);
-      if (back.length) {
-        this.state.adoptDirty(back);
-        missing = missing.filter((id) => !this.state.has(id.operatorId, id.key));
-      }
-    }
-    if (!missing.length) return;
-    const rows = await this.ports.state.getRows(missing);
-    for (const r of rows) {
-      if (r.checkpointId !== undefined && r.checkpointId > this.epoch) {
-        throw new FencedError(`${this.id}: state row ${r.operatorId}/${r.key} was written by checkpoint ${r.checkpointId}, past this instance's epoch ${this.epoch}`);
-      }
-    }
-    this.state.load(missing, rows);
+    resolveUnits(units, ids, this.chain, this.state);
+    if (ids.length) await this.loader.readMissing(ids);
   }
 
   private async processPacket(r: StoredRecord, p: DecodedPacket): Promise<void> {
     this.current = r.sequenceNumber;
     if (p.error !== undefined) {
-      await this.poison(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(p.error)}`);
+      await this.deadLetters.record(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(p.error)}`);
       return;
     }
     let u = 0;
@@ -467,7 +378,7 @@ export class StageInstance {
       const t = due[i]!;
       if (!this.state.has(t.operatorId, t.key)) (ids ??= []).push({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key });
     }
-    if (ids) await this.loadRows(this.state.missing(ids));
+    if (ids) await this.loader.load(this.state.missing(ids));
     for (let t = this.timers.popDue(domain, upTo); t; t = this.timers.popDue(domain, upTo)) {
       this.stats.timersFired++;
       try {
@@ -475,7 +386,7 @@ export class StageInstance {
       } catch (err) {
         if (this.plan.poisonPolicy === 'fail') throw err;
         this.ports.telemetry.count('TimerFailures');
-        await this.poisonTimer(t, err);
+        await this.deadLetters.timer(t, err, this.current ?? this.lastPosition ?? 'none');
       }
     }
   }
@@ -489,7 +400,7 @@ export class StageInstance {
     }
     this.stats.recordsIn++;
     if (unit.poison !== undefined) {
-      return this.poison(unit.position, unit.index, env.payload, `cannot decode payload from ${unit.producer}: ${errorMessage(unit.poison)}`);
+      return this.deadLetters.record(unit.position, unit.index, env.payload, `cannot decode payload from ${unit.producer}: ${errorMessage(unit.poison)}`);
     }
     const key = unit.key;
     if (unit.state !== undefined) this.state.prime(this.chain.keyedOperators[0]!, key!, unit.state);
@@ -505,7 +416,7 @@ export class StageInstance {
     try {
       this.chain.push(unit.value, meta);
     } catch (err) {
-      return this.poison(unit.position, unit.index, env.payload, `user function failed: ${errorMessage(err)}`);
+      return this.deadLetters.record(unit.position, unit.index, env.payload, `user function failed: ${errorMessage(err)}`);
     }
     return undefined;
   }
@@ -566,31 +477,6 @@ export class StageInstance {
   }
 
   // ---------------------------------------------------------------- resharding
-
-  /**
-   * A barrier's topology announces a destination stream with another number of shards (it was
-   * resharded after the previous checkpoint): forward the barrier to the new shards. The coordinator
-   * injects the barrier only once the reshard is done, so ListShards already shows them.
-   */
-  private async refreshDestinations(topology: readonly number[]): Promise<void> {
-    for (const op of this.stage.operators) {
-      if (!op.exchange) continue;
-      const target = this.plan.stages.find((s) => s.id === op.exchange!.toStage)!;
-      const want = topology[this.plan.stages.indexOf(target)];
-      if (!want || this.outbox.destination(target.id).shards.length === want) continue;
-      const stream = this.names.streamOf(target);
-      let shards = await this.ports.shards.openShards(stream);
-      for (let attempt = 0; shards.length !== want && attempt < 20; attempt++) {
-        await new Promise((r) => setTimeout(r, 250));
-        shards = await this.ports.shards.openShards(stream);
-      }
-      if (shards.length !== want) {
-        throw new SluiceError(`${this.id}: ${stream} has ${shards.length} open shards, checkpoint topology says ${want}`, 'TOPOLOGY_MISMATCH', true);
-      }
-      this.outbox.replaceDestination(target.id, makeDestination(stream, shards, this.plan.maxParallelism));
-      this.ports.telemetry.log('info', 'destination resharded: barriers and records go to its new shards', { instance: this.id, stream, shards: shards.length });
-    }
-  }
 
   /**
    * Makes this instance stand for a closed parent shard, replayed only so that a child shard can take
@@ -658,7 +544,7 @@ export class StageInstance {
   private async snapshot(n: number, topology: readonly number[], savepoint: boolean, replayPoint: ReplayPoint, reshard: readonly number[] = []): Promise<void> {
     if (this.ownedKeyGroups) throw new SluiceError(`${this.id}: a barrier past the last snapshot of a resharded parent shard`, 'RESHARD_INVALID');
     const started = Date.now();
-    await this.refreshDestinations(topology);
+    await refreshDestinations(this.id, this.plan, this.stage, this.names, this.ports, this.outbox, topology);
     this.outbox.closeEpoch(n, topology, savepoint, reshard);
     this.epoch = n;
     this.reshard = reshard;
@@ -713,37 +599,6 @@ export class StageInstance {
       ...upserts.map((u) => this.ports.upsertSink.write(u.table, u.keyAttribute, u.writes)),
       ...collected.map((c) => this.ports.collectSink.stage(c.sink, c.outputs)),
     ]);
-  }
-
-  private async poison(sequenceNumber: string, subSequence: number, data: Uint8Array, reason: string): Promise<void> {
-    if (this.plan.poisonPolicy === 'fail') {
-      throw new PoisonRecordError(`${this.id} record ${sequenceNumber}#${subSequence}: ${reason}`);
-    }
-    this.stats.deadLetters++;
-    this.ports.telemetry.count('DeadLetters');
-    this.ports.telemetry.log('warn', 'record sent to the dead letters', { instance: this.id, sequenceNumber, subSequence, reason });
-    await this.ports.deadLetters.put({
-      job: this.plan.job,
-      stage: this.stage.id,
-      shardId: this.shardId,
-      sequenceNumber,
-      subSequence,
-      reason,
-      data,
-    });
-  }
-
-  /**
-   * A timer whose callback threw (dead-letter policy) goes to the dead letters like a record: its
-   * operator, key, key group, domain and time, filed under the position of the record that made it
-   * due (a replay fires it at the same record, so it rewrites the same letter) with a negative
-   * sub-sequence (records use theirs from 0 on). The DeadLetters counter (alarmed) counts it.
-   */
-  private async poisonTimer(t: { domain: TimeDomain; operatorId: string; key: string; keyGroup: number; time: number }, err: unknown): Promise<void> {
-    const at = this.current ?? this.lastPosition ?? 'none';
-    this.timerLetters = this.timerLetters.at === at ? { at, n: this.timerLetters.n + 1 } : { at, n: 1 };
-    const data = new TextEncoder().encode(JSON.stringify({ timer: { domain: t.domain, operatorId: t.operatorId, key: t.key, keyGroup: t.keyGroup, time: t.time } }));
-    await this.poison(at, -this.timerLetters.n, data, `timer callback failed (operator ${t.operatorId}, key ${JSON.stringify(t.key)}, ${t.domain} timer at ${t.time}): ${errorMessage(err)}`);
   }
 
   /** Held records and pending barriers, for diagnostics. */

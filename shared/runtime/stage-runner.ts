@@ -13,7 +13,7 @@ import type { ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { ShardInheritance } from './shard-inheritance.js';
 import { compareSeq, coveredBySnapshot, replayStart } from './positions.js';
-import { instanceIdOf, StageInstance, type InstanceOptions } from './stage-instance.js';
+import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
   /** clean cached keys kept per instance between batches; @default 100_000 */
@@ -33,12 +33,7 @@ export interface BatchOutcome {
 }
 
 /** What a stage's engine runs on: the job, its plan and stage, the resources' names and the ports. */
-export interface StageEngineSpec {
-  readonly job: Job;
-  readonly plan: Plan;
-  readonly stage: PlanStage;
-  readonly names: ResourceNames;
-  readonly ports: RuntimePorts;
+export interface StageEngineSpec extends StageSpec {
   readonly options?: StageRunnerOptions;
 }
 
@@ -67,7 +62,7 @@ export class StageRunner {
     private readonly ports: RuntimePorts,
     private readonly options: StageRunnerOptions = {},
   ) {
-    this.inheritance = new ShardInheritance(job, plan, stage, names, ports, options);
+    this.inheritance = new ShardInheritance({ job, plan, stage, names, ports, options });
   }
 
   /** Runs records of one shard (already in AWS's order) through the shard's instance. */
