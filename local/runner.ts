@@ -36,7 +36,8 @@ import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
-import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
+import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
+import { handleKinesisBatch } from '../functions/operator.js';
 import type { StageInstance } from '../shared/runtime/stage-instance.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
@@ -226,7 +227,7 @@ export class LocalJobRunner {
             e.runner = this.newRunner(stage, e.id);
             this.telemetry.count('EnvironmentsRecycled');
           }
-          return e.runner.handle(event);
+          return handleKinesisBatch(e.runner, event);
         };
         return { id: e.id, handler: o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler };
       });
@@ -304,7 +305,7 @@ export class LocalJobRunner {
     const clients = this.options.wrapClients ? this.options.wrapClients(this.clients, { stage, environment }) : this.clients;
     let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
     if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
-    return new StageRunner(this.job, this.plan, stage, this.names, ports, this.options.runner);
+    return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports, options: this.options.runner });
   }
 
   /** `emulatorEnv` and the endpoint of this run's Step Functions (AWS_ENDPOINT_URL_SFN). */
