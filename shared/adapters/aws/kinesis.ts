@@ -1,6 +1,6 @@
 /**
- * Kinesis adapters: the shard directory (ListShards), a writer that gets every record accepted
- * (PutRecords partial failures are retried, in chunks within the API's limits), and a reader for
+ * Kinesis adapters: the shard directory (ListShards), the SDK side of the writers' `KinesisApi`
+ * (the engine's writer gets every record accepted with `putRecordsUntilAccepted`), and a reader for
  * replay that shares the shard's read limits with the event source mapping, so it backs off.
  */
 import {
@@ -9,18 +9,16 @@ import {
   GetShardIteratorCommand,
   ListShardsCommand,
   PutRecordsCommand,
-  type PutRecordsRequestEntry,
+  type KinesisClient,
   type Shard,
 } from '@aws-sdk/client-kinesis';
 import { SluiceError } from '../../util/errors.js';
-import type { OutgoingRecord, ReplayPoint, ShardDirectory, ShardInfo, ShardReader, StoredRecord, StreamWriter, Telemetry } from '../../runtime/ports.js';
+import type { ReplayPoint, ShardDirectory, ShardInfo, ShardReader, StoredRecord, Telemetry } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
+import { PutRecordsStreamWriter, type KinesisApi, type PutResult } from '../put-records.js';
 import { replayTrimmed } from '../replay-trimmed.js';
 import type { AwsClients } from './clients.js';
 import { backoffMs, sleep, withThrottleRetry } from './clients.js';
-
-const MAX_RECORDS_PER_PUT = 500;
-const MAX_BYTES_PER_PUT = 4.5 * 1024 * 1024;
 
 export function toShardInfo(s: Shard): ShardInfo {
   return {
@@ -33,12 +31,13 @@ export function toShardInfo(s: Shard): ShardInfo {
   };
 }
 
-export async function listAllShards(clients: AwsClients, stream: string): Promise<ShardInfo[]> {
+export async function listAllShards(clients: Pick<AwsClients, 'kinesis'> | KinesisClient, stream: string): Promise<ShardInfo[]> {
+  const kinesis = 'kinesis' in clients ? clients.kinesis : clients;
   const out: ShardInfo[] = [];
   let token: string | undefined;
   do {
     const r = await withThrottleRetry(() =>
-      clients.kinesis.send(new ListShardsCommand(token ? { NextToken: token } : { StreamName: stream })),
+      kinesis.send(new ListShardsCommand(token ? { NextToken: token } : { StreamName: stream })),
     );
     for (const s of r.Shards ?? []) out.push(toShardInfo(s));
     token = r.NextToken;
@@ -58,40 +57,30 @@ export class KinesisShardDirectory implements ShardDirectory {
   }
 }
 
-export class KinesisStreamWriter implements StreamWriter {
-  constructor(
-    private readonly clients: AwsClients,
-    private readonly telemetry?: Telemetry,
-  ) {}
+/** The Kinesis calls writers make, over the SDK client (one request per call: the retries are the caller's). */
+export function sdkKinesisApi(kinesis: KinesisClient): KinesisApi {
+  return {
+    async putRecords(stream, entries) {
+      const r = await kinesis.send(
+        new PutRecordsCommand({
+          StreamName: stream,
+          Records: entries.map((e) => ({ Data: e.data, PartitionKey: e.partitionKey, ...(e.explicitHashKey !== undefined ? { ExplicitHashKey: e.explicitHashKey } : {}) })),
+        }),
+      );
+      return entries.map((_, i): PutResult => {
+        const x = r.Records?.[i];
+        if (x?.SequenceNumber && !x.ErrorCode) return { shardId: x.ShardId!, sequenceNumber: x.SequenceNumber };
+        return { errorCode: x?.ErrorCode ?? 'MissingResult', errorMessage: x?.ErrorMessage ?? 'PutRecords returned no result for this entry' };
+      });
+    },
+    listShards: (stream) => listAllShards(kinesis, stream),
+  };
+}
 
-  async putAll(stream: string, records: readonly OutgoingRecord[]): Promise<void> {
-    let chunk: OutgoingRecord[] = [];
-    let bytes = 0;
-    const chunks: OutgoingRecord[][] = [];
-    for (const r of records) {
-      if (chunk.length === MAX_RECORDS_PER_PUT || bytes + r.data.length > MAX_BYTES_PER_PUT) {
-        chunks.push(chunk);
-        chunk = [];
-        bytes = 0;
-      }
-      chunk.push(r);
-      bytes += r.data.length;
-    }
-    if (chunk.length) chunks.push(chunk);
-    await Promise.all(chunks.map((c) => this.putChunk(stream, c)));
-  }
-
-  private async putChunk(stream: string, records: readonly OutgoingRecord[]): Promise<void> {
-    let pending: PutRecordsRequestEntry[] = records.map((r) => ({ Data: r.data, PartitionKey: 'p', ExplicitHashKey: r.hashKey }));
-    for (let attempt = 0; pending.length; attempt++) {
-      const r = await withThrottleRetry(() => this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending })));
-      if (!r.FailedRecordCount) return;
-      // partial failure: only the failed entries go again (they may now land after later ones)
-      const failed = pending.filter((_, i) => r.Records?.[i]?.ErrorCode);
-      this.telemetry?.count('PutRecordsRetried', failed.length);
-      pending = failed;
-      await sleep(backoffMs(attempt));
-    }
+/** Gets every record accepted (`putRecordsUntilAccepted`), counting retried entries as PutRecordsRetried. */
+export class KinesisStreamWriter extends PutRecordsStreamWriter {
+  constructor(clients: AwsClients, telemetry?: Telemetry) {
+    super(sdkKinesisApi(clients.kinesis), telemetry);
   }
 }
 
