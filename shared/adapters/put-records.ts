@@ -15,7 +15,7 @@
  * It talks to a `KinesisApi` (one PutRecords request, ListShards): the SDK client behind the AWS
  * adapter, or the in-memory twin's service with its fault hooks.
  */
-import type { OutgoingRecord, ShardInfo, StreamWriter, Telemetry } from '../runtime/ports.js';
+import type { OutgoingRecord, ShardInfo, StoredRecord, StreamWriter, Telemetry } from '../runtime/ports.js';
 import { isThrottling, jitteredBackoff, type RetryPause } from './throttling.js';
 
 export interface PutEntry {
@@ -35,7 +35,24 @@ export interface PutPosition {
   readonly sequenceNumber: string;
 }
 
-/** The Kinesis calls writers make, as the service answers them (no retries inside). */
+/** Where a shard iterator starts. */
+export type IteratorStart =
+  | { readonly type: 'TRIM_HORIZON' }
+  | { readonly type: 'AT_SEQUENCE_NUMBER' | 'AFTER_SEQUENCE_NUMBER'; readonly sequenceNumber: string };
+
+/** One GetRecords page. */
+export interface RecordsPage {
+  readonly records: StoredRecord[];
+  /** absent once a closed shard was read to its end */
+  readonly nextIterator?: string;
+  /** 0 at the tip of the shard */
+  readonly millisBehindLatest: number;
+}
+
+/**
+ * The Kinesis calls the engine's writers and readers make, as the service answers them (no retries
+ * inside): the SDK client behind the AWS adapters, or the in-memory twin's service.
+ */
 export interface KinesisApi {
   /**
    * One PutRecords request: a result per entry, in request order; throws when the request fails as
@@ -45,6 +62,10 @@ export interface KinesisApi {
   putRecords(stream: string, entries: readonly PutEntry[], attempt?: number): Promise<PutResult[]>;
   /** every shard of the stream, open and closed (ListShards, every page) */
   listShards(stream: string): Promise<ShardInfo[]>;
+  /** GetShardIterator; a sequence number the shard no longer holds fails with InvalidArgumentException (or starts at the oldest retained record) */
+  getShardIterator(stream: string, shardId: string, start: IteratorStart): Promise<string>;
+  /** GetRecords; an old iterator fails with ExpiredIteratorException */
+  getRecords(iterator: string, limit: number): Promise<RecordsPage>;
 }
 
 export const MAX_RECORDS_PER_PUT = 500;

@@ -4,7 +4,6 @@
  * replay that shares the shard's read limits with the event source mapping, so it backs off.
  */
 import {
-  ExpiredIteratorException,
   GetRecordsCommand,
   GetShardIteratorCommand,
   ListShardsCommand,
@@ -12,13 +11,11 @@ import {
   type KinesisClient,
   type Shard,
 } from '@aws-sdk/client-kinesis';
-import { SluiceError } from '../../util/errors.js';
-import type { ReplayPoint, ShardDirectory, ShardInfo, ShardReader, StoredRecord, Telemetry } from '../../runtime/ports.js';
-import { compareSeq } from '../../runtime/positions.js';
+import type { ShardDirectory, ShardInfo, StoredRecord, Telemetry } from '../../runtime/ports.js';
 import { PutRecordsStreamWriter, type KinesisApi, type PutResult } from '../put-records.js';
-import { replayTrimmed } from '../replay-trimmed.js';
+import { KinesisApiShardReader } from '../shard-reader.js';
 import type { AwsClients } from './clients.js';
-import { backoffMs, sleep, withThrottleRetry } from './clients.js';
+import { withThrottleRetry } from './clients.js';
 
 export function toShardInfo(s: Shard): ShardInfo {
   return {
@@ -74,6 +71,32 @@ export function sdkKinesisApi(kinesis: KinesisClient): KinesisApi {
       });
     },
     listShards: (stream) => listAllShards(kinesis, stream),
+    async getShardIterator(stream, shardId, start) {
+      const r = await kinesis.send(
+        new GetShardIteratorCommand({
+          StreamName: stream,
+          ShardId: shardId,
+          ShardIteratorType: start.type,
+          ...(start.type === 'TRIM_HORIZON' ? {} : { StartingSequenceNumber: start.sequenceNumber }),
+        }),
+      );
+      return r.ShardIterator!;
+    },
+    async getRecords(iterator, limit) {
+      const r = await kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: limit }));
+      return {
+        records: (r.Records ?? []).map(
+          (rec): StoredRecord => ({
+            sequenceNumber: rec.SequenceNumber!,
+            data: rec.Data!,
+            partitionKey: rec.PartitionKey!,
+            ...(rec.ApproximateArrivalTimestamp ? { approximateArrivalTimestamp: rec.ApproximateArrivalTimestamp.getTime() } : {}),
+          }),
+        ),
+        ...(r.NextShardIterator ? { nextIterator: r.NextShardIterator } : {}),
+        millisBehindLatest: r.MillisBehindLatest ?? 0,
+      };
+    },
   };
 }
 
@@ -84,97 +107,9 @@ export class KinesisStreamWriter extends PutRecordsStreamWriter {
   }
 }
 
-export class KinesisShardReader implements ShardReader {
-  constructor(
-    private readonly clients: AwsClients,
-    private readonly pageSize = 1000,
-  ) {}
-
-  async *read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]> {
-    // Kinesis does not refuse a trimmed position: an iterator there starts at the oldest record still
-    // retained (or walks the trimmed range as empty pages). So a replay point is read AT the record it
-    // names, which must come back first; for 'after' it is then skipped.
-    let anchor: string | undefined = from.from === 'start' ? undefined : from.sequenceNumber;
-    let last: string | undefined;
-    const iteratorFor = async (): Promise<string> => {
-      const position =
-        last !== undefined
-          ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: last }
-          : anchor !== undefined
-            ? { ShardIteratorType: 'AT_SEQUENCE_NUMBER' as const, StartingSequenceNumber: anchor }
-            : { ShardIteratorType: 'TRIM_HORIZON' as const };
-      try {
-        const r = await withThrottleRetry(() => this.clients.kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shardId, ...position })));
-        return r.ShardIterator!;
-      } catch (err) {
-        // a sequence number this shard gave out and no longer accepts is one it has trimmed
-        if (anchor !== undefined && last === undefined && (err as { name?: string }).name === 'InvalidArgumentException') {
-          throw replayTrimmed(stream, shardId, from, undefined, err);
-        }
-        throw err;
-      }
-    };
-    let iterator: string | undefined = await iteratorFor();
-    let idle = 0;
-    for (let attempt = 0; iterator; ) {
-      let r;
-      try {
-        r = await this.clients.kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: this.pageSize }));
-      } catch (err) {
-        const name = (err as { name?: string }).name;
-        if (name === 'ProvisionedThroughputExceededException' || name === 'LimitExceededException') {
-          await sleep(backoffMs(attempt++, 200, 5_000)); // the ESM reads this shard too: give way
-          continue;
-        }
-        if (err instanceof ExpiredIteratorException) {
-          iterator = await iteratorFor();
-          continue;
-        }
-        throw err;
-      }
-      attempt = 0;
-      const page: StoredRecord[] = [];
-      let reached = false;
-      for (const rec of r.Records ?? []) {
-        const seq = rec.SequenceNumber!;
-        if (anchor !== undefined) {
-          if (seq !== anchor) throw replayTrimmed(stream, shardId, from, seq);
-          anchor = undefined;
-          if (from.from === 'after') {
-            last = seq;
-            continue;
-          }
-        }
-        if (untilExclusive !== undefined && compareSeq(seq, untilExclusive) >= 0) {
-          reached = true;
-          break;
-        }
-        page.push({
-          sequenceNumber: seq,
-          data: rec.Data!,
-          partitionKey: rec.PartitionKey!,
-          ...(rec.ApproximateArrivalTimestamp ? { approximateArrivalTimestamp: rec.ApproximateArrivalTimestamp.getTime() } : {}),
-        });
-        last = seq;
-      }
-      if (page.length) yield page;
-      if (reached) return;
-      iterator = r.NextShardIterator;
-      if (!r.Records?.length) {
-        const atTip = (r.MillisBehindLatest ?? 0) === 0;
-        if (anchor !== undefined) {
-          // nothing yet: an empty page behind the tip is normal, but at the tip (or the end of a
-          // closed shard) the record the replay point names is not there
-          if (atTip || !iterator) throw replayTrimmed(stream, shardId, from, undefined);
-          await sleep(200);
-          continue;
-        }
-        if (untilExclusive === undefined && atTip) return;
-        // the record we must reach exists (it is in the batch being handled): keep reading
-        if (++idle > 200) throw new SluiceError(`replay of ${stream}/${shardId} never reached ${untilExclusive}`, 'REPLAY_STALLED', true);
-        await sleep(Math.min(1000, 20 * idle));
-      } else idle = 0;
-    }
-    if (anchor !== undefined) throw replayTrimmed(stream, shardId, from, undefined); // a closed shard ended before it
+/** The replay reader (`KinesisApiShardReader`) over the SDK client. */
+export class KinesisShardReader extends KinesisApiShardReader {
+  constructor(clients: Pick<AwsClients, 'kinesis'>, pageSize = 1000) {
+    super(sdkKinesisApi(clients.kinesis), { pageSize });
   }
 }

@@ -10,11 +10,10 @@
 import { createHash } from 'node:crypto';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
-import type { ReplayPoint, ShardDirectory, ShardInfo, ShardReader, StoredRecord, Telemetry } from '../../runtime/ports.js';
+import type { ReplayPoint, ShardDirectory, ShardInfo, StoredRecord, Telemetry } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
-import { SluiceError } from '../../util/errors.js';
 import { PutRecordsStreamWriter, type KinesisApi, type PutEntry, type PutResult } from '../put-records.js';
-import { replayTrimmed } from '../replay-trimmed.js';
+import { KinesisApiShardReader } from '../shard-reader.js';
 import { awsError, MAX_THROTTLE_RETRIES, serviceCall, yieldTurn, type MemoryFaults } from './memory-faults.js';
 
 
@@ -300,7 +299,38 @@ export function memoryKinesisApi(kinesis: MemoryKinesis): KinesisApi {
     async listShards(stream) {
       return serviceCall(kinesis.faults, 'shards.openShards', { stream }, () => kinesis.listShards(stream));
     },
+    async getShardIterator(stream, shardId, start) {
+      kinesis.records(stream, shardId); // the shard must exist
+      const at: ReplayPoint =
+        start.type === 'TRIM_HORIZON' ? { from: 'start' } : { from: start.type === 'AT_SEQUENCE_NUMBER' ? 'at' : 'after', sequenceNumber: start.sequenceNumber };
+      return JSON.stringify({ stream, shardId, at } satisfies MemoryIterator);
+    },
+    async getRecords(iterator, limit) {
+      const { stream, shardId, at } = JSON.parse(iterator) as MemoryIterator;
+      const info = { stream, shardId };
+      await kinesis.faults.before?.('kinesis.getRecords', info);
+      const records = kinesis.getRecords(stream, shardId, at, limit);
+      await kinesis.faults.after?.('kinesis.getRecords', info);
+      const lastRead = records.at(-1)?.sequenceNumber;
+      const next: ReplayPoint = lastRead ? { from: 'after', sequenceNumber: lastRead } : at;
+      const retained = kinesis.records(stream, shardId);
+      const newest = retained.at(-1)?.sequenceNumber;
+      const behind = newest !== undefined && (lastRead === undefined ? records.length > 0 : compareSeq(newest, lastRead) > 0);
+      const closed = kinesis.listShards(stream).find((x) => x.shardId === shardId)?.endingSequenceNumber !== undefined;
+      return {
+        records,
+        ...(closed && !behind && !records.length ? {} : { nextIterator: JSON.stringify({ stream, shardId, at: next } satisfies MemoryIterator) }),
+        millisBehindLatest: behind ? 1_000 : 0,
+      };
+    },
   };
+}
+
+/** A shard iterator of the twin: where the next GetRecords starts (twin iterators never expire). */
+interface MemoryIterator {
+  readonly stream: string;
+  readonly shardId: string;
+  readonly at: ReplayPoint;
 }
 
 /** The retry pause in memory: a turn of the event loop (other writers' records may land before the retry), with a bound on throttles so a test cannot hang. */
@@ -313,58 +343,14 @@ export class MemoryStreamWriter extends PutRecordsStreamWriter {
   }
 }
 
-/**
- * Like KinesisShardReader: pages from a replay point up to (not including) a sequence number; the
- * record a replay point names must be the first one read, else the replay fails with REPLAY_TRIMMED.
- */
-export class MemoryShardReader implements ShardReader {
+/** The engine's replay reader (`KinesisApiShardReader`) over the twin: its pauses are turns of the event loop. */
+export class MemoryShardReader extends KinesisApiShardReader {
   constructor(
-    private readonly kinesis: MemoryKinesis,
-    private readonly pageSize = 1000,
+    kinesis: MemoryKinesis,
+    pageSize = 1000,
     /** polls without new records before a replay that must reach `untilExclusive` gives up */
-    private readonly stallPolls = 50,
-  ) {}
-
-  async *read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]> {
-    let anchor: string | undefined = from.from === 'start' ? undefined : from.sequenceNumber;
-    let position: ReplayPoint = anchor === undefined ? from : { from: 'at', sequenceNumber: anchor };
-    let idle = 0;
-    for (;;) {
-      const at = position;
-      const records = await serviceCall(this.kinesis.faults, 'kinesis.getRecords', { stream, shardId }, () =>
-        this.kinesis.getRecords(stream, shardId, at, this.pageSize),
-      );
-      let fresh = records;
-      if (anchor !== undefined) {
-        // in memory every record is visible at once: nothing at the anchor means it is gone
-        const first = records[0]?.sequenceNumber;
-        if (first !== anchor) throw replayTrimmed(stream, shardId, from, first);
-        anchor = undefined;
-        if (from.from === 'after') {
-          fresh = records.slice(1);
-          position = from;
-        }
-      }
-      const page: StoredRecord[] = [];
-      let reached = false;
-      for (const r of fresh) {
-        if (untilExclusive !== undefined && compareSeq(r.sequenceNumber, untilExclusive) >= 0) {
-          reached = true;
-          break;
-        }
-        page.push(r);
-      }
-      if (page.length) {
-        position = { from: 'after', sequenceNumber: page[page.length - 1]!.sequenceNumber };
-        yield page;
-      }
-      if (reached) return;
-      if (!records.length) {
-        if (untilExclusive === undefined) return;
-        // the record to reach must exist (it is in the batch being handled): wait for it
-        if (++idle > this.stallPolls) throw new SluiceError(`replay of ${stream}/${shardId} never reached ${untilExclusive}`, 'REPLAY_STALLED', true);
-        await yieldTurn();
-      } else idle = 0;
-    }
+    stallPolls = 50,
+  ) {
+    super(memoryKinesisApi(kinesis), { pageSize, stallPolls, throttlePause: yieldTurn, idlePause: yieldTurn });
   }
 }
