@@ -13,15 +13,17 @@
  */
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
-import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
+import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { cachedCoordinatorDefinition } from './coordinator-cache.js';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
-import { listAllShards } from '../shared/adapters/aws/kinesis.js';
+import { kinesisSourceWriter } from '../shared/adapters/aws/bounded-input.js';
+import { listAllShards, sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
+import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
+import { endInput } from '../shared/bounded/bounded-reader.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { restoreSavepoint, type RestoreResult } from '../shared/adapters/aws/savepoints.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
-import { encodeSourceControl } from '../shared/codec/envelope.js';
 import { fileSinkPrefix, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
@@ -332,24 +334,11 @@ export class LocalJobRunner {
     if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}" (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
     const stream = this.names.sourceStream(source);
     const enc = new TextEncoder();
-    const entries = records.map((r, i) => ({
-      Data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
-      PartitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
+    const entries = records.map((r, i): PutEntry => ({
+      data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
+      partitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
     }));
-    const positions: RecordPosition[] = new Array(entries.length);
-    for (let i = 0; i < entries.length; i += 500) {
-      let pending = entries.slice(i, i + 500).map((entry, j) => ({ entry, at: i + j }));
-      for (let attempt = 0; pending.length; attempt++) {
-        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending.map((p) => p.entry) }));
-        pending = pending.filter((p, j) => {
-          const r = out.Records?.[j];
-          if (r?.ErrorCode || !r?.SequenceNumber) return true;
-          positions[p.at] = { shardId: r.ShardId!, sequenceNumber: r.SequenceNumber };
-          return false;
-        });
-        if (pending.length) await sleep(Math.min(1000, 50 * 2 ** attempt));
-      }
-    }
+    const positions: RecordPosition[] = await putRecordsUntilAccepted(sdkKinesisApi(this.clients.kinesis), stream, entries);
     return positions;
   }
 
@@ -406,9 +395,7 @@ export class LocalJobRunner {
     const source = this.plan.sources.find((s) => s.name === sourceName);
     if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}"`);
     const stream = this.names.sourceStream(source);
-    for (const s of (await listAllShards(this.clients, stream)).filter((x) => x.endingSequenceNumber === undefined)) {
-      await this.clients.kinesis.send(new PutRecordCommand({ StreamName: stream, PartitionKey: 'end', ExplicitHashKey: s.startingHashKey, Data: encodeSourceControl({ kind: 'end' }) }));
-    }
+    await endInput(kinesisSourceWriter(this.clients.kinesis), stream);
   }
 
   /**
