@@ -153,6 +153,18 @@ export interface SluiceJobProps {
    * @default none (imported resources use AWS-owned or AWS-managed keys)
    */
   readonly importedResourceKeys?: { readonly sources?: Readonly<Record<string, kms.IKey>>; readonly sinks?: Readonly<Record<string, kms.IKey>> };
+  /**
+   * Sources (by name) whose stream the job creates in on-demand capacity mode: Kinesis adds and
+   * removes shards as traffic changes, and the job adopts each new shard the way it adopts the
+   * children of its own rescale (the child rebuilds its parents' final state; the checkpoint in
+   * flight across the reshard aborts and the next one expects the new shards). The source's
+   * `shards` is then only the estimate the cost model uses, and `sluice rescale` refuses the stage.
+   * An existing stream (`streamName`) keeps its own mode, on-demand included, and is not named
+   * here. Streams between stages are always provisioned: the job routes records between stages by
+   * key group and reshards them only at a checkpoint boundary.
+   * @default none (every stream the job creates is provisioned)
+   */
+  readonly onDemandSources?: readonly string[];
   /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
   readonly tracing?: boolean;
   /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */
@@ -336,6 +348,7 @@ export class SluiceJob extends Construct {
     this.sourceKeys = importedKeys(plan, 'sources', props.importedResourceKeys?.sources ?? {});
     this.sinkKeys = importedKeys(plan, 'sinks', props.importedResourceKeys?.sinks ?? {});
     this.keys = [...new Set([...(key ? [key] : []), ...this.sourceKeys.values(), ...this.sinkKeys.values()])];
+    const onDemand = onDemandSourceIds(plan, props.onDemandSources ?? []);
     const idle = props.idleCoordinator ?? true;
     const tracing = props.tracing ?? false;
     const dataRemoval = props.removalPolicy ?? RemovalPolicy.RETAIN;
@@ -381,8 +394,7 @@ export class SluiceJob extends Construct {
         } else {
           stream = new kinesis.Stream(this, `Stream-${stage.id}`, {
             streamName,
-            streamMode: kinesis.StreamMode.PROVISIONED,
-            shardCount: stage.parallelism,
+            ...(source && onDemand.has(source.id) ? { streamMode: kinesis.StreamMode.ON_DEMAND } : { streamMode: kinesis.StreamMode.PROVISIONED, shardCount: stage.parallelism }),
             encryption: key ? kinesis.StreamEncryption.KMS : kinesis.StreamEncryption.MANAGED,
             ...(key ? { encryptionKey: key } : {}),
             retentionPeriod: props.streamRetention ?? Duration.hours(24),
@@ -1101,6 +1113,20 @@ function importedKeys(plan: Plan, kind: 'sources' | 'sinks', given: Readonly<Rec
       if (!imported) throw new Error(`importedResourceKeys.sinks.${name}: the sink does not import an existing table or stream (tableName/streamName), so it needs no key of its own`);
     }
     out.set(name, k);
+  }
+  return out;
+}
+
+/** Ids of the sources named by `onDemandSources`, checked against the plan: each must exist and create its stream. */
+function onDemandSourceIds(plan: Plan, given: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const name of given) {
+    const src = plan.sources.find((x) => x.name === name);
+    if (!src) throw new Error(`onDemandSources names "${name}", but the job's sources are ${plan.sources.map((x) => x.name).join(', ')}`);
+    if (src.streamName !== undefined) {
+      throw new Error(`onDemandSources: source "${name}" reads the existing stream ${src.streamName}, whose capacity mode is its own (on-demand streams are adopted as they are); list only sources whose stream the job creates`);
+    }
+    out.add(src.id);
   }
   return out;
 }

@@ -17,10 +17,11 @@
  * request back to phase 1.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { DescribeStreamSummaryCommand, UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
+import { UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
 import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { AwsClients } from '../adapters/aws/clients.js';
 import { withThrottleRetry } from '../adapters/aws/clients.js';
+import { describeStreamSummary } from '../adapters/aws/stream-mode.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { SluiceError } from '../util/errors.js';
@@ -70,6 +71,9 @@ export class InPlaceRescale {
     const max = this.plan.maxParallelism;
     if (!Number.isInteger(shards) || shards < 1 || shards > max) throw new SluiceError(`shards must be an integer in [1, ${max}] (the job's maxParallelism), got ${shards}`, 'BAD_INPUT');
     const current = await this.describe(this.names.streamOf(stage));
+    if (current.mode === 'ON_DEMAND') {
+      throw new SluiceError(`stream ${this.names.streamOf(stage)} of stage ${stageId} is in on-demand mode: Kinesis scales it by itself and refuses UpdateShardCount, so it cannot be rescaled in place`, 'BAD_INPUT');
+    }
     if (current.status !== 'ACTIVE') throw new SluiceError(`stream ${this.names.streamOf(stage)} is ${current.status}, not ACTIVE`, 'RESCALE_PENDING', true);
     if (shards === current.open) throw new SluiceError(`stage ${stageId} already has ${shards} shards`, 'BAD_INPUT');
     if (shards > 2 * current.open || shards < Math.ceil(current.open / 2)) {
@@ -161,9 +165,7 @@ export class InPlaceRescale {
     );
   }
 
-  private async describe(stream: string): Promise<{ status: string; open: number }> {
-    const r = await withThrottleRetry(() => this.clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: stream })));
-    const d = r.StreamDescriptionSummary!;
-    return { status: d.StreamStatus ?? 'UNKNOWN', open: d.OpenShardCount ?? 0 };
+  private describe(stream: string) {
+    return describeStreamSummary(this.clients, stream);
   }
 }
