@@ -245,7 +245,7 @@ describe('functions', () => {
   });
 
   it('uses the prefix for every physical name', () => {
-    const { template } = synthJob(clickstream, { prefix: 'clicks-dev' });
+    const { template } = synthJob(clickstream, { prefix: 'clicks-dev', dashboard: true });
     template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'clicks-dev-s0' });
     template.hasResourceProperties('AWS::Kinesis::Stream', { Name: 'clicks-dev-src-clicks' });
     template.hasResourceProperties('AWS::DynamoDB::Table', { TableName: 'clicks-dev-state' });
@@ -526,8 +526,13 @@ describe('coordinator', () => {
 });
 
 describe('observability', () => {
-  it('creates a dashboard with per-stage and per-job metrics', () => {
-    const { template } = click;
+  it('creates no dashboard unless asked (it bills $3 a month, idle or not)', () => {
+    click.template.resourceCountIs('AWS::CloudWatch::Dashboard', 0);
+    expect(click.job.dashboard).toBeUndefined();
+  });
+
+  it('dashboard: true creates a dashboard with per-stage and per-job metrics', () => {
+    const { template } = synthJob(clickstream, { dashboard: true });
     const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard'));
     for (const needle of [
       "SELECT SUM(RecordsIn) FROM Sluice WHERE job = 'clickstream' AND stage = 's0'",

@@ -5,7 +5,7 @@
  * exchanges; `resourceNames(plan, prefix)` gives every physical name, the same names the functions
  * and the local runner derive from `SLUICE_PREFIX`. Per stage it creates the input stream, the
  * function and its event source mapping; per job the state and control tables, the sink tables,
- * the data bucket, the coordinator function and workflow, a dashboard and alarms.
+ * the data bucket, the coordinator function and workflow, alarms and (with `dashboard`) a dashboard.
  *
  * IAM is written out statement by statement (each role has one inline policy, so a function never
  * starts before its permissions exist): no managed policies, and every wildcard says why.
@@ -108,7 +108,7 @@ export interface SluiceJobProps {
    * @default RemovalPolicy.RETAIN
    */
   readonly removalPolicy?: RemovalPolicy;
-  /** actions of every alarm (an SNS topic, say); @default no actions (the alarms still show on the dashboard) */
+  /** actions of every alarm (an SNS topic, say); @default no actions (the alarms still show in the CloudWatch console and `sluice status`) */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
   /** per stage id (`s0`, `s1`, ...): function and event source mapping settings; @default STAGE_DEFAULTS for every stage */
   readonly stageSettings?: Readonly<Record<string, StageSettings>>;
@@ -165,6 +165,13 @@ export interface SluiceJobProps {
    * @default none (every stream the job creates is provisioned)
    */
   readonly onDemandSources?: readonly string[];
+  /**
+   * A CloudWatch dashboard of the job (rates, lag, checkpoints, state cache, alarms). It is billed
+   * $3 a month whether or not anything runs — more than everything else an idle job costs — so it
+   * is asked for, not given: `sluice status` prints the same lag, checkpoints and alarms.
+   * @default false
+   */
+  readonly dashboard?: boolean;
   /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
   readonly tracing?: boolean;
   /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */
@@ -319,7 +326,8 @@ export class SluiceJob extends Construct {
   readonly stateMachine: sfn.StateMachine;
   /** restarts a failed coordinator execution; undefined when `restartCoordinatorOnFailure` is false */
   readonly restartRule?: events.Rule;
-  readonly dashboard: cloudwatch.Dashboard;
+  /** the job's dashboard; undefined unless `dashboard` is true */
+  readonly dashboard?: cloudwatch.Dashboard;
   readonly alarms: SluiceJobAlarms;
   /** starts the coordinator when none is running (scheduled) */
   readonly watchdogRule: events.Rule;
@@ -723,7 +731,7 @@ export class SluiceJob extends Construct {
 
     // ── Observability ──────────────────────────────────────────────────────────────────────────
     this.alarms = this.createAlarms(props, idle);
-    this.dashboard = this.createDashboard();
+    if (props.dashboard) this.dashboard = this.createDashboard();
 
     // ── Running and operating ──────────────────────────────────────────────────────────────────
     this.logGroupArns.push(this.coordinator.logGroup.logGroupArn);
@@ -843,7 +851,7 @@ export class SluiceJob extends Construct {
       coordinatorFunction: this.coordinatorFunction,
       stateMachineArn: this.stateMachine.stateMachineArn,
       stateMachineName: this.names.stateMachine,
-      dashboardName: this.names.prefix,
+      ...(this.dashboard ? { dashboardName: this.names.prefix } : {}),
       alarmArns: this.alarms.all.map((a) => a.alarmArn),
       logGroupArns: this.logGroupArns,
       keys: this.keys,
