@@ -17,7 +17,7 @@ import { startEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
-import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from './faults.js';
+import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
 import { slowedHandler, startCpuHogs, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
-import { ChaosCrash, FaultSchedule, trimmedReplayFault, type FaultKind } from './faults.js';
+import { ChaosCrash, FaultSchedule, trimmedReplayFault, type FaultKind } from '../../local/chaos/faults.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, ChaosRun, inputRecord, runSeed, seedLine, type ChaosOptions, type SeedResult } from './harness.js';
 import { OUTPUTS_SINK, type ChaosOutput } from './job.js';
 
