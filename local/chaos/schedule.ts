@@ -195,6 +195,8 @@ export interface ScheduleOptions {
   readonly ensure?: boolean;
   /** @default 3 */
   readonly ensureAfter?: number;
+  /** kinds that never fire (a job whose settings rule them out) */
+  readonly exclude?: readonly FaultKind[];
 }
 
 /** The seeded schedule: decides whether a fault fires at each opportunity and counts what fired. */
@@ -235,6 +237,7 @@ export class FaultSchedule {
       const r = base[k] ?? 0;
       // jitter each rate per seed (×0.5 … ×1.5) so seeds of one profile differ in mix, not only in timing
       rates[k] = opts.rates ? r : Math.min(0.95, r * (0.5 + this.rng()));
+      if (opts.exclude?.includes(k)) rates[k] = 0;
     }
     this.rates = rates;
   }
