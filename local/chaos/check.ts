@@ -87,7 +87,8 @@ export async function chaosCheck(job: Job, options: ChaosCheckOptions): Promise<
     throw new Error(`chaos: source ${fixed.map((s) => `"${s.name}"`).join(', ')} reads a fixed stream (streamName); the faulted and the fault-free run need one stream each: leave streamName out to check the job`);
   }
   if (!options.files?.length && !options.records) throw new Error('chaos: give the input as files or records');
-  const progress = options.progress ?? (() => {});
+  const t0 = Date.now();
+  const progress = (line: string) => options.progress?.(`[${((Date.now() - t0) / 1000).toFixed(1)} s] ${line}`);
   const own = !options.emulators;
   if (own) progress('starting the emulated AWS stack…');
   const emulators = options.emulators ?? (await startEmulators());
@@ -98,8 +99,8 @@ export async function chaosCheck(job: Job, options: ChaosCheckOptions): Promise<
     const tag = `${process.pid % 100_000}-${++runs}`;
     progress(`seed ${options.seed}: profile ${schedule.profile}; the faulted and the fault-free run start`);
     const [faulted, faultFree] = await Promise.all([
-      runOnce(job, plan, emulators, `chaos-f${options.seed}-${tag}`, options, schedule),
-      runOnce(job, plan, emulators, `chaos-r${options.seed}-${tag}`, options, undefined),
+      runOnce(job, plan, emulators, `chaos-f${options.seed}-${tag}`, { ...options, progress }, schedule),
+      runOnce(job, plan, emulators, `chaos-r${options.seed}-${tag}`, { ...options, progress }, undefined),
     ]);
     const differences = compareRuns(plan, faulted.output, faultFree.output);
     let determinism: ChaosReport['determinism'];
@@ -142,6 +143,7 @@ async function runOnce(job: Job, plan: Plan, emulators: LocalEmulators, prefix: 
   });
   try {
     hooks?.attach(runner);
+    o.progress?.(`${what}: deployed; producing the input`);
     if (o.files?.length) await runner.produceFiles(o.files);
     for (const [source, records] of Object.entries(o.records ?? {})) await runner.produce(source, records);
     if (schedule) {
