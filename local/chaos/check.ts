@@ -173,7 +173,7 @@ async function runOnce(job: Job, plan: Plan, emulators: LocalEmulators, prefix: 
   }
 }
 
-/** Deletes a stopped run's streams (kinesis-mock allows 50 shards per account; runs share one emulator). */
+/** Deletes a stopped run's streams (runs share one emulator; its shards are counted against one account). */
 export async function deleteJobStreams(r: LocalJobRunner): Promise<void> {
   await Promise.all(
     r.plan.stages.map((stage) =>
