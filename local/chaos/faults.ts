@@ -16,7 +16,17 @@ import {
 } from '@aws-sdk/client-kinesis';
 import { ProvisionedThroughputExceededException as DynamoThrottle } from '@aws-sdk/client-dynamodb';
 import { S3ServiceException } from '@aws-sdk/client-s3';
-import { BatchGetCommand, QueryCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient, type QueryCommandOutput } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  DeleteCommand,
+  PutCommand,
+  QueryCommand,
+  TransactWriteCommand,
+  UpdateCommand,
+  type BatchGetCommandOutput,
+  type DynamoDBDocumentClient,
+  type QueryCommandOutput,
+} from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
@@ -239,6 +249,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           schedule.observe(`throttled:${cmd.constructor.name}`);
           return Promise.reject(new KinesisThrottle({ message: 'chaos: Rate exceeded for shard', $metadata: {} }));
         }
+        if (cmd instanceof PutRecordsCommand && schedule.roll('lost-response')) return lostResponse(kinesis, cmd, schedule);
         if (cmd instanceof PutRecordsCommand) return partialPutRecords(kinesis, cmd, schedule);
         return undefined;
       }),
@@ -246,6 +257,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       doc: wrap('doc', clients.doc, (cmd) => {
         const t = dynamoThrottle(cmd);
         if (t) return t;
+        if (isConditionalWrite(cmd) && schedule.roll('lost-response')) return lostResponse(doc, cmd, schedule);
         if (cmd instanceof BatchGetCommand) return partialBatchGet(doc, cmd, schedule);
         if (cmd instanceof QueryCommand) return shortQueryPage(doc, cmd, schedule);
         return undefined;
@@ -447,6 +459,24 @@ async function shortQueryPage(doc: DynamoDBDocumentClient, cmd: QueryCommand, sc
   if (cmd.input.Limit !== undefined || !schedule.roll('unprocessed-keys')) return undefined;
   const out = await doc.send(new QueryCommand({ ...cmd.input, Limit: 1 }));
   return out;
+}
+
+/** A DynamoDB write with a condition (document client): its retry can meet its own earlier write. */
+function isConditionalWrite(cmd: object): boolean {
+  if (cmd instanceof TransactWriteCommand) return true;
+  return (cmd instanceof PutCommand || cmd instanceof UpdateCommand || cmd instanceof DeleteCommand) && cmd.input.ConditionExpression !== undefined;
+}
+
+/**
+ * A lost response: the request is applied, its response never arrives (a connection reset, a
+ * timeout), and the SDK sends the same request again — what the caller gets is the retry's answer.
+ * An error of the first attempt is the caller's (nothing was lost).
+ */
+async function lostResponse(client: { send: (cmd: never) => Promise<unknown> }, cmd: object, schedule: FaultSchedule): Promise<unknown> {
+  const send = client.send.bind(client) as (cmd: object) => Promise<unknown>;
+  await send(cmd);
+  schedule.observe(`lost-response:${cmd.constructor.name}`);
+  return send(cmd);
 }
 
 /** True when a Kinesis record is a packet holding a barrier. */

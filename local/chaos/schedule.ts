@@ -55,6 +55,12 @@ export const FAULT_KINDS = [
   'slow-ack',
   /** an execution environment is recycled: its caches are gone (runner option) */
   'env-recycled',
+  /**
+   * a PutRecords call or a conditional DynamoDB write is applied, its response is lost, and the SDK
+   * sends the same request again: PutRecords entries land twice, a conditional write's retry meets
+   * its own earlier write
+   */
+  'lost-response',
 ] as const;
 
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -85,6 +91,7 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'coordinator-crash-at-write': 0.03,
     'slow-ack': 0.01,
     'env-recycled': 0.1,
+    'lost-response': 0.03,
   },
   /** a zombie finishing after a takeover, with writes around it */
   'zombie-takeover': {
@@ -152,6 +159,7 @@ export const SOLO_RATES: Readonly<Record<FaultKind, number>> = {
   'coordinator-crash-at-write': 0.1,
   'slow-ack': 0.05,
   'env-recycled': 0.4,
+  'lost-response': 0.15,
 };
 
 /** Kinds with few opportunities per seed are ensured early (see ScheduleOptions.ensure). */
