@@ -20,7 +20,7 @@ import { encodeSourceControl } from '../shared/codec/envelope.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { compileSql } from '../shared/sql/index.js';
 import { generateNexmark, type NexmarkEvent } from '../examples/nexmark/generator.js';
 import { benchStateStore } from './handler.js';
@@ -76,7 +76,7 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
   createJobStreams(mem.kinesis, plan, names);
   const ports: RuntimePorts = { ...mem.ports, state: benchStateStore() };
   const coordinator = memoryCoordinator(plan, names, mem, [collect], () => new Date(clock));
-  const runners = plan.stages.map((s) => new StageRunner(job, plan, s, names, ports));
+  const runners = plan.stages.map((s) => createStageRunner({ job, plan, stage: s, names, ports }));
   const consumed = new Map<string, number>();
   let cpuMs = 0;
   let wallMs = 0;

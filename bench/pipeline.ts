@@ -15,7 +15,7 @@ import { planJob } from '../shared/plan/planner.js';
 import { resourceNames } from '../shared/plan/resources.js';
 import type { CollectSinkStore, RuntimePorts } from '../shared/runtime/ports.js';
 import { compareSeq } from '../shared/runtime/positions.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { makeEvents } from './jobs.js';
 import { Meter, meterPorts, putPayloadUnits } from './metering.js';
 
@@ -71,7 +71,7 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
   };
   const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter, mem.state.table);
   const coordinator = memoryCoordinator(plan, names, mem, [], () => new Date(clock));
-  const runners = plan.stages.map((s) => new StageRunner(o.job, plan, s, names, ports));
+  const runners = plan.stages.map((s) => createStageRunner({ job: o.job, plan, stage: s, names, ports }));
   const stats: StageStats[] = plan.stages.map((s) => ({ stage: s.id, shards: s.parallelism, invocations: 0, ms: 0, cpuMs: 0, records: 0 }));
   const cursors = new Map<string, string>();
   const sourceStage = plan.stages.find((s) => s.input.kind === 'source')!;

@@ -15,7 +15,7 @@ export const LOOP_ERRORS = {
   continuedAsNew: 'Sluice.ContinuedAsNew',
 } as const;
 
-/** Whether a batch holds a record that is not the coordinator's own (barrier, tick, end); records as a Kinesis event carries them. */
+/** Whether a batch holds a record that is not the coordinator's own (barrier, tick, end). */
 export function hasInput(event: { readonly Records: ReadonlyArray<{ readonly kinesis: { readonly data: string } }> }): boolean {
   return event.Records.some((r) => decodeSourceControl(Buffer.from(r.kinesis.data, 'base64')) === undefined);
 }

@@ -38,6 +38,7 @@ import { FencedError } from '../util/errors.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
+import { handleKinesisBatch } from '../../functions/operator.js';
 
 // ------------------------------------------------------------------------------------------ the job
 
@@ -769,8 +770,8 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
       })),
     };
     const env = s.envs.get('s0')![0]!;
-    expect(await env.runner.handle(event)).toEqual({ batchItemFailures: [] });
-    expect(await env.runner.handle({ Records: [] })).toEqual({ batchItemFailures: [] });
+    expect(await handleKinesisBatch(env.runner, event)).toEqual({ batchItemFailures: [] });
+    expect(await handleKinesisBatch(env.runner, { Records: [] })).toEqual({ batchItemFailures: [] });
     s.cursor.set(`s0/${shardId}`, 5);
     await s.finish();
     expectNoErrors(s);

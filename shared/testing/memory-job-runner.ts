@@ -16,7 +16,7 @@ import { planJob } from '../plan/planner.js';
 import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts } from '../runtime/ports.js';
 import { compareSeq } from '../runtime/positions.js';
-import { StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
+import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
 import { SpillingStateStore, type BlobStore } from '../runtime/spilling-state-store.js';
 
 /** Blobs in memory (the S3 of the twins). */
@@ -82,7 +82,7 @@ export class MemoryJobRunner {
   }
 
   private newRunner(stage: PlanStage): StageRunner {
-    return new StageRunner(this.job, this.plan, stage, this.names, this.ports, this.options.runner);
+    return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports: this.ports, options: this.options.runner });
   }
 
   /** The twins' ports, with large state spilling to an in-memory blob store as it does to S3 on AWS. */
