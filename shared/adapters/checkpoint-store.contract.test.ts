@@ -6,9 +6,9 @@
  * a checkpoint ends once, leases are fenced — and the one-at-a-time requests (savepoint, rescale,
  * idle token, commit marker).
  */
-import { CreateTableCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { createTable } from '../../local/provision.js';
 import type { CheckpointStore, NewCheckpoint } from '../coordinator/ports.js';
 import type { ControlStore, SnapshotPointer } from '../runtime/ports.js';
 import { FencedError } from '../util/errors.js';
@@ -40,20 +40,7 @@ const implementations: Array<[string, () => Promise<Subject>]> = [
     'DynamoDB (emulator)',
     async () => {
       const table = `contract-control-${++tables}`;
-      await clients!.dynamodb.send(
-        new CreateTableCommand({
-          TableName: table,
-          AttributeDefinitions: [
-            { AttributeName: 'pk', AttributeType: 'S' },
-            { AttributeName: 'sk', AttributeType: 'S' },
-          ],
-          KeySchema: [
-            { AttributeName: 'pk', KeyType: 'HASH' },
-            { AttributeName: 'sk', KeyType: 'RANGE' },
-          ],
-          BillingMode: 'PAY_PER_REQUEST',
-        }),
-      );
+      await createTable(clients!, table, 'pk', 'sk');
       return { store: new DynamoCheckpointStore(clients!, table), control: new DynamoControlStore(clients!, table, 'no-bucket') };
     },
   ],

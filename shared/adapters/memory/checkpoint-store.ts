@@ -371,10 +371,10 @@ export class MemoryDeltaObjects implements DeltaObjects {
   }
 }
 
-/** Savepoints are written by the AWS adapter only (their files live in S3): in memory, a savepoint fails with this error and the commit goes on. */
+/** Savepoint files are written to S3 only: in an in-memory run a savepoint fails with its reason recorded, and its checkpoint commits. */
 export class UnsupportedSavepointWriter implements SavepointWriter {
   async write(id: string): Promise<never> {
-    throw new SluiceError(`savepoint "${id}": savepoint files are written to S3 only, not in an in-memory run`, 'SAVEPOINT_INCONSISTENT');
+    throw new SluiceError(`savepoint "${id}": savepoint files are written to S3 only, not in an in-memory run`, 'SAVEPOINT_UNSUPPORTED');
   }
 }
 

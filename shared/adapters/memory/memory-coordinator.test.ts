@@ -71,4 +71,26 @@ describe('the Coordinator on the in-memory twins', () => {
     expect(await coord.settle()).toEqual({ open: 0, oldest: 0 });
     expect((await coord.get(1))!.status).toBe('ABORTED');
   });
+
+  it('takes a requested savepoint with the next checkpoint; with no object store it fails with its reason and the checkpoint commits', async () => {
+    const j = job('sp', { maxParallelism: 8 });
+    j.source<{ k: string }>({ name: 'in', shards: 1 }).sinkTo(collectSink('out'));
+    const plan = planJob(j);
+    const names = resourceNames(plan, 'test');
+    const m = createMemoryPorts();
+    createJobStreams(m.kinesis, plan, names);
+    const coord = memoryCoordinator(plan, names, m, [], () => new Date(1_700_000_000_000));
+    await coord.requestSavepoint({ id: 'sp1' });
+    await expect(coord.requestSavepoint({ id: 'sp2' })).rejects.toMatchObject({ code: 'SAVEPOINT_PENDING' });
+    const { checkpointId: n } = await coord.allocate();
+    expect(await coord.get(n)).toMatchObject({ savepoint: true, savepointId: 'sp1' });
+    expect(await coord.getSavepoint('sp1')).toMatchObject({ status: 'IN_PROGRESS', checkpointId: n });
+    for (const id of (await coord.get(n))!.missing!) await m.control.ack(n, id);
+    await coord.commit(n);
+    expect((await coord.get(n))!.status).toBe('COMPLETED');
+    expect(await coord.getSavepoint('sp1')).toMatchObject({ status: 'FAILED', reason: expect.stringMatching(/S3 only/) });
+    // the request was taken: the next checkpoint is an ordinary one
+    const next = await coord.allocate();
+    expect((await coord.get(next.checkpointId))!.savepoint).toBe(false);
+  });
 });
