@@ -227,19 +227,13 @@ export class DynamoCheckpointStore implements CheckpointStore {
   }
 
   async updateSavepoint(id: string, fields: Partial<Omit<SavepointRecord, 'id'>>, options: { readonly unless?: SavepointStatus } = {}): Promise<void> {
-    const names: Record<string, string> = {};
-    const values: Record<string, unknown> = {};
-    const set = Object.entries(fields).map(([k, v]) => {
-      names[`#${k}`] = k;
-      values[`:${k}`] = v;
-      return `#${k} = :${k}`;
-    });
+    const { set, names, values } = setExpression(fields);
     if (options.unless !== undefined) {
       names['#status'] = 'status';
       values[':unless'] = options.unless;
     }
     const write = this.update(controlKey.savepoint(id), {
-      UpdateExpression: `SET ${set.join(', ')}`,
+      UpdateExpression: set,
       ...(options.unless !== undefined ? { ConditionExpression: '#status <> :unless' } : {}),
       ExpressionAttributeNames: names,
       ExpressionAttributeValues: values,
@@ -297,14 +291,8 @@ export class DynamoCheckpointStore implements CheckpointStore {
   }
 
   async updateRescale(fields: Partial<RescaleRecord>): Promise<void> {
-    const names: Record<string, string> = {};
-    const values: Record<string, unknown> = {};
-    const set = Object.entries(fields).map(([k, v]) => {
-      names[`#${k}`] = k;
-      values[`:${k}`] = v;
-      return `#${k} = :${k}`;
-    });
-    await this.update(controlKey.rescale, { UpdateExpression: `SET ${set.join(', ')}`, ExpressionAttributeNames: names, ExpressionAttributeValues: values });
+    const { set, names, values } = setExpression(fields);
+    await this.update(controlKey.rescale, { UpdateExpression: set, ExpressionAttributeNames: names, ExpressionAttributeValues: values });
   }
 
   async clearRescale(): Promise<void> {
@@ -411,6 +399,18 @@ export class DynamoCheckpointStore implements CheckpointStore {
     } while (start);
     return out;
   }
+}
+
+/** `SET #a = :a, …` for the fields given, with their names and values. */
+function setExpression(fields: object): { set: string; names: Record<string, string>; values: Record<string, unknown> } {
+  const names: Record<string, string> = {};
+  const values: Record<string, unknown> = {};
+  const parts = Object.entries(fields).map(([k, v]) => {
+    names[`#${k}`] = k;
+    values[`:${k}`] = v;
+    return `#${k} = :${k}`;
+  });
+  return { set: `SET ${parts.join(', ')}`, names, values };
 }
 
 function pointerOf(lease: Record<string, unknown> | undefined): SnapshotPointer | undefined {
