@@ -9,7 +9,6 @@ import type { Job } from '../api/job.js';
 import { CollectRegistry } from '../adapters/memory/collect-registry.js';
 import { memoryCoordinator } from '../adapters/memory/checkpoint-store.js';
 import { createJobStreams, createMemoryPorts, prng, type MemoryPorts } from '../adapters/memory/memory-ports.js';
-import type { Coordinator } from '../coordinator/coordinator.js';
 import { encodeSourceControl } from '../codec/envelope.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import { planJob } from '../plan/planner.js';
@@ -55,7 +54,8 @@ export class MemoryJobRunner {
   readonly names: ResourceNames;
   readonly mem: MemoryPorts;
   readonly collect = new CollectRegistry();
-  readonly coordinator: Coordinator;
+  /** the shipping Coordinator; its ports are the twins' (`coordinator.ports`) */
+  readonly coordinator: ReturnType<typeof memoryCoordinator>;
   private readonly envs = new Map<string, StageRunner[]>();
   private readonly cursors = new Map<string, Cursor>();
   private readonly rnd: () => number;
