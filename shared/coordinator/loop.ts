@@ -30,7 +30,7 @@ import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import type { CheckpointStore, ShardPeek, Workflow } from './ports.js';
 import type { CoordinatorTaskInput } from './protocol.js';
-import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
+import { CommitRunningError } from './protocol.js';
 import { LOOP_ERRORS } from './wake.js';
 
 export type LoopTaskInput =
@@ -90,13 +90,6 @@ export const LOOP_ENV = {
 /** The pause between two checkpoints: max(intervalMs, minPauseMs) in whole seconds, at least one. */
 export function pauseMsOf(checkpoint: { readonly intervalMs: number; readonly minPauseMs: number }): number {
   return Math.max(1, Math.ceil(Math.max(checkpoint.intervalMs, checkpoint.minPauseMs) / 1000)) * 1000;
-}
-
-class CommitRunningError extends SluiceError {
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`the commit of checkpoint ${n} is still running`, 'CHECKPOINT_IN_FLIGHT', true);
-  }
 }
 
 export class CoordinatorLoop {

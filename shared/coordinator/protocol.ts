@@ -68,6 +68,14 @@ export class JobStoppedError extends SluiceError {
   }
 }
 
+/** The commit of the last checkpoint is still running: the loop's next allocate waits (retried like a checkpoint in flight). */
+export class CommitRunningError extends SluiceError {
+  override readonly name = CHECKPOINT_IN_FLIGHT;
+  constructor(n: number) {
+    super(`the commit of checkpoint ${n} is still running`, 'CHECKPOINT_IN_FLIGHT', true);
+  }
+}
+
 /** Something that publishes staged sink outputs when a checkpoint commits. */
 export interface CommitTarget {
   publish(checkpointId: number): number | Promise<number>;
