@@ -12,6 +12,8 @@ import { planJob } from '../../plan/planner.js';
 import { resourceNames } from '../../plan/resources.js';
 import { createAwsClients, type AwsClients } from './clients.js';
 import { describeStreamSummary, streamSummaryOf } from './stream-mode.js';
+import { KinesisStreamScaler } from './coordinator-ports.js';
+import { DynamoCheckpointStore } from './dynamo-checkpoint-store.js';
 
 describe('stream capacity mode', () => {
   let emulators: LocalEmulators;
@@ -41,7 +43,7 @@ describe('stream capacity mode', () => {
   });
 
   it('refuses to rescale an on-demand stream in place, naming the stream and the reason', async () => {
-    const rescale = new InPlaceRescale(plan, names, clients, () => new Date());
+    const rescale = new InPlaceRescale(plan, names, new DynamoCheckpointStore(clients, names.controlTable), new KinesisStreamScaler(clients), () => new Date());
     await expect(rescale.request('s0', 3)).rejects.toThrow(/stream modes-src-events of stage s0 is in on-demand mode.*cannot be rescaled in place/);
   });
 });

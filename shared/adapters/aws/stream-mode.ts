@@ -6,14 +6,9 @@
 import { DescribeStreamSummaryCommand, type DescribeStreamSummaryCommandOutput } from '@aws-sdk/client-kinesis';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
+import type { StreamSummary } from '../../coordinator/ports.js';
 
-export type StreamCapacityMode = 'PROVISIONED' | 'ON_DEMAND';
-
-export interface StreamSummary {
-  readonly status: string;
-  readonly open: number;
-  readonly mode: StreamCapacityMode;
-}
+export type { StreamCapacityMode, StreamSummary } from '../../coordinator/ports.js';
 
 /** A DescribeStreamSummary answer as the job reads it; a stream without mode details (older API answers) is provisioned. */
 export function streamSummaryOf(out: Pick<DescribeStreamSummaryCommandOutput, 'StreamDescriptionSummary'>): StreamSummary {
