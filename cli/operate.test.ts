@@ -9,7 +9,7 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../local/emulators.js';
 import { LocalJobRunner } from '../local/runner.js';
-import { LOOP_KEY } from '../shared/coordinator/loop.js';
+import { controlKey } from '../shared/adapters/aws/dynamo-checkpoint-store.js';
 import { ENV } from '../shared/plan/resources.js';
 import { deployedJob, type DeployedJob } from './deployed.js';
 import { loadJob } from './load-job.js';
@@ -44,7 +44,7 @@ describe('lifecycle commands against a local stack', () => {
     return { lines, print: (l: string) => lines.push(...l.split('\n')), text: () => lines.join('\n') };
   };
   const executions = async () => (await t.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: t.stateMachineArn! }))).executions ?? [];
-  const stopFlag = async () => (await t.clients.doc.send(new GetCommand({ TableName: t.names.controlTable, Key: LOOP_KEY, ConsistentRead: true }))).Item?.stopped;
+  const stopFlag = async () => (await t.clients.doc.send(new GetCommand({ TableName: t.names.controlTable, Key: controlKey.loop, ConsistentRead: true }))).Item?.stopped;
 
   it('finds the local workflow by its local ARN (no CloudFormation)', async () => {
     expect(t.local).toBe(true);
