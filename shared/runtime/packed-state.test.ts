@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { MemoryStateTable } from '../adapters/memory/memory-ports.js';
-import { decodeEntries, encodeEntries, groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
+import { decodeEntries, encodeEntries } from '../codec/packed-entries.js';
+import { groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
 import type { StateRow } from './ports.js';
 import { SpillingStateStore } from './spilling-state-store.js';
 
