@@ -31,6 +31,11 @@ describe('packed entries', () => {
     // the names once per item, keys sharing their prefix: far below key + name + value per row
     expect(encodeEntries(new Map(Array.from({ length: 100 }, (_, i) => [`user-${i}`, { count: new Uint8Array([i]) }]))).length).toBeLessThan(100 * 8);
   });
+
+  it('refuses a truncated item as corrupt state', () => {
+    const d = encodeEntries(new Map([['user-1', { count: new Uint8Array(40).fill(7) }]]));
+    for (const end of [1, 5, d.length - 1]) expect(() => decodeEntries(d.subarray(0, end))).toThrow(expect.objectContaining({ code: 'STATE_CORRUPT' }));
+  });
 });
 
 describe('PackedStateStore', () => {
