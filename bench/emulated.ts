@@ -8,9 +8,11 @@
  * - the whole job under LocalJobRunner: throughput and producer-to-sink latency.
  */
 import { performance } from 'node:perf_hooks';
-import { CreateStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
+import { CreateStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand } from '@aws-sdk/client-kinesis';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
+import { sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
+import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { planJob } from '../shared/plan/planner.js';
@@ -58,13 +60,8 @@ export async function rawKinesisRate(clients: AwsClients, records: number, shard
   const enc = new TextEncoder();
   const sample = enc.encode(JSON.stringify({ id: 123456, k: 'user-1234', v: 3, ts: Date.now() }));
   const t0 = performance.now();
-  for (let i = 0; i < records; i += 500) {
-    let pending = Array.from({ length: Math.min(500, records - i) }, (_, j) => ({ Data: sample, PartitionKey: `pk-${(i + j) % 97}` }));
-    while (pending.length) {
-      const out = await clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending }));
-      pending = pending.filter((_, j) => out.Records?.[j]?.ErrorCode);
-    }
-  }
+  const entries = Array.from({ length: records }, (_, i): PutEntry => ({ data: sample, partitionKey: `pk-${i % 97}` }));
+  await putRecordsUntilAccepted(sdkKinesisApi(clients.kinesis), stream, entries);
   const putMs = performance.now() - t0;
   const t1 = performance.now();
   let got = 0;
@@ -116,13 +113,8 @@ export async function emulatedStage1(emulators: LocalEmulators, job: Job, rounds
     for (const b of r.batches) flat.push(...b);
     flat.push(r.barrier);
   }
-  for (let i = 0; i < flat.length; i += 50) {
-    let pending = flat.slice(i, i + 50).map((d) => ({ Data: d, PartitionKey: 'p', ExplicitHashKey: hashKey }));
-    while (pending.length) {
-      const out = await clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending }));
-      pending = pending.filter((_, j) => out.Records?.[j]?.ErrorCode);
-    }
-  }
+  const entries = flat.map((d): PutEntry => ({ data: d, partitionKey: 'p', explicitHashKey: hashKey }));
+  await putRecordsUntilAccepted(sdkKinesisApi(clients.kinesis), stream, entries, { maxRecordsPerRequest: 50 });
   const putMs = performance.now() - t0;
   // read them back for their sequence numbers (one shard, put in order)
   const stored: StoredRecord[] = [];

@@ -6,7 +6,8 @@
  * adapters would issue it (see metering.ts); invocations and their durations are counted per stage.
  */
 import { performance } from 'node:perf_hooks';
-import { createJobStreams, createMemoryPorts, MemoryCoordinator } from '../shared/adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../shared/adapters/memory/checkpoint-store.js';
+import { createJobStreams, createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import type { Job } from '../shared/api/job.js';
 import { encodePayload } from '../shared/codec/payload.js';
 import { hashKeyOfEvenShard } from '../shared/plan/key-groups.js';
@@ -69,7 +70,7 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
     },
   };
   const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter, mem.state.table);
-  const coordinator = new MemoryCoordinator(plan, names, mem.kinesis, mem.control, mem.notifier, [], () => clock);
+  const coordinator = memoryCoordinator(plan, names, mem, [], () => new Date(clock));
   const runners = plan.stages.map((s) => createStageRunner({ job: o.job, plan, stage: s, names, ports }));
   const stats: StageStats[] = plan.stages.map((s) => ({ stage: s.id, shards: s.parallelism, invocations: 0, ms: 0, cpuMs: 0, records: 0 }));
   const cursors = new Map<string, string>();
@@ -149,14 +150,14 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
     // one ESM poll per shard per second: each stage in turn sees what arrived
     for (let i = 0; i < plan.stages.length; i++) await runStage(i);
     if ((s + 1) % o.checkpointEverySeconds === 0) {
-      const { checkpointId: n } = coordinator.allocate();
-      const topology = coordinator.topology();
+      const { checkpointId: n } = await coordinator.allocate();
+      const { topology } = (await coordinator.get(n))!;
       meter.coordinatorCheckpoint(n, topology, sourceShards, plan.sources.length);
       await coordinator.inject(n);
       await coordinator.await(n, `token-${n}`);
       await runAll();
-      const ck = mem.control.checkpoint(n)!;
-      if (ck.acks.size < ck.expected) throw new Error(`bench pipeline: checkpoint ${n} has ${ck.acks.size} of ${ck.expected} acks`);
+      const ck = (await coordinator.get(n))!;
+      if (!ck.complete) throw new Error(`bench pipeline: checkpoint ${n} has ${ck.acks} of ${ck.expected} acks`);
       await coordinator.commit(n);
       checkpoints++;
     }

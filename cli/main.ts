@@ -6,9 +6,10 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Command, InvalidArgumentError } from 'commander';
-import { PutRecordsCommand, type PutRecordsRequestEntry } from '@aws-sdk/client-kinesis';
 import cliProgress from 'cli-progress';
-import { createAwsClients, sleep } from '../shared/adapters/aws/clients.js';
+import { createAwsClients } from '../shared/adapters/aws/clients.js';
+import { sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
+import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
 import { describePlan, planToMermaid, planToSvg } from '../shared/plan/describe.js';
 import { planJob } from '../shared/plan/planner.js';
 import { addCostCommand } from './cost.js';
@@ -52,8 +53,9 @@ program
     const clients = createAwsClients();
     const bar = new cliProgress.SingleBar({ format: 'producing {bar} {value}/{total}', stream: process.stderr }, cliProgress.Presets.shades_classic);
     bar.start(lines.length, 0);
+    const api = sdkKinesisApi(clients.kinesis);
     for (let i = 0; i < lines.length; i += 500) {
-      let batch: PutRecordsRequestEntry[] = lines.slice(i, i + 500).map((l, j) => {
+      const batch = lines.slice(i, i + 500).map((l, j): PutEntry => {
         let pk = `k${(i + j) % 1024}`;
         if (opts.partitionKey) {
           try {
@@ -62,13 +64,9 @@ program
             // not JSON: keep the default key; the job's dead letters will say why
           }
         }
-        return { Data: new TextEncoder().encode(l), PartitionKey: pk };
+        return { data: new TextEncoder().encode(l), partitionKey: pk };
       });
-      for (let attempt = 0; batch.length; attempt++) {
-        const r = await clients.kinesis.send(new PutRecordsCommand({ StreamName: opts.stream, Records: batch }));
-        batch = batch.filter((_, k) => r.Records?.[k]?.ErrorCode);
-        if (batch.length) await sleep(Math.min(2000, 50 * 2 ** attempt));
-      }
+      await putRecordsUntilAccepted(api, opts.stream, batch);
       bar.update(Math.min(lines.length, i + 500));
     }
     bar.stop();

@@ -13,7 +13,7 @@ import type { Command } from 'commander';
 import { describePlan } from '../shared/plan/describe.js';
 import { planJob } from '../shared/plan/planner.js';
 import { BoundedReader, endInput } from '../shared/bounded/bounded-reader.js';
-import { kinesisSourceWriter, s3ObjectStore } from '../shared/bounded/aws.js';
+import { kinesisSourceWriter, s3ObjectStore } from '../shared/adapters/aws/bounded-input.js';
 import { compileSql, type CompiledSql } from '../shared/sql/index.js';
 import { missingColumns } from '../shared/sql/missing-columns.js';
 import { allDeadLettered, printDeadLetters } from './run.js';

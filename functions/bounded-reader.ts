@@ -13,7 +13,7 @@
 import { PowertoolsTelemetry } from './telemetry.js';
 import type { Context } from 'aws-lambda';
 import { BoundedReader, endInput, type BoundedFormat } from '../shared/bounded/bounded-reader.js';
-import { kinesisSourceWriter, s3ObjectStore } from '../shared/bounded/aws.js';
+import { kinesisSourceWriter, s3ObjectStore } from '../shared/adapters/aws/bounded-input.js';
 import { createAwsClients } from '../shared/adapters/aws/clients.js';
 import type { Job } from '../shared/api/job.js';
 import { planJob } from '../shared/plan/planner.js';

@@ -5,9 +5,10 @@
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { createAwsClients } from '../shared/adapters/aws/clients.js';
+import { awsCoordinatorWake } from '../shared/adapters/aws/coordinator-ports.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { LOOP_ENV } from '../shared/coordinator/loop.js';
-import { CoordinatorWake, hasInput } from '../shared/coordinator/wake.js';
+import { hasInput } from '../shared/coordinator/wake.js';
 import type { Job } from '../shared/api/job.js';
 import { planJob, stageById } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
@@ -31,7 +32,7 @@ export function operatorHandler(job: Job): OperatorHandler {
   const ports = createAwsPorts(plan, names, clients, telemetry, bucket ? { bucket } : {});
   const runner = createStageRunner({ job, plan, stage, names, ports });
   // a source stage wakes a coordinator parked while no input arrived (shared/coordinator/wake.ts)
-  const wake = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? new CoordinatorWake(clients, names.controlTable) : undefined;
+  const wake = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? awsCoordinatorWake(names, clients) : undefined;
   return async (event, context) => {
     if (context) telemetry.logger.addContext(context);
     try {

@@ -32,7 +32,7 @@ export async function provisionJob(plan: Plan, names: ResourceNames, clients: Aw
   ]);
 }
 
-async function createStream(clients: AwsClients, name: string, shards: number): Promise<void> {
+export async function createStream(clients: Pick<AwsClients, 'kinesis'>, name: string, shards: number): Promise<void> {
   try {
     await clients.kinesis.send(new CreateStreamCommand({ StreamName: name, ShardCount: shards }));
   } catch (err) {
@@ -46,7 +46,7 @@ async function createStream(clients: AwsClients, name: string, shards: number): 
   throw new Error(`stream ${name} did not become ACTIVE`);
 }
 
-async function createTable(clients: AwsClients, name: string, key: string, sort?: string): Promise<void> {
+export async function createTable(clients: Pick<AwsClients, 'dynamodb'>, name: string, key: string, sort?: string): Promise<void> {
   try {
     await clients.dynamodb.send(
       new CreateTableCommand({

@@ -13,20 +13,23 @@
  */
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
-import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
+import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { cachedCoordinatorDefinition } from './coordinator-cache.js';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
-import { listAllShards } from '../shared/adapters/aws/kinesis.js';
+import { kinesisSourceWriter } from '../shared/adapters/aws/bounded-input.js';
+import { listAllShards, sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
+import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
+import { endInput } from '../shared/bounded/bounded-reader.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { restoreSavepoint, type RestoreResult } from '../shared/adapters/aws/savepoints.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
-import { encodeSourceControl } from '../shared/codec/envelope.js';
 import { fileSinkPrefix, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
+import { awsCoordinator, awsLoopPorts } from '../shared/adapters/aws/coordinator-ports.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import { CoordinatorLoop, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
@@ -172,7 +175,7 @@ export class LocalJobRunner {
       loop ??= new CoordinatorLoop({
         plan: this.plan,
         names: this.names,
-        clients: this.clients,
+        ports: awsLoopPorts(this.names, this.clients),
         run: wrapped,
         pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
         stateMachineArn: def.stateMachineArn,
@@ -201,7 +204,7 @@ export class LocalJobRunner {
       maxAttempts: 3,
     });
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
-    this.coordinator = new Coordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
+    this.coordinator = awsCoordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
       telemetry: this.telemetry,
     });
     const { provisionJob } = await import('./provision.js');
@@ -228,7 +231,10 @@ export class LocalJobRunner {
           }
           return handleKinesisBatch(e.runner, event);
         };
-        return { id: e.id, handler: o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler };
+        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler;
+        // tracked so that stop() waits for every invocation, a zombie the poller gave up on included:
+        // one still writing when the emulators stop would fail against a closed store
+        return { id: e.id, handler: (event: KinesisStreamEvent) => this.track(invoke(event)) };
       });
       const poller = new EventSourcePoller({
         kinesis: this.clients.kinesis,
@@ -274,6 +280,14 @@ export class LocalJobRunner {
         .finally(() => (restarting = false));
     }, 1_000);
     this.restartTimer.unref();
+  }
+
+  /** Remembers a running task until it settles (stop() waits for all of them). */
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.tasks.add(p);
+    const untrack = () => this.tasks.delete(p);
+    p.then(untrack, untrack);
+    return p;
   }
 
   /** Deletes the inner stages' streams (a restore creates them again with the plan's parallelism). */
@@ -331,24 +345,11 @@ export class LocalJobRunner {
     if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}" (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
     const stream = this.names.sourceStream(source);
     const enc = new TextEncoder();
-    const entries = records.map((r, i) => ({
-      Data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
-      PartitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
+    const entries = records.map((r, i): PutEntry => ({
+      data: r instanceof Uint8Array ? r : enc.encode(typeof r === 'string' && source.format !== 'json' ? r : JSON.stringify(r)),
+      partitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
     }));
-    const positions: RecordPosition[] = new Array(entries.length);
-    for (let i = 0; i < entries.length; i += 500) {
-      let pending = entries.slice(i, i + 500).map((entry, j) => ({ entry, at: i + j }));
-      for (let attempt = 0; pending.length; attempt++) {
-        const out = await this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending.map((p) => p.entry) }));
-        pending = pending.filter((p, j) => {
-          const r = out.Records?.[j];
-          if (r?.ErrorCode || !r?.SequenceNumber) return true;
-          positions[p.at] = { shardId: r.ShardId!, sequenceNumber: r.SequenceNumber };
-          return false;
-        });
-        if (pending.length) await sleep(Math.min(1000, 50 * 2 ** attempt));
-      }
-    }
+    const positions: RecordPosition[] = await putRecordsUntilAccepted(sdkKinesisApi(this.clients.kinesis), stream, entries);
     return positions;
   }
 
@@ -405,9 +406,7 @@ export class LocalJobRunner {
     const source = this.plan.sources.find((s) => s.name === sourceName);
     if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}"`);
     const stream = this.names.sourceStream(source);
-    for (const s of (await listAllShards(this.clients, stream)).filter((x) => x.endingSequenceNumber === undefined)) {
-      await this.clients.kinesis.send(new PutRecordCommand({ StreamName: stream, PartitionKey: 'end', ExplicitHashKey: s.startingHashKey, Data: encodeSourceControl({ kind: 'end' }) }));
-    }
+    await endInput(kinesisSourceWriter(this.clients.kinesis), stream);
   }
 
   /**

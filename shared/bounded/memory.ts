@@ -1,6 +1,8 @@
 /** In-memory adapters of the bounded reader: objects in a map, records into the in-memory Kinesis twin. */
+import { memoryKinesisApi, memoryRetry } from '../adapters/memory/memory-kinesis.js';
 import type { MemoryPorts } from '../adapters/memory/memory-ports.js';
 import type { ObjectStore, SourceWriter } from './bounded-reader.js';
+import { sourceWriterOf } from './source-writer.js';
 
 /** Objects by bucket and key. */
 export class MemoryObjectStore implements ObjectStore {
@@ -27,25 +29,5 @@ export class MemoryObjectStore implements ObjectStore {
 
 /** Writes into the in-memory Kinesis of a MemoryJobRunner (`runner.mem.kinesis`). */
 export function memorySourceWriter(kinesis: MemoryPorts['kinesis']): SourceWriter {
-  return {
-    async putRecords(stream, records) {
-      let pending = [...records];
-      for (let attempt = 0; pending.length; attempt++) {
-        const results = kinesis.putRecords(stream, pending, attempt);
-        pending = pending.filter((_, i) => results[i]!.errorCode);
-      }
-    },
-    async shardHashKeys(stream) {
-      return kinesis
-        .listShards(stream)
-        .filter((s) => s.endingSequenceNumber === undefined)
-        .map((s) => s.startingHashKey);
-    },
-    async putRecordAt(stream, data, explicitHashKey) {
-      for (let attempt = 0; ; attempt++) {
-        const [r] = kinesis.putRecords(stream, [{ data, partitionKey: 'end', explicitHashKey }], attempt);
-        if (!r!.errorCode) return;
-      }
-    },
-  };
+  return sourceWriterOf(memoryKinesisApi(kinesis), memoryRetry);
 }

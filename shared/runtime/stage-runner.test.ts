@@ -20,7 +20,6 @@ import type { Job } from '../api/job.js';
 import {
   createJobStreams,
   createMemoryPorts,
-  MemoryCoordinator,
   memoryDeadLetterKey,
   prng,
   throttled,
@@ -28,6 +27,7 @@ import {
   type MemoryPorts,
   type PortOp,
 } from '../adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../adapters/memory/checkpoint-store.js';
 import { decodePacket } from '../codec/envelope.js';
 import { hashKeyOfEvenShard } from '../plan/key-groups.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
@@ -166,7 +166,7 @@ class Sim {
   readonly plan: Plan;
   readonly names: ResourceNames;
   readonly m: MemoryPorts;
-  readonly coord: MemoryCoordinator;
+  readonly coord: ReturnType<typeof memoryCoordinator>;
   readonly rand: () => number;
   readonly envs = new Map<string, Env[]>();
   readonly produced: Produced[] = [];
@@ -202,7 +202,7 @@ class Sim {
       },
     });
     createJobStreams(this.m.kinesis, this.plan, this.names);
-    this.coord = new MemoryCoordinator(this.plan, this.names, this.m.kinesis, this.m.control, this.m.notifier, [this.m.collect], () => this.ts);
+    this.coord = memoryCoordinator(this.plan, this.names, this.m, [this.m.collect], () => new Date(this.ts));
     for (const stage of this.plan.stages) {
       this.envs.set(
         stage.id,
@@ -311,10 +311,12 @@ class Sim {
   lastStarted = 0;
 
   async startCheckpoint(step = 0): Promise<number> {
-    const { checkpointId: n } = this.coord.allocate();
-    const { positions } = await this.coord.inject(n);
+    const { checkpointId: n } = await this.coord.allocate();
+    const injected = this.coord.ports.injector.injected;
+    const from = injected.length;
+    await this.coord.inject(n);
     const at = new Map<string, string>();
-    for (const [k, seq] of positions) at.set(k.slice(k.lastIndexOf('/') + 1), seq);
+    for (const b of injected.slice(from)) at.set(b.shardId, b.sequenceNumber);
     this.barrierAt.set(n, at);
     const token = `token-${n}`;
     this.inFlight = { n, since: step, token };

@@ -9,6 +9,7 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SFNClient } from '@aws-sdk/client-sfn';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { backoffMs, isThrottling, sleep } from '../throttling.js';
 
 export interface AwsClients {
   readonly kinesis: KinesisClient;
@@ -50,28 +51,7 @@ export function createAwsClients(options: AwsClientOptions = {}): AwsClients {
   };
 }
 
-/** Exponential backoff with full jitter, capped. */
-export function backoffMs(attempt: number, baseMs = 50, capMs = 5_000): number {
-  return Math.random() * Math.min(capMs, baseMs * 2 ** attempt);
-}
-
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-const THROTTLING = new Set([
-  'ProvisionedThroughputExceededException',
-  'ThrottlingException',
-  'LimitExceededException',
-  'RequestLimitExceeded',
-  'TooManyRequestsException',
-  'SlowDown',
-  'InternalServerError',
-  'ServiceUnavailable',
-]);
-
-export function isThrottling(err: unknown): boolean {
-  const name = (err as { name?: string } | null)?.name;
-  return !!name && THROTTLING.has(name);
-}
+export { backoffMs, isThrottling, sleep } from '../throttling.js';
 
 /** Retries `fn` while it fails with a throttling error (forever: data must not be dropped). */
 export async function withThrottleRetry<T>(fn: () => Promise<T>, onRetry?: (err: unknown, attempt: number) => void): Promise<T> {

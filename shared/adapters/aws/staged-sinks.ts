@@ -18,7 +18,6 @@
  * epoch below it. Staging objects of published epochs are deleted afterwards (a zombie's late
  * staging of an old epoch is deleted at a later commit and never published).
  */
-import { PutRecordsCommand, type PutRecordsRequestEntry } from '@aws-sdk/client-kinesis';
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { CommitTarget } from '../../coordinator/coordinator.js';
@@ -26,16 +25,16 @@ import type { Plan, PlanSink } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
 import { fileSinkPrefix, kinesisSinkStream, stagingPrefix } from '../../plan/sink-names.js';
 import type { CollectSinkStore, StagedOutput, Telemetry } from '../../runtime/ports.js';
+import { putRecordsUntilAccepted, type PutEntry } from '../put-records.js';
 import type { AwsClients } from './clients.js';
-import { backoffMs, sleep, withThrottleRetry } from './clients.js';
+import { withThrottleRetry } from './clients.js';
+import { sdkKinesisApi } from './kinesis.js';
 
 /** The port the instances stage transactional sink outputs through (`RuntimePorts.collectSink`). */
 export type StagedSinkStore = CollectSinkStore;
 
 /** Values per published file-sink object. */
 export const FILE_PART_RECORDS = 10_000;
-const MAX_RECORDS_PER_PUT = 500;
-const MAX_BYTES_PER_PUT = 4 * 1024 * 1024;
 
 const pad = (n: number) => String(n).padStart(12, '0');
 /** producer ids are `<stage>:<shard>`; `:` is legal in S3 keys but awkward in tools */
@@ -279,36 +278,23 @@ export class KinesisSinkPublisher extends StagedSinkPublisher {
   protected async publishEpoch(outputs: EpochOutputs, state: PublishState): Promise<number> {
     const stream = kinesisSinkStream(this.names, this.sink);
     const enc = new TextEncoder();
-    const records: PutRecordsRequestEntry[] = [];
+    const records: PutEntry[] = [];
     for (const [producer, list] of outputs.byProducer) {
       for (const [seq, value] of list) {
         const id = kinesisRecordId(this.sink.name, outputs.epoch, producer, seq);
-        records.push({ Data: enc.encode(JSON.stringify({ id, epoch: outputs.epoch, value })), PartitionKey: id });
+        records.push({ data: enc.encode(JSON.stringify({ id, epoch: outputs.epoch, value })), partitionKey: id });
       }
     }
-    // resume after the values a crashed publish already put
-    let index = state.cursorEpoch === outputs.epoch ? (state.cursorIndex ?? 0) : 0;
-    let n = 0;
-    while (index < records.length) {
-      let end = index;
-      let bytes = 0;
-      while (end < records.length && end - index < MAX_RECORDS_PER_PUT && (end === index || bytes + records[end]!.Data!.length <= MAX_BYTES_PER_PUT)) {
-        bytes += records[end]!.Data!.length + records[end]!.PartitionKey!.length;
-        end++;
-      }
-      let pending = records.slice(index, end);
-      for (let attempt = 0; pending.length; attempt++) {
-        const r = await withThrottleRetry(() => this.clients.kinesis.send(new PutRecordsCommand({ StreamName: stream, Records: pending })));
-        if (!r.FailedRecordCount) break;
-        pending = pending.filter((_, i) => r.Records?.[i]?.ErrorCode);
-        await sleep(backoffMs(attempt));
-      }
-      n += end - index;
-      index = end;
-      await this.writeState({ through: state.through, cursorEpoch: outputs.epoch, cursorIndex: index });
-      await this.afterPut?.(outputs.epoch, index);
-    }
-    return n;
+    // resume after the values a crashed publish already put; chunks go one at a time, each one's
+    // progress recorded once every entry of it was accepted
+    const from = state.cursorEpoch === outputs.epoch ? (state.cursorIndex ?? 0) : 0;
+    await putRecordsUntilAccepted(sdkKinesisApi(this.clients.kinesis), stream, records.slice(from), {
+      afterChunk: async (end) => {
+        await this.writeState({ through: state.through, cursorEpoch: outputs.epoch, cursorIndex: from + end });
+        await this.afterPut?.(outputs.epoch, from + end);
+      },
+    });
+    return Math.max(0, records.length - from);
   }
 }
 

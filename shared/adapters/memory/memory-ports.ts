@@ -2,13 +2,9 @@
  * In-memory twins of every runtime port, for fast tests of the real engine (StageRunner,
  * StageInstance) without emulators. They follow the AWS adapters in `../aws/*` rule for rule:
  *
- * - `MemoryKinesis` models streams of N shards split evenly over the 128-bit hash space; a record
- *   lands in the open shard whose range holds its ExplicitHashKey (or the MD5 of its partition key),
- *   gets an increasing 56-digit decimal sequence number (with gaps, as Kinesis' have), and is read
- *   by shard. PutRecords answers per entry, so a fault hook can reject some entries
- *   (ProvisionedThroughputExceededException) while the others land.
- * - The writer retries only the rejected entries, which then land after later ones (as the AWS
- *   writer's do); the reader pages, backs off on throttling, fails loudly on trimmed data.
+ * - `MemoryKinesis` (`memory-kinesis.ts`) is the Kinesis service; the engine's writer is the AWS
+ *   writers' own logic (`put-records.ts`) over it, so PutRecords' partial failures are faked, not
+ *   retried, here.
  * - The control store keeps leases with a fencing counter (a takeover returns the lease as it is
  *   after the bump; pointer and position writes are fenced), deltas inline up to 8 KB and "in S3"
  *   above, and checkpoint records with an ack *set*; any ack that finds the set complete while the
@@ -20,7 +16,7 @@
  * - The upsert sink collapses writes of a key to the last and applies each under the emitting
  *   instance's (epoch, seq) version condition.
  *
- * Faults: `MemoryFaults` hooks run inside the twin services (a `before` hook that throws an error
+ * Faults: `MemoryFaults` hooks (`memory-faults.ts`) run inside the twin services (a `before` hook that throws an error
  * named like AWS throttling is retried, as `withThrottleRetry` does; any other error reaches the
  * caller; `after` runs once the call took effect, so throwing there is a lost response).
  * `withHooks` wraps a `RuntimePorts` into the view of one execution environment, whose hooks can
@@ -30,9 +26,7 @@
  * row write, of every published snapshot pointer, of accepted upserts, and counters of
  * non-deterministic rewrites (same id, other bytes), which must stay 0.
  */
-import { createHash } from 'node:crypto';
-import { encodeSourceControl } from '../../codec/envelope.js';
-import { CHECKPOINT_IN_FLIGHT } from '../../coordinator/protocol.js';
+import { CheckpointInFlightError } from '../../coordinator/protocol.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
 import type {
@@ -43,513 +37,28 @@ import type {
   DeltaRef,
   Lease,
   OutgoingRecord,
-  ReplayPoint,
   RuntimePorts,
-  ShardDirectory,
   ShardInfo,
-  ShardReader,
   SnapshotPointer,
   SpillStore,
   StateRow,
   StateRowId,
   StateStore,
-  StoredRecord,
-  StreamWriter,
   TaskNotifier,
   Telemetry,
   UpsertSinkWriter,
   UpsertWrite,
 } from '../../runtime/ports.js';
 import { groupRows, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
-import { compareSeq } from '../../runtime/positions.js';
-import { instanceIdOf } from '../../runtime/stage-instance.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
-import { replayTrimmed } from '../replay-trimmed.js';
 import { CountingTelemetry } from '../telemetry.js';
 import { CollectRegistry } from './collect-registry.js';
+import { awsError, isThrottlingError, MAX_THROTTLE_RETRIES, serviceCall, yieldTurn, type MemoryFaults, type OpInfo, type PortHooks, type PortOp } from './memory-faults.js';
+import { MemoryKinesis, MemoryShardDirectory, MemoryShardReader, MemoryStreamWriter } from './memory-kinesis.js';
 
-// ------------------------------------------------------------------------------------------ faults
-
-/** Names of the operations hooks see. */
-export type PortOp =
-  | 'control.readLease'
-  | 'control.takeOver'
-  | 'control.writeDelta'
-  | 'control.readDelta'
-  | 'control.publishSnapshot'
-  | 'control.commitPosition'
-  | 'control.ack'
-  | 'state.getRows'
-  | 'state.applyRows'
-  /** one item write of an applyRows call (service hooks only): throwing here crashes mid-flush */
-  | 'state.applyRow'
-  | 'shards.openShards'
-  | 'writer.putAll'
-  | 'reader.read'
-  | 'deadLetters.put'
-  | 'notifier.succeed'
-  | 'upsertSink.write'
-  | 'collectSink.stage'
-  /** one PutRecords/PutRecord request (service hooks only) */
-  | 'kinesis.putRecords'
-  /** one GetRecords page (service hooks only) */
-  | 'kinesis.getRecords';
-
-export interface OpInfo {
-  readonly instanceId?: string;
-  readonly checkpointId?: number;
-  readonly stream?: string;
-  readonly shardId?: string;
-  /** retry attempt of this call inside the twin (0 first) */
-  readonly attempt?: number;
-  /** records, rows or writes the call carries */
-  readonly size?: number;
-}
-
-export interface PortHooks {
-  /** runs before the call takes effect: throw to fail it, await to delay or block it */
-  before?(op: PortOp, info: OpInfo): void | Promise<void>;
-  /** runs after the call took effect, before the caller sees the answer: throw for a lost response */
-  after?(op: PortOp, info: OpInfo): void | Promise<void>;
-}
-
-export interface PutEntryInfo {
-  readonly stream: string;
-  readonly shardId: string;
-  /** index of the entry in its PutRecords request */
-  readonly index: number;
-  readonly data: Uint8Array;
-  /** attempt number the caller passed (the memory writer counts its retries) */
-  readonly attempt: number;
-}
-
-export interface MemoryFaults extends PortHooks {
-  /** PutRecords partial failure: true rejects this entry with ProvisionedThroughputExceededException */
-  rejectPutEntry?(entry: PutEntryInfo): boolean;
-}
-
-const THROTTLING = new Set([
-  'ProvisionedThroughputExceededException',
-  'ThrottlingException',
-  'LimitExceededException',
-  'RequestLimitExceeded',
-  'TooManyRequestsException',
-  'SlowDown',
-  'InternalServerError',
-  'ServiceUnavailable',
-]);
-
-/** An error shaped like an AWS SDK exception (only `name` matters to the adapters). */
-export function awsError(name: string, message = name): Error {
-  const e = new Error(message);
-  e.name = name;
-  return e;
-}
-
-/** A throttling error: the twins (and the AWS adapters) retry these forever. */
-export const throttled = (message = 'Rate exceeded') => awsError('ProvisionedThroughputExceededException', message);
-
-export function isThrottlingError(err: unknown): boolean {
-  const name = (err as { name?: string } | null)?.name;
-  return !!name && THROTTLING.has(name);
-}
-
-/** Yields to the event loop (a retry "backoff" that lets other work interleave, without waiting). */
-export const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** Safety net for tests whose hooks throttle forever (AWS retries forever; a test must not hang). */
-const MAX_THROTTLE_RETRIES = 10_000;
-
-/** Runs one service call with the service hooks: throttling in `before` is retried, as the AWS adapters do. */
-async function serviceCall<T>(faults: MemoryFaults, op: PortOp, info: OpInfo, fn: () => T | Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await faults.before?.(op, attempt ? { ...info, attempt } : info);
-    } catch (err) {
-      if (isThrottlingError(err) && attempt < MAX_THROTTLE_RETRIES) {
-        await yieldTurn();
-        continue;
-      }
-      throw err;
-    }
-    const result = await fn();
-    await faults.after?.(op, info);
-    return result;
-  }
-}
-
-// ------------------------------------------------------------------------------------------ kinesis
-
-export const HASH_SPACE = 1n << 128n;
-const MAX_HASH_KEY = HASH_SPACE - 1n;
-const MAX_RECORD_BYTES = 1024 * 1024;
-const MAX_PUT_RECORDS = 500;
-const MAX_PUT_BYTES = 5 * 1024 * 1024;
-
-/** The hash key Kinesis derives from a partition key: MD5 as a 128-bit big-endian integer. */
-export function hashKeyOfPartitionKey(partitionKey: string): bigint {
-  return BigInt('0x' + createHash('md5').update(partitionKey, 'utf8').digest('hex'));
-}
-
-/** Ranges of `n` shards splitting the hash space evenly, as CreateStream makes them. */
-export function evenHashRanges(n: number): Array<{ start: bigint; end: bigint }> {
-  const out: Array<{ start: bigint; end: bigint }> = [];
-  for (let i = 0; i < n; i++) {
-    const start = (BigInt(i) * HASH_SPACE) / BigInt(n);
-    const end = (BigInt(i + 1) * HASH_SPACE) / BigInt(n) - 1n;
-    out.push({ start, end });
-  }
-  return out;
-}
-
-interface MemShard {
-  readonly shardId: string;
-  readonly start: bigint;
-  readonly end: bigint;
-  readonly parentShardId?: string;
-  readonly adjacentParentShardId?: string;
-  endingSequenceNumber?: string;
-  /** retained records, in sequence order */
-  readonly records: StoredRecord[];
-}
-
-interface MemStream {
-  readonly name: string;
-  readonly shards: MemShard[];
-}
-
-export interface PutEntry {
-  readonly data: Uint8Array;
-  readonly partitionKey: string;
-  readonly explicitHashKey?: string;
-}
-
-export type PutResult =
-  | { readonly shardId: string; readonly sequenceNumber: string; readonly errorCode?: undefined }
-  | { readonly errorCode: string; readonly errorMessage: string; readonly shardId?: undefined; readonly sequenceNumber?: undefined };
-
-const shardIdOf = (i: number) => `shardId-${String(i).padStart(12, '0')}`;
-
-/** A small deterministic PRNG (mulberry32) for the twins' own choices. */
-export function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-export interface MemoryKinesisOptions {
-  readonly faults?: MemoryFaults;
-  /** seeds the gaps between sequence numbers; @default 1 */
-  readonly seed?: number;
-  /** arrival timestamps (ms); @default Date.now */
-  readonly now?: () => number;
-}
-
-/** An in-memory Kinesis Data Streams: streams, shards, hash-key placement, sequence numbers, trimming, resharding. */
-export class MemoryKinesis {
-  private readonly streams = new Map<string, MemStream>();
-  private seq = 0n;
-  private readonly rand: () => number;
-  private readonly now: () => number;
-  readonly faults: MemoryFaults;
-  /** PutRecords requests and entries seen, rejected entries (for tests) */
-  readonly stats = { putRequests: 0, putEntries: 0, rejectedEntries: 0, getRecords: 0 };
-
-  constructor(options: MemoryKinesisOptions = {}) {
-    this.faults = options.faults ?? {};
-    this.rand = prng(options.seed ?? 1);
-    this.now = options.now ?? Date.now;
-  }
-
-  createStream(name: string, shardCount: number): void {
-    if (this.streams.has(name)) throw awsError('ResourceInUseException', `Stream ${name} already exists`);
-    if (!Number.isInteger(shardCount) || shardCount < 1) throw awsError('ValidationException', `shard count must be a positive integer, got ${shardCount}`);
-    const shards = evenHashRanges(shardCount).map((r, i): MemShard => ({ shardId: shardIdOf(i), start: r.start, end: r.end, records: [] }));
-    this.streams.set(name, { name, shards });
-  }
-
-  hasStream(name: string): boolean {
-    return this.streams.has(name);
-  }
-
-  streamNames(): string[] {
-    return [...this.streams.keys()];
-  }
-
-  private stream(name: string): MemStream {
-    const s = this.streams.get(name);
-    if (!s) throw awsError('ResourceNotFoundException', `Stream ${name} not found`);
-    return s;
-  }
-
-  private shard(stream: string, shardId: string): MemShard {
-    const sh = this.stream(stream).shards.find((x) => x.shardId === shardId);
-    if (!sh) throw awsError('ResourceNotFoundException', `Shard ${shardId} in stream ${stream} not found`);
-    return sh;
-  }
-
-  /** Every shard of the stream (open and closed), as ListShards reports them, in shard id order. */
-  listShards(stream: string): ShardInfo[] {
-    return this.stream(stream).shards.map((s) => ({
-      shardId: s.shardId,
-      startingHashKey: s.start.toString(),
-      endingHashKey: s.end.toString(),
-      ...(s.parentShardId ? { parentShardId: s.parentShardId } : {}),
-      ...(s.adjacentParentShardId ? { adjacentParentShardId: s.adjacentParentShardId } : {}),
-      ...(s.endingSequenceNumber ? { endingSequenceNumber: s.endingSequenceNumber } : {}),
-    }));
-  }
-
-  /** The open shard whose range holds the hash key. */
-  shardOfHashKey(stream: string, hashKey: bigint): string {
-    const sh = this.stream(stream).shards.find((s) => s.endingSequenceNumber === undefined && hashKey >= s.start && hashKey <= s.end);
-    if (!sh) throw new Error(`no open shard of ${stream} holds hash key ${hashKey}`);
-    return sh.shardId;
-  }
-
-  private nextSequenceNumber(): string {
-    this.seq += 1n + BigInt(Math.floor(this.rand() * 1000));
-    return '49' + this.seq.toString().padStart(54, '0');
-  }
-
-  private hashKeyOf(e: PutEntry): bigint {
-    if (typeof e.partitionKey !== 'string' || e.partitionKey.length < 1 || e.partitionKey.length > 256) {
-      throw awsError('ValidationException', 'partition key must hold 1 to 256 characters');
-    }
-    if (e.explicitHashKey === undefined) return hashKeyOfPartitionKey(e.partitionKey);
-    if (!/^\d{1,39}$/.test(e.explicitHashKey)) throw awsError('ValidationException', `ExplicitHashKey ${e.explicitHashKey} is not a decimal integer`);
-    const h = BigInt(e.explicitHashKey);
-    if (h > MAX_HASH_KEY) throw awsError('ValidationException', `ExplicitHashKey ${e.explicitHashKey} is outside the hash key range`);
-    return h;
-  }
-
-  /**
-   * PutRecords: validates the request as Kinesis does, then answers per entry. Entries the fault
-   * hook rejects fail with ProvisionedThroughputExceededException; the others land, in request order.
-   */
-  putRecords(stream: string, entries: readonly PutEntry[], attempt = 0): PutResult[] {
-    const s = this.stream(stream);
-    if (entries.length < 1 || entries.length > MAX_PUT_RECORDS) {
-      throw awsError('ValidationException', `PutRecords takes 1 to ${MAX_PUT_RECORDS} records, got ${entries.length}`);
-    }
-    let bytes = 0;
-    const hashKeys = entries.map((e) => {
-      const size = e.data.length + Buffer.byteLength(e.partitionKey, 'utf8');
-      if (size > MAX_RECORD_BYTES) throw awsError('ValidationException', `record of ${size} bytes exceeds 1 MiB`);
-      bytes += size;
-      return this.hashKeyOf(e);
-    });
-    if (bytes > MAX_PUT_BYTES) throw awsError('InvalidArgumentException', `PutRecords request of ${bytes} bytes exceeds 5 MiB`);
-    this.stats.putRequests++;
-    this.stats.putEntries += entries.length;
-    return entries.map((e, index) => {
-      const shardId = this.shardOfHashKey(stream, hashKeys[index]!);
-      if (this.faults.rejectPutEntry?.({ stream, shardId, index, data: e.data, attempt })) {
-        this.stats.rejectedEntries++;
-        return { errorCode: 'ProvisionedThroughputExceededException', errorMessage: `Rate exceeded for shard ${shardId} in stream ${stream}` };
-      }
-      const shard = s.shards.find((x) => x.shardId === shardId)!;
-      const sequenceNumber = this.nextSequenceNumber();
-      shard.records.push({
-        sequenceNumber,
-        data: new Uint8Array(e.data), // Kinesis keeps its own copy
-        partitionKey: e.partitionKey,
-        approximateArrivalTimestamp: this.now(),
-      });
-      return { shardId, sequenceNumber };
-    });
-  }
-
-  /** PutRecord: one entry; a rejected entry throws ProvisionedThroughputExceededException. */
-  putRecord(stream: string, entry: PutEntry, attempt = 0): { shardId: string; sequenceNumber: string } {
-    const [r] = this.putRecords(stream, [entry], attempt);
-    if (r!.errorCode) throw awsError(r!.errorCode, r!.errorMessage);
-    return { shardId: r!.shardId!, sequenceNumber: r!.sequenceNumber! };
-  }
-
-  /** Retained records of a shard, in order (what an ESM would read). */
-  records(stream: string, shardId: string): readonly StoredRecord[] {
-    return this.shard(stream, shardId).records;
-  }
-
-  /**
-   * Records of a shard from a position, at most `limit` of them. Like Kinesis, a trimmed position is
-   * not refused: the records start at the oldest one still retained.
-   */
-  getRecords(stream: string, shardId: string, from: ReplayPoint, limit: number): StoredRecord[] {
-    this.stats.getRecords++;
-    const shard = this.shard(stream, shardId);
-    const i = this.indexOf(shard, from);
-    return shard.records.slice(i, i + limit);
-  }
-
-  private indexOf(shard: MemShard, from: ReplayPoint): number {
-    if (from.from === 'start') return 0;
-    // first record at (or after) the position: binary search on sequence numbers
-    let lo = 0;
-    let hi = shard.records.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      const c = compareSeq(shard.records[mid]!.sequenceNumber, from.sequenceNumber);
-      if (c < 0 || (c === 0 && from.from === 'after')) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  }
-
-  /** Drops the oldest `count` records of a shard (retention expiry). */
-  trim(stream: string, shardId: string, count: number): void {
-    const shard = this.shard(stream, shardId);
-    shard.records.splice(0, Math.min(count, shard.records.length));
-  }
-
-  /**
-   * UpdateShardCount (uniform scaling): closes every open shard and opens `count` new ones split
-   * evenly; each child names the open shard holding its starting hash key as parent, and the one
-   * holding its ending hash key (when different) as adjacent parent.
-   */
-  reshard(stream: string, count: number): void {
-    const s = this.stream(stream);
-    const open = s.shards.filter((x) => x.endingSequenceNumber === undefined);
-    const holder = (h: bigint) => open.find((x) => h >= x.start && h <= x.end)!;
-    const children = evenHashRanges(count).map((r, i): MemShard => {
-      const parent = holder(r.start);
-      const adjacent = holder(r.end);
-      return {
-        shardId: shardIdOf(s.shards.length + i),
-        start: r.start,
-        end: r.end,
-        parentShardId: parent.shardId,
-        ...(adjacent !== parent ? { adjacentParentShardId: adjacent.shardId } : {}),
-        records: [],
-      };
-    });
-    for (const x of open) x.endingSequenceNumber = x.records.length ? x.records[x.records.length - 1]!.sequenceNumber : this.nextSequenceNumber();
-    s.shards.push(...children);
-  }
-}
-
-/** Creates the input stream of every stage of a plan (source streams and inner streams). */
-export function createJobStreams(kinesis: MemoryKinesis, plan: Plan, names: ResourceNames): void {
-  for (const stage of plan.stages) {
-    const stream = names.streamOf(stage);
-    if (!kinesis.hasStream(stream)) kinesis.createStream(stream, stage.parallelism);
-  }
-}
-
-export class MemoryShardDirectory implements ShardDirectory {
-  constructor(private readonly kinesis: MemoryKinesis) {}
-
-  async openShards(stream: string): Promise<readonly ShardInfo[]> {
-    return serviceCall(this.kinesis.faults, 'shards.openShards', { stream }, () =>
-      this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined),
-    );
-  }
-
-  async allShards(stream: string): Promise<readonly ShardInfo[]> {
-    return serviceCall(this.kinesis.faults, 'shards.openShards', { stream }, () => this.kinesis.listShards(stream));
-  }
-}
-
-/** Like KinesisStreamWriter: chunks within PutRecords' limits, retries only rejected entries until all are accepted. */
-export class MemoryStreamWriter implements StreamWriter {
-  constructor(
-    private readonly kinesis: MemoryKinesis,
-    private readonly telemetry?: Telemetry,
-  ) {}
-
-  async putAll(stream: string, records: readonly OutgoingRecord[]): Promise<void> {
-    const chunks: OutgoingRecord[][] = [];
-    let chunk: OutgoingRecord[] = [];
-    let bytes = 0;
-    for (const r of records) {
-      if (chunk.length === MAX_PUT_RECORDS || bytes + r.data.length > 4.5 * 1024 * 1024) {
-        chunks.push(chunk);
-        chunk = [];
-        bytes = 0;
-      }
-      chunk.push(r);
-      bytes += r.data.length;
-    }
-    if (chunk.length) chunks.push(chunk);
-    await Promise.all(chunks.map((c) => this.putChunk(stream, c)));
-  }
-
-  private async putChunk(stream: string, records: readonly OutgoingRecord[]): Promise<void> {
-    let pending: PutEntry[] = records.map((r) => ({ data: r.data, partitionKey: 'p', explicitHashKey: r.hashKey }));
-    for (let attempt = 0; pending.length; attempt++) {
-      const batch = pending;
-      const results = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, size: batch.length, attempt }, () =>
-        this.kinesis.putRecords(stream, batch, attempt),
-      );
-      const failed = batch.filter((_, i) => results[i]!.errorCode);
-      if (!failed.length) return;
-      this.telemetry?.count('PutRecordsRetried', failed.length);
-      pending = failed;
-      await yieldTurn(); // the backoff: other writers' records may land before the retry
-    }
-  }
-}
-
-/**
- * Like KinesisShardReader: pages from a replay point up to (not including) a sequence number; the
- * record a replay point names must be the first one read, else the replay fails with REPLAY_TRIMMED.
- */
-export class MemoryShardReader implements ShardReader {
-  constructor(
-    private readonly kinesis: MemoryKinesis,
-    private readonly pageSize = 1000,
-    /** polls without new records before a replay that must reach `untilExclusive` gives up */
-    private readonly stallPolls = 50,
-  ) {}
-
-  async *read(stream: string, shardId: string, from: ReplayPoint, untilExclusive: string | undefined): AsyncIterable<StoredRecord[]> {
-    let anchor: string | undefined = from.from === 'start' ? undefined : from.sequenceNumber;
-    let position: ReplayPoint = anchor === undefined ? from : { from: 'at', sequenceNumber: anchor };
-    let idle = 0;
-    for (;;) {
-      const at = position;
-      const records = await serviceCall(this.kinesis.faults, 'kinesis.getRecords', { stream, shardId }, () =>
-        this.kinesis.getRecords(stream, shardId, at, this.pageSize),
-      );
-      let fresh = records;
-      if (anchor !== undefined) {
-        // in memory every record is visible at once: nothing at the anchor means it is gone
-        const first = records[0]?.sequenceNumber;
-        if (first !== anchor) throw replayTrimmed(stream, shardId, from, first);
-        anchor = undefined;
-        if (from.from === 'after') {
-          fresh = records.slice(1);
-          position = from;
-        }
-      }
-      const page: StoredRecord[] = [];
-      let reached = false;
-      for (const r of fresh) {
-        if (untilExclusive !== undefined && compareSeq(r.sequenceNumber, untilExclusive) >= 0) {
-          reached = true;
-          break;
-        }
-        page.push(r);
-      }
-      if (page.length) {
-        position = { from: 'after', sequenceNumber: page[page.length - 1]!.sequenceNumber };
-        yield page;
-      }
-      if (reached) return;
-      if (!records.length) {
-        if (untilExclusive === undefined) return;
-        // the record to reach must exist (it is in the batch being handled): wait for it
-        if (++idle > this.stallPolls) throw new SluiceError(`replay of ${stream}/${shardId} never reached ${untilExclusive}`, 'REPLAY_STALLED', true);
-        await yieldTurn();
-      } else idle = 0;
-    }
-  }
-}
+export * from './memory-faults.js';
+export * from './memory-kinesis.js';
+export type { PutEntry, PutResult } from '../put-records.js';
 
 // ------------------------------------------------------------------------------------------ dynamo-ish sizes
 
@@ -586,17 +95,37 @@ const pad = (n: number) => String(n).padStart(12, '0');
 
 export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
 
+/** A checkpoint item of the control table (the coordinator's checkpoint store reads and writes it: checkpoint-store.ts). */
 export interface MemoryCheckpoint {
   readonly checkpointId: number;
   status: CheckpointStatus;
   readonly savepoint: boolean;
+  readonly savepointId?: string;
   readonly expected: number;
   /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
   readonly members?: ReadonlySet<string>;
   readonly topology: readonly number[];
   readonly acks: Set<string>;
+  readonly startedAt?: string;
+  readonly reshard?: readonly number[];
   taskToken?: string;
   reason?: string;
+  endedAt?: string;
+  durationMs?: number;
+  /** what each instance flushed, as JSON (as the DynamoDB item keeps it) */
+  instances?: string;
+  bytes?: number;
+  keys?: number;
+}
+
+/** The coordinator's row of the control table. */
+export interface MemoryCoordinatorState {
+  last: number;
+  /** the checkpoints in flight */
+  readonly open: Set<number>;
+  stopping?: number;
+  stoppedAt?: number;
+  finishedAt?: number;
 }
 
 interface LeaseItem {
@@ -619,8 +148,8 @@ export class MemoryControlStore implements ControlStore {
   private readonly inlineDeltas = new Map<string, Uint8Array>();
   private readonly s3Deltas = new Map<string, Uint8Array>();
   private readonly checkpoints = new Map<number, MemoryCheckpoint>();
-  /** the coordinator row: last allocated checkpoint, the one in flight */
-  readonly coordinatorState: { last: number; inFlight: number | undefined } = { last: 0, inFlight: undefined };
+  /** the coordinator row: last allocated checkpoint, the open ones */
+  readonly coordinatorState: MemoryCoordinatorState = { last: 0, open: new Set() };
   /** every pointer ever published, in order */
   readonly published: PublishedSnapshot[] = [];
   /** a delta rewritten with other bytes under the same (instance, checkpoint): must stay 0 */
@@ -763,12 +292,34 @@ export class MemoryControlStore implements ControlStore {
     return [...this.checkpoints.values()].sort((a, b) => a.checkpointId - b.checkpointId);
   }
 
-  /** Allocates the next checkpoint (at most one in flight), as the coordinator's `allocate` does. */
+  putCheckpoint(ck: MemoryCheckpoint): void {
+    this.checkpoints.set(ck.checkpointId, ck);
+  }
+
+  deleteCheckpoint(n: number): void {
+    this.checkpoints.delete(n);
+  }
+
+  /** Keys of every stored delta (inline keys and object keys). */
+  deltaKeys(): string[] {
+    return [...this.inlineDeltas.keys(), ...this.s3Deltas.keys()];
+  }
+
+  deleteDelta(key: string): void {
+    this.inlineDeltas.delete(key);
+    this.s3Deltas.delete(key);
+  }
+
+  /**
+   * A fixture for tests that drive instances without a coordinator: writes checkpoint n's record
+   * and opens it, as an allocate would (one open at a time).
+   */
   allocateCheckpoint(topology: readonly number[], savepoint = false, members?: readonly string[]): number {
-    if (this.coordinatorState.inFlight !== undefined) throw new CheckpointInFlightError(this.coordinatorState.inFlight);
+    const [open] = this.coordinatorState.open;
+    if (open !== undefined) throw new CheckpointInFlightError(open);
     const n = this.coordinatorState.last + 1;
     this.coordinatorState.last = n;
-    this.coordinatorState.inFlight = n;
+    this.coordinatorState.open.add(n);
     this.checkpoints.set(n, {
       checkpointId: n,
       status: 'IN_FLIGHT',
@@ -781,15 +332,16 @@ export class MemoryControlStore implements ControlStore {
     return n;
   }
 
-  /** Stores the task token; true when every ack is already in. */
+  /** Stores the task token on n's record; true when every ack is already in. */
   setTaskToken(n: number, taskToken: string): boolean {
-    const ck = this.checkpoints.get(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    let ck = this.checkpoints.get(n);
+    // as an UpdateItem, on a missing record too
+    if (!ck) this.checkpoints.set(n, (ck = { checkpointId: n, status: undefined as unknown as CheckpointStatus, savepoint: false, expected: 0, topology: [], acks: new Set() }));
     ck.taskToken = taskToken;
     return ackSetComplete(ck);
   }
 
-  /** Marks an in-flight checkpoint COMPLETED or ABORTED (no-op if already finished) and clears the in-flight slot. */
+  /** A fixture (see allocateCheckpoint): ends an in-flight checkpoint and closes it. */
   finishCheckpoint(n: number, status: 'COMPLETED' | 'ABORTED', reason?: string): void {
     const ck = this.checkpoints.get(n);
     if (ck?.status === 'IN_FLIGHT') {
@@ -797,20 +349,13 @@ export class MemoryControlStore implements ControlStore {
       delete ck.taskToken;
       if (reason !== undefined) ck.reason = reason;
     }
-    if (this.coordinatorState.inFlight === n) this.coordinatorState.inFlight = undefined;
+    this.coordinatorState.open.delete(n);
   }
 }
 
-/** As the coordinator's: complete by the identities expected (by count without them). */
-function ackSetComplete(ck: MemoryCheckpoint): boolean {
+/** As the DynamoDB store's: complete by the identities expected (by count without them). */
+export function ackSetComplete(ck: MemoryCheckpoint): boolean {
   return ck.members ? [...ck.members].every((m) => ck.acks.has(m)) : ck.acks.size >= ck.expected;
-}
-
-export class CheckpointInFlightError extends SluiceError {
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
-  }
 }
 
 // ------------------------------------------------------------------------------------------ state store
@@ -1167,107 +712,6 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
     telemetry: ports.telemetry,
     ...(ports.spill ? { spill: ports.spill } : {}),
   };
-}
-
-// ------------------------------------------------------------------------------------------ coordinator twin
-
-/** Something that publishes staged sink outputs when a checkpoint commits. */
-export interface MemoryCommitTarget {
-  publish(checkpointId: number): number | Promise<number>;
-}
-
-/**
- * The coordinator's tasks over the twins, following `shared/coordinator/coordinator.ts`: allocate
- * (one in flight), inject barrier n into every open source shard (idempotent), await with a task
- * token, commit (COMPLETED, then publish every unpublished epoch below n), abort (ABORTED, and
- * barrier n still reaches every source shard).
- */
-export class MemoryCoordinator {
-  constructor(
-    private readonly plan: Plan,
-    private readonly names: ResourceNames,
-    private readonly kinesis: MemoryKinesis,
-    private readonly control: MemoryControlStore,
-    private readonly notifier: TaskNotifier,
-    private readonly commitTargets: readonly MemoryCommitTarget[] = [],
-    /** the coordinator's clock (ms): barriers carry it, so processing time enters the log with them */
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  private openShards(stream: string): ShardInfo[] {
-    return this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined);
-  }
-
-  topology(): number[] {
-    return this.plan.stages.map((s) => this.openShards(this.names.streamOf(s)).length);
-  }
-
-  allocate(savepoint = false): { checkpointId: number } {
-    const members = this.plan.stages.flatMap((s) => this.openShards(this.names.streamOf(s)).map((x) => instanceIdOf(s.id, x.shardId)));
-    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint, members) };
-  }
-
-  /** Puts barrier n into every open source shard; returns where each landed (shard → sequence number). */
-  async inject(n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
-    const ck = this.control.checkpoint(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const barrier = { kind: 'barrier' as const, checkpointId: n, topology: ck.topology, savepoint: ck.savepoint, time: this.now() };
-    const data = encodeSourceControl(barrier);
-    return this.putControl(data, n);
-  }
-
-  /** Puts a processing-time tick into every open source shard. */
-  async tick(time: number): Promise<Map<string, string>> {
-    return (await this.putControl(encodeSourceControl({ kind: 'tick', time }), 0)).positions;
-  }
-
-  private async putControl(data: Uint8Array, n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
-    const positions = new Map<string, string>();
-    let shards = 0;
-    for (const stage of this.plan.stages) {
-      if (stage.input.kind !== 'source') continue;
-      const stream = this.names.streamOf(stage);
-      for (const s of this.openShards(stream)) {
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const r = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, shardId: s.shardId, size: 1, attempt }, () =>
-              this.kinesis.putRecord(stream, { data, partitionKey: 'barrier', explicitHashKey: s.startingHashKey }, attempt),
-            );
-            positions.set(`${stream}/${s.shardId}`, r.sequenceNumber);
-            break;
-          } catch (err) {
-            if (!isThrottlingError(err) || attempt >= MAX_THROTTLE_RETRIES) throw err;
-            await yieldTurn();
-          }
-        }
-        shards++;
-      }
-    }
-    return { checkpointId: n, shards, positions };
-  }
-
-  /** Stores the task token; if every ack is already in, answers it at once. */
-  async await(n: number, taskToken: string): Promise<{ checkpointId: number }> {
-    if (this.control.setTaskToken(n, taskToken)) await this.notifier.succeed(taskToken, { checkpointId: n });
-    return { checkpointId: n };
-  }
-
-  async commit(n: number): Promise<{ checkpointId: number; published: number }> {
-    const ck = this.control.checkpoint(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
-    this.control.finishCheckpoint(n, 'COMPLETED');
-    let published = 0;
-    for (const t of this.commitTargets) published += await t.publish(n);
-    return { checkpointId: n, published };
-  }
-
-  async abort(n: number, reason?: unknown): Promise<{ checkpointId: number }> {
-    const ck = this.control.checkpoint(n);
-    this.control.finishCheckpoint(n, 'ABORTED', JSON.stringify(reason ?? 'aborted').slice(0, 1000));
-    if (ck) await this.inject(n);
-    return { checkpointId: n };
-  }
 }
 
 // ------------------------------------------------------------------------------------------ assembly
