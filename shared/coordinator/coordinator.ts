@@ -50,9 +50,6 @@ export interface StallReport {
   readonly message: string;
 }
 
-/** Errors of a savepoint writer after which the savepoint fails and its checkpoint still commits. */
-const SAVEPOINT_NOT_TAKEN = new Set(['SAVEPOINT_INCONSISTENT', 'SAVEPOINT_UNSUPPORTED']);
-
 /** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
 export const CHECKPOINT_HISTORY = 100;
 
@@ -303,9 +300,9 @@ export class Coordinator {
     try {
       m = await this.ports.savepoints.write(id, n, pointers, this.now());
     } catch (err) {
-      // state moved past n (a later checkpoint ran before this commit was retried), or the run has
-      // nowhere to write savepoint files: the savepoint cannot be taken, but the commit must go on
-      if (!(err instanceof SluiceError) || !SAVEPOINT_NOT_TAKEN.has(err.code)) throw err;
+      // state moved past n (a later checkpoint ran before this commit was retried): the savepoint
+      // cannot be taken any more, but the commit must go on
+      if (!(err instanceof SluiceError) || err.code !== 'SAVEPOINT_INCONSISTENT') throw err;
       await this.store.updateSavepoint(id, { status: 'FAILED', reason: err.message.slice(0, 1000) });
       this.options.telemetry?.log('warn', 'savepoint failed', { savepointId: id, checkpointId: n, error: err.message });
       return;

@@ -164,7 +164,7 @@ export interface DeltaObjects {
 
 /** Writes a savepoint's portable files from completed checkpoint n. */
 export interface SavepointWriter {
-  /** Throws SAVEPOINT_INCONSISTENT when state moved past n, SAVEPOINT_UNSUPPORTED where savepoint files cannot be written. */
+  /** Throws SAVEPOINT_INCONSISTENT when state moved past n. */
   write(id: string, n: number, pointers: ReadonlyMap<string, SnapshotPointer>, at: Date): Promise<{ readonly rows: number; readonly timers: number; readonly bytes: number; readonly location: string }>;
 }
 

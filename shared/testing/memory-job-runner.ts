@@ -72,7 +72,9 @@ export class MemoryJobRunner {
     createJobStreams(this.mem.kinesis, this.plan, this.names);
     this.rnd = prng(options.seed ?? 1);
     const now = options.now ?? (() => this.clock);
-    this.coordinator = memoryCoordinator(this.plan, this.names, this.mem, [this.collect], () => new Date(now()));
+    const state = this.ports.state as SpillingStateStore;
+    // savepoints read the state as the instances wrote it, spilled values included
+    this.coordinator = memoryCoordinator(this.plan, this.names, this.mem, [this.collect], () => new Date(now()), { state });
     for (const stage of this.plan.stages) {
       this.envs.set(
         stage.id,

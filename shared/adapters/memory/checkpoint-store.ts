@@ -27,9 +27,9 @@ import type { CommitTarget } from '../../coordinator/protocol.js';
 import type { CheckpointRecord, InstanceCheckpointStats, RescaleRecord, SavepointRecord, SavepointStatus } from '../../coordinator/records.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
-import type { ShardInfo, SnapshotPointer } from '../../runtime/ports.js';
+import { savepointPrefix, writeSavepointFiles } from '../../codec/savepoint.js';
+import type { ShardInfo, SnapshotPointer, StateRow } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
-import { SluiceError } from '../../util/errors.js';
 import { ackSetComplete, isThrottlingError, serviceCall, yieldTurn, type MemoryCheckpoint, type MemoryControlStore, type MemoryKinesis, type MemoryPorts, type MemoryTaskNotifier } from './memory-ports.js';
 
 const pad = (n: number) => String(n).padStart(12, '0');
@@ -371,10 +371,32 @@ export class MemoryDeltaObjects implements DeltaObjects {
   }
 }
 
-/** Savepoint files are written to S3 only: in an in-memory run a savepoint fails with its reason recorded, and its checkpoint commits. */
-export class UnsupportedSavepointWriter implements SavepointWriter {
-  async write(id: string): Promise<never> {
-    throw new SluiceError(`savepoint "${id}": savepoint files are written to S3 only, not in an in-memory run`, 'SAVEPOINT_UNSUPPORTED');
+/** Savepoint files written as objects in memory (the bucket's `savepoints/`), from the twins' deltas and state. */
+export class MemorySavepointWriter implements SavepointWriter {
+  /** the files by key */
+  readonly objects = new Map<string, Uint8Array>();
+
+  constructor(
+    private readonly plan: Plan,
+    private readonly control: MemoryControlStore,
+    /** the state the instances write (with its spilled values resolved) */
+    private readonly state: { readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> },
+  ) {}
+
+  async write(id: string, n: number, pointers: ReadonlyMap<string, SnapshotPointer>, at: Date) {
+    const m = await writeSavepointFiles(
+      this.plan,
+      {
+        readDelta: (ref) => this.control.readDelta(ref),
+        readGroup: (operatorId, keyGroup) => this.state.readGroup(operatorId, keyGroup),
+        put: async (key, body) => void this.objects.set(key, typeof body === 'string' ? new TextEncoder().encode(body) : new Uint8Array(body)),
+      },
+      id,
+      n,
+      pointers,
+      at,
+    );
+    return { rows: m.rows, timers: m.timers, bytes: m.bytes, location: `memory://${savepointPrefix(id)}` };
   }
 }
 
@@ -423,10 +445,11 @@ export class MemoryShardPeek implements ShardPeek {
 export interface MemoryCoordinatorPorts extends CoordinatorPorts {
   readonly store: MemoryCheckpointStore;
   readonly injector: MemorySourceInjector;
+  readonly savepoints: MemorySavepointWriter;
 }
 
-/** The coordinator's ports over the twins of `mem`. */
-export function memoryCoordinatorPorts(mem: MemoryPorts): MemoryCoordinatorPorts {
+/** The coordinator's ports over the twins of `mem`; `state` reads what the instances wrote (@default the twins' state store). */
+export function memoryCoordinatorPorts(plan: Plan, mem: MemoryPorts, state: { readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> } = mem.state): MemoryCoordinatorPorts {
   return {
     store: new MemoryCheckpointStore(mem.control),
     shards: mem.shards,
@@ -434,7 +457,7 @@ export function memoryCoordinatorPorts(mem: MemoryPorts): MemoryCoordinatorPorts
     notifier: mem.notifier,
     scaler: new MemoryStreamScaler(mem.kinesis),
     deltas: new MemoryDeltaObjects(mem.control),
-    savepoints: new UnsupportedSavepointWriter(),
+    savepoints: new MemorySavepointWriter(plan, mem.control, state),
   };
 }
 
@@ -450,7 +473,8 @@ export function memoryCoordinator(
   mem: MemoryPorts,
   commitTargets: readonly CommitTarget[] = [],
   now?: () => Date,
-  options: CoordinatorOptions = {},
+  options: CoordinatorOptions & { readonly state?: { readGroup(operatorId: string, keyGroup: number): Promise<StateRow[]> } } = {},
 ): Coordinator & { readonly ports: MemoryCoordinatorPorts } {
-  return new Coordinator(plan, names, memoryCoordinatorPorts(mem), commitTargets, now, options) as Coordinator & { readonly ports: MemoryCoordinatorPorts };
+  const { state, ...rest } = options;
+  return new Coordinator(plan, names, memoryCoordinatorPorts(plan, mem, state), commitTargets, now, rest) as Coordinator & { readonly ports: MemoryCoordinatorPorts };
 }

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { collectSink, job } from '../../api/index.js';
+import { collectSink, job, valueState } from '../../api/index.js';
 import { decodeSourceControl } from '../../codec/envelope.js';
 import { planJob } from '../../plan/planner.js';
 import { resourceNames } from '../../plan/resources.js';
 import { CheckpointInFlightError } from '../../coordinator/protocol.js';
+import { MemoryJobRunner } from '../../testing/memory-job-runner.js';
 import { memoryCoordinator } from './checkpoint-store.js';
 import { createJobStreams, createMemoryPorts } from './memory-ports.js';
 
@@ -72,25 +73,32 @@ describe('the Coordinator on the in-memory twins', () => {
     expect((await coord.get(1))!.status).toBe('ABORTED');
   });
 
-  it('takes a requested savepoint with the next checkpoint; with no object store it fails with its reason and the checkpoint commits', async () => {
+  it('takes a requested savepoint with the next checkpoint and writes its files from the instances\' state', async () => {
     const j = job('sp', { maxParallelism: 8 });
-    j.source<{ k: string }>({ name: 'in', shards: 1 }).sinkTo(collectSink('out'));
-    const plan = planJob(j);
-    const names = resourceNames(plan, 'test');
-    const m = createMemoryPorts();
-    createJobStreams(m.kinesis, plan, names);
-    const coord = memoryCoordinator(plan, names, m, [], () => new Date(1_700_000_000_000));
-    await coord.requestSavepoint({ id: 'sp1' });
-    await expect(coord.requestSavepoint({ id: 'sp2' })).rejects.toMatchObject({ code: 'SAVEPOINT_PENDING' });
-    const { checkpointId: n } = await coord.allocate();
-    expect(await coord.get(n)).toMatchObject({ savepoint: true, savepointId: 'sp1' });
-    expect(await coord.getSavepoint('sp1')).toMatchObject({ status: 'IN_PROGRESS', checkpointId: n });
-    for (const id of (await coord.get(n))!.missing!) await m.control.ack(n, id);
-    await coord.commit(n);
-    expect((await coord.get(n))!.status).toBe('COMPLETED');
-    expect(await coord.getSavepoint('sp1')).toMatchObject({ status: 'FAILED', reason: expect.stringMatching(/S3 only/) });
+    const sum = valueState<number>('sum');
+    j.source<{ k: string; v: number }>({ name: 'in', shards: 2 })
+      .keyBy((x) => x.k, { parallelism: 2 })
+      .process({
+        state: [sum],
+        processElement(x, ctx, out) {
+          const n = (ctx.getState(sum).value() ?? 0) + x.v;
+          ctx.getState(sum).update(n);
+          out.collect({ k: x.k, n });
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    r.produce('in', [{ k: 'a', v: 1 }, { k: 'b', v: 2 }, { k: 'a', v: 3 }]);
+    await r.drain();
+    await r.coordinator.requestSavepoint({ id: 'sp1' });
+    await expect(r.coordinator.requestSavepoint({ id: 'sp2' })).rejects.toMatchObject({ code: 'SAVEPOINT_PENDING' });
+    const n = await r.checkpoint();
+    expect(await r.coordinator.get(n)).toMatchObject({ status: 'COMPLETED', savepoint: true, savepointId: 'sp1' });
+    expect(await r.coordinator.getSavepoint('sp1')).toMatchObject({ status: 'COMPLETED', checkpointId: n, rows: 2, location: 'memory://savepoints/sp1/' });
+    const manifest = JSON.parse(new TextDecoder().decode(r.coordinator.ports.savepoints.objects.get('savepoints/sp1/manifest.json'))) as { checkpointId: number; rows: number; sources: unknown[] };
+    expect(manifest).toMatchObject({ checkpointId: n, rows: 2 });
+    expect(manifest.sources).toHaveLength(2);
     // the request was taken: the next checkpoint is an ordinary one
-    const next = await coord.allocate();
-    expect((await coord.get(next.checkpointId))!.savepoint).toBe(false);
+    expect((await r.coordinator.get(await r.checkpoint()))!.savepoint).toBe(false);
   });
 });
