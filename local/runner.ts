@@ -182,11 +182,7 @@ export class LocalJobRunner {
         idle: o.idleCoordinator ?? false,
       });
       // tracked so that stop() waits for a task still running (a commit must not outlive the run)
-      const p = loop.run(payload as LoopTaskInput);
-      this.tasks.add(p);
-      const untrack = () => this.tasks.delete(p);
-      p.then(untrack, untrack);
-      return p;
+      return this.track(loop.run(payload as LoopTaskInput));
     };
     this.stepFunctions = new LocalStepFunctions({
       definition: def.definition,
