@@ -3,7 +3,7 @@
  * while records arrive, and later its two children are merged back, at moments the job does not
  * choose (no announcing barrier, no drain) and under a seeded fault schedule. The job adopts the new
  * shards by the path of its own rescale: each child rebuilds its parents' final state
- * (StageRunner.inheritFromParents), the checkpoint that expected a closed shard aborts and the next
+ * (runtime/shard-inheritance.ts), the checkpoint that expected a closed shard aborts and the next
  * one expects the open shards. The windows and running counts must equal those computed from the
  * input without the engine, each once. Without the adoption no checkpoint completes after the split.
  */
@@ -14,7 +14,8 @@ import { LocalJobRunner } from '../../local/runner.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, CHAOS_INVOCATION_TIMEOUT_MS } from '../chaos/harness.js';
-import { chaosHooks, FaultSchedule } from '../../local/chaos/faults.js';
+import { chaosHooks } from '../../local/chaos/faults.js';
+import { FaultSchedule } from '../../local/chaos/schedule.js';
 import { windowJob, type Ev, type UserCount, type WindowCount } from './jobs.js';
 import { makeEvents, totalsOracle, windowOracle } from './oracles.js';
 
