@@ -20,9 +20,9 @@ import { MemoryStateTable, type MemoryStateStore } from '../shared/adapters/memo
 import type { Job } from '../shared/api/job.js';
 import { PackedStateStore } from '../shared/runtime/packed-state.js';
 import type { RuntimePorts, StateRow, StateStore } from '../shared/runtime/ports.js';
-import { encodeDelta } from '../shared/runtime/stage-instance.js';
+import { encodeDelta } from '../shared/codec/snapshot.js';
 import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { itemSize, KB, utf8Length, writeUnits } from './dynamo-size.js';
 import { Meter, meterPorts } from './metering.js';
 import { PRICES } from './prices.js';
@@ -130,7 +130,7 @@ export async function measureCheckpoint(job: Job, rounds: readonly EncodedRound[
     const c = capture(p);
     return meterPorts(c, meter, real ? undefined : twin!.table);
   });
-  const runner = new StageRunner(input.job, input.plan, input.stage, input.names, input.ports);
+  const runner = createStageRunner(input);
   let ms = 0;
   let usage0 = real ? { ...real.usage } : undefined;
   const twinTable = twin!.table;

@@ -17,7 +17,7 @@ import { encodePayload } from '../shared/codec/payload.js';
 import { KeyedStateCache } from '../shared/runtime/keyed-state.js';
 import { PackedStateStore } from '../shared/runtime/packed-state.js';
 import type { StateRow, StateStore } from '../shared/runtime/ports.js';
-import { encodeDelta } from '../shared/runtime/stage-instance.js';
+import { encodeDelta } from '../shared/codec/snapshot.js';
 import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
 
 export interface ComponentFigures {

@@ -1,5 +1,5 @@
 /**
- * A stage as Lambda runs it: the engine behind functions/operator.ts (`StageRunner.handle`, the
+ * A stage as Lambda runs it: the engine behind functions/operator.ts (`handleKinesisBatch`, the
  * handler's whole body besides telemetry flushing) invoked with AWS's KinesisStreamEvent (base64
  * records), reading its lease, committing its position, emitting to the next stage's stream, and
  * taking the checkpoints that the input's barriers ask for. Against it, in the same run, a fair
@@ -24,7 +24,8 @@ import { resourceNames } from '../shared/plan/resources.js';
 import { PackedStateStore } from '../shared/runtime/packed-state.js';
 import type { OutgoingRecord, RuntimePorts, StateRow, StateStore, StoredRecord } from '../shared/runtime/ports.js';
 import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
+import { handleKinesisBatch } from '../functions/operator.js';
 import { MemoryBlobStore } from '../shared/testing/memory-job-runner.js';
 import type { FairLoop } from './fair-loops.js';
 import type { Ev } from './jobs.js';
@@ -215,7 +216,7 @@ export async function measureKeyedPath(o: KeyedPathOptions): Promise<PathFigures
   const sent: OutgoingRecord[] = [];
   const dirty = { rows: 0 };
   const input = loadRounds(o.job, encoded, (p) => benchPorts(p, sent, dirty));
-  const runner = new StageRunner(input.job, input.plan, input.stage, input.names, input.ports);
+  const runner = createStageRunner(input);
   const rounds: EventRound[] = input.rounds.map((r) => ({
     batches: r.batches.map((b) => kinesisEvent(input.stream, input.shardId, b)),
     barrier: kinesisEvent(input.stream, input.shardId, r.barrier),
@@ -226,7 +227,7 @@ export async function measureKeyedPath(o: KeyedPathOptions): Promise<PathFigures
   let fired = 0;
   let dirtyTimed = 0;
   let roundNo = 0;
-  const m = await alternate(rounds, o.warmupRounds, (e) => runner.handle(e), o.fair, () => {
+  const m = await alternate(rounds, o.warmupRounds, (e) => handleKinesisBatch(runner, e), o.fair, () => {
     engineOutputs += drainSent(sent, (v) => {
       const x = v as { k: string; n: number };
       if (o.path === 'count') last.set(x.k, Math.max(last.get(x.k) ?? 0, x.n));
@@ -305,10 +306,10 @@ export async function measureSourcePath(o: SourcePathOptions): Promise<PathFigur
   const sent: OutgoingRecord[] = [];
   const dirty = { rows: 0 };
   const ports = benchPorts({ ...mem.ports, collectSink: { stage: async () => undefined } }, sent, dirty);
-  const runner = new StageRunner(o.job, plan, stage, names, ports);
+  const runner = createStageRunner({ job: o.job, plan, stage, names, ports });
   let engineOutputs = 0;
   let sum = 0;
-  const m = await alternate(rounds, o.warmupRounds, (e) => runner.handle(e), o.fair, () => {
+  const m = await alternate(rounds, o.warmupRounds, (e) => handleKinesisBatch(runner, e), o.fair, () => {
     engineOutputs += drainSent(sent, (v) => {
       sum += (v as Ev).v;
     });

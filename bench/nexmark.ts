@@ -1,7 +1,7 @@
 /**
  * Nexmark queries (examples/nexmark/sql) as whole jobs in this process: the SQL compiled by the
  * project's compiler, every stage run by its StageRunner on the in-memory twins, checkpoints taken
- * by the in-memory coordinator at a fixed interval of input events, the input ended and drained;
+ * by the Coordinator on the in-memory twins at a fixed interval of input events, the input ended and drained;
  * the state store is the deployed stack without history (handler.ts, `benchStateStore`).
  * The figure is events per second per core: events fed ÷ the CPU time of every stage's batches
  * (all threads of the process, so GC helpers count), the same accounting as Nexmark's
@@ -14,12 +14,13 @@
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
-import { createJobStreams, createMemoryPorts, MemoryCoordinator } from '../shared/adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../shared/adapters/memory/checkpoint-store.js';
+import { createJobStreams, createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import { encodeSourceControl } from '../shared/codec/envelope.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { compileSql } from '../shared/sql/index.js';
 import { generateNexmark, type NexmarkEvent } from '../examples/nexmark/generator.js';
 import { benchStateStore } from './handler.js';
@@ -74,8 +75,8 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
   const mem = createMemoryPorts({ seed: o.seed ?? 1, collect, now: () => clock });
   createJobStreams(mem.kinesis, plan, names);
   const ports: RuntimePorts = { ...mem.ports, state: benchStateStore() };
-  const coordinator = new MemoryCoordinator(plan, names, mem.kinesis, mem.control, mem.notifier, [collect], () => clock);
-  const runners = plan.stages.map((s) => new StageRunner(job, plan, s, names, ports));
+  const coordinator = memoryCoordinator(plan, names, mem, [collect], () => new Date(clock));
+  const runners = plan.stages.map((s) => createStageRunner({ job, plan, stage: s, names, ports }));
   const consumed = new Map<string, number>();
   let cpuMs = 0;
   let wallMs = 0;
@@ -111,12 +112,12 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
   let checkpoints = 0;
   const checkpoint = async () => {
     clock += 1000;
-    const { checkpointId: n } = coordinator.allocate();
+    const { checkpointId: n } = await coordinator.allocate();
     await coordinator.inject(n);
     await coordinator.await(n, `token-${n}`);
     await runAll();
-    const ck = mem.control.checkpoint(n)!;
-    if (ck.acks.size < ck.expected) throw new Error(`nexmark ${query}: checkpoint ${n} has ${ck.acks.size} of ${ck.expected} acks`);
+    const ck = (await coordinator.get(n))!;
+    if (!ck.complete) throw new Error(`nexmark ${query}: checkpoint ${n} has ${ck.acks} of ${ck.expected} acks`);
     await coordinator.commit(n);
     checkpoints++;
   };

@@ -6,7 +6,8 @@
  * adapters would issue it (see metering.ts); invocations and their durations are counted per stage.
  */
 import { performance } from 'node:perf_hooks';
-import { createJobStreams, createMemoryPorts, MemoryCoordinator } from '../shared/adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../shared/adapters/memory/checkpoint-store.js';
+import { createJobStreams, createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import type { Job } from '../shared/api/job.js';
 import { encodePayload } from '../shared/codec/payload.js';
 import { hashKeyOfEvenShard } from '../shared/plan/key-groups.js';
@@ -14,7 +15,7 @@ import { planJob } from '../shared/plan/planner.js';
 import { resourceNames } from '../shared/plan/resources.js';
 import type { CollectSinkStore, RuntimePorts } from '../shared/runtime/ports.js';
 import { compareSeq } from '../shared/runtime/positions.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { makeEvents } from './jobs.js';
 import { Meter, meterPorts, putPayloadUnits } from './metering.js';
 
@@ -69,8 +70,8 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
     },
   };
   const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter, mem.state.table);
-  const coordinator = new MemoryCoordinator(plan, names, mem.kinesis, mem.control, mem.notifier, [], () => clock);
-  const runners = plan.stages.map((s) => new StageRunner(o.job, plan, s, names, ports));
+  const coordinator = memoryCoordinator(plan, names, mem, [], () => new Date(clock));
+  const runners = plan.stages.map((s) => createStageRunner({ job: o.job, plan, stage: s, names, ports }));
   const stats: StageStats[] = plan.stages.map((s) => ({ stage: s.id, shards: s.parallelism, invocations: 0, ms: 0, cpuMs: 0, records: 0 }));
   const cursors = new Map<string, string>();
   const sourceStage = plan.stages.find((s) => s.input.kind === 'source')!;
@@ -149,14 +150,14 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
     // one ESM poll per shard per second: each stage in turn sees what arrived
     for (let i = 0; i < plan.stages.length; i++) await runStage(i);
     if ((s + 1) % o.checkpointEverySeconds === 0) {
-      const { checkpointId: n } = coordinator.allocate();
-      const topology = coordinator.topology();
+      const { checkpointId: n } = await coordinator.allocate();
+      const { topology } = (await coordinator.get(n))!;
       meter.coordinatorCheckpoint(n, topology, sourceShards, plan.sources.length);
       await coordinator.inject(n);
       await coordinator.await(n, `token-${n}`);
       await runAll();
-      const ck = mem.control.checkpoint(n)!;
-      if (ck.acks.size < ck.expected) throw new Error(`bench pipeline: checkpoint ${n} has ${ck.acks.size} of ${ck.expected} acks`);
+      const ck = (await coordinator.get(n))!;
+      if (!ck.complete) throw new Error(`bench pipeline: checkpoint ${n} has ${ck.acks} of ${ck.expected} acks`);
       await coordinator.commit(n);
       checkpoints++;
     }

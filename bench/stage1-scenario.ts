@@ -9,7 +9,7 @@ import type { Job } from '../shared/api/job.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts, StoredRecord } from '../shared/runtime/ports.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import type { LoadedRound } from './stage1-input.js';
 
 export interface Stage1Env {
@@ -113,7 +113,7 @@ export interface ScenarioResult {
 export async function runScenario(env: Stage1Env, o: ScenarioOptions, timer?: PortTimer): Promise<ScenarioResult> {
   const need = o.rounds + 1;
   if (env.rounds.length < need) throw new Error(`scenario needs ${need} rounds, has ${env.rounds.length}`);
-  let runner = new StageRunner(env.job, env.plan, env.stage, env.names, env.ports);
+  let runner = createStageRunner(env);
   const batchMs: number[] = [];
   const checkpointMs: number[] = [];
   for (let r = 0; r < o.rounds; r++) {
@@ -140,7 +140,7 @@ export async function runScenario(env: Stage1Env, o: ScenarioOptions, timer?: Po
     liveMs += performance.now() - t0;
   }
   // the environment is lost: a new runner has no cache
-  runner = new StageRunner(env.job, env.plan, env.stage, env.names, env.ports);
+  runner = createStageRunner(env);
   timer?.reset();
   const next = tail.batches[o.tailBatches]!;
   const t0 = performance.now();

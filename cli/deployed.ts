@@ -8,6 +8,7 @@ import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-clo
 import { createAwsClients, type AwsClients } from '../shared/adapters/aws/clients.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator } from '../shared/coordinator/coordinator.js';
+import { awsCoordinator } from '../shared/adapters/aws/coordinator-ports.js';
 import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, resourceNames, sanitizeName, type ResourceNames } from '../shared/plan/resources.js';
@@ -83,7 +84,7 @@ export async function deployedJob(jobPath: string, opts: DeployedOptions): Promi
     names,
     bucket,
     clients,
-    coordinator: new Coordinator(plan, names, clients, [], undefined, { bucket }),
+    coordinator: awsCoordinator(plan, names, clients, [], undefined, { bucket }),
     stackName,
     outputs,
     mappings,

@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 import { sleep } from '../shared/adapters/aws/clients.js';
 import { readManifest, restoreIncompatibility, restoreSavepoint } from '../shared/adapters/aws/savepoints.js';
 import type { CheckpointRecord, SavepointRecord } from '../shared/coordinator/coordinator.js';
-import { setOperatorStop } from '../shared/coordinator/loop.js';
+import { setOperatorStop } from '../shared/adapters/aws/coordinator-ports.js';
 import { deployedJob, type DeployedJob, type DeployedOptions } from './deployed.js';
 import { setMappings, startJob } from './operate.js';
 

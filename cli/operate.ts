@@ -12,7 +12,7 @@ import { GetEventSourceMappingCommand, InvokeCommand, LambdaClient, UpdateEventS
 import { ListExecutionsCommand, StartExecutionCommand, StopExecutionCommand } from '@aws-sdk/client-sfn';
 import type { Command } from 'commander';
 import { sleep } from '../shared/adapters/aws/clients.js';
-import { setOperatorStop } from '../shared/coordinator/loop.js';
+import { setOperatorStop } from '../shared/adapters/aws/coordinator-ports.js';
 import { sanitizeName } from '../shared/plan/resources.js';
 import { OUTPUT_KEYS, outputKeyOfStage } from '../shared/plan/stack-outputs.js';
 import { deployedJob, type DeployedJob, type DeployedOptions } from './deployed.js';

@@ -9,7 +9,7 @@ import type { Context } from 'aws-lambda';
 import { createAwsClients } from '../shared/adapters/aws/clients.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
 import type { Job } from '../shared/api/job.js';
-import { Coordinator } from '../shared/coordinator/coordinator.js';
+import { awsCoordinator, awsLoopPorts } from '../shared/adapters/aws/coordinator-ports.js';
 import { CoordinatorLoop, LOOP_ENV, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
@@ -25,12 +25,12 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
   const bucket = optionalEnv(ENV.bucket) ?? names.bucket;
   const clients = createAwsClients();
   telemetry.traceClients(clients);
-  const coordinator = new Coordinator(plan, names, clients, stagedSinkPublishers(plan, names, clients, bucket, telemetry), undefined, { bucket, telemetry });
+  const coordinator = awsCoordinator(plan, names, clients, stagedSinkPublishers(plan, names, clients, bucket, telemetry), undefined, { bucket, telemetry });
   const stateMachineArn = optionalEnv(LOOP_ENV.stateMachineArn);
   const loop = new CoordinatorLoop({
     plan,
     names,
-    clients,
+    ports: awsLoopPorts(names, clients),
     run: (input) => coordinator.run(input),
     idle: optionalEnv(LOOP_ENV.idle) === '1',
     pauseMs: pauseMsOf(plan.checkpoint),

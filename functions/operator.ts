@@ -5,14 +5,17 @@
  */
 import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { createAwsClients } from '../shared/adapters/aws/clients.js';
+import { awsCoordinatorWake } from '../shared/adapters/aws/coordinator-ports.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { LOOP_ENV } from '../shared/coordinator/loop.js';
-import { CoordinatorWake, hasInput } from '../shared/coordinator/wake.js';
+import { hasInput } from '../shared/coordinator/wake.js';
 import type { Job } from '../shared/api/job.js';
 import { planJob, stageById } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
-import { StageRunner } from '../shared/runtime/stage-runner.js';
+import type { StoredRecord } from '../shared/runtime/ports.js';
+import { createStageRunner, type StageRunner } from '../shared/runtime/stage-runner.js';
 import { optionalEnv, requireEnv } from '../shared/util/config.js';
+import { SluiceError } from '../shared/util/errors.js';
 import { PowertoolsTelemetry } from './telemetry.js';
 
 export type OperatorHandler = (event: KinesisStreamEvent, context?: Context) => Promise<KinesisStreamBatchResponse>;
@@ -27,13 +30,13 @@ export function operatorHandler(job: Job): OperatorHandler {
   const clients = createAwsClients();
   telemetry.traceClients(clients);
   const ports = createAwsPorts(plan, names, clients, telemetry, bucket ? { bucket } : {});
-  const runner = new StageRunner(job, plan, stage, names, ports);
+  const runner = createStageRunner({ job, plan, stage, names, ports });
   // a source stage wakes a coordinator parked while no input arrived (shared/coordinator/wake.ts)
-  const wake = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? new CoordinatorWake(clients, names.controlTable) : undefined;
+  const wake = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? awsCoordinatorWake(names, clients) : undefined;
   return async (event, context) => {
     if (context) telemetry.logger.addContext(context);
     try {
-      const out = await runner.handle(event);
+      const out = await handleKinesisBatch(runner, event);
       if (wake && hasInput(event)) {
         // best effort: a missed wake-up is caught by the parked task's own re-check
         await wake.afterInput().catch((err: unknown) => telemetry.log('warn', 'could not wake the coordinator', { error: String(err) }));
@@ -43,4 +46,29 @@ export function operatorHandler(job: Job): OperatorHandler {
       telemetry.flush();
     }
   };
+}
+
+/** An ESM batch as the engine takes it: the shard it comes from and its records, decoded. */
+export function kinesisBatch(event: KinesisStreamEvent): { shardId: string; records: StoredRecord[] } | undefined {
+  if (!event.Records.length) return undefined;
+  const first = event.Records[0]!;
+  // an eventID is `shardId:sequenceNumber`
+  const shardId = first.eventID.slice(0, first.eventID.indexOf(':'));
+  const records: StoredRecord[] = event.Records.map((r) => {
+    if (!r.eventID.startsWith(shardId + ':')) throw new SluiceError(`batch mixes shards ${shardId} and ${r.eventID}`, 'BATCH_INVALID');
+    return {
+      sequenceNumber: r.kinesis.sequenceNumber,
+      data: Buffer.from(r.kinesis.data, 'base64'),
+      partitionKey: r.kinesis.partitionKey,
+      approximateArrivalTimestamp: Math.round(r.kinesis.approximateArrivalTimestamp * 1000),
+    };
+  });
+  return { shardId, records };
+}
+
+/** Runs one ESM batch on a stage's engine; throws (so the ESM retries the batch) on any failure. */
+export async function handleKinesisBatch(runner: StageRunner, event: KinesisStreamEvent): Promise<KinesisStreamBatchResponse> {
+  const batch = kinesisBatch(event);
+  if (batch) await runner.run(batch.shardId, batch.records);
+  return { batchItemFailures: [] };
 }

@@ -396,12 +396,14 @@ describe('EventSourcePoller against kinesis-local', () => {
     const { poller, invocations } = startPoller({
       streamName: name,
       startingPosition: 'LATEST',
-      maximumBatchingWindowMs: 400,
+      // A window far longer than the test: a batch goes out only when it is full, so records put at any
+      // pace gather into one invocation (with no window, n1 would be delivered on its own).
+      maximumBatchingWindowMs: 120_000,
+      batchSize: 3,
       environments: () => pool,
       onInvocation: (i) => used.add(i.environmentId),
     });
-    await sleep(300); // let it take its LATEST position
-    // Three puts spread over ~150 ms land in one batch thanks to the window.
+    await poller.whenIdle(); // caught up: its LATEST position is taken, so old1/old2 stay behind it
     for (const d of ['n1', 'n2', 'n3']) {
       await put(name, hash, [d]);
       await sleep(50);
@@ -410,7 +412,7 @@ describe('EventSourcePoller against kinesis-local', () => {
     expect(batches).toEqual([['n1', 'n2', 'n3']]);
     // Recycle: replace the environments; later invocations go to the new ones.
     pool = Array.from({ length: 2 }, (_, i) => ({ id: `gen${++generation}-${i}`, handler }));
-    await put(name, hash, ['m1']);
+    await put(name, hash, ['m1', 'm2', 'm3']);
     await poller.whenIdle();
     expect(invocations.at(-1)!.environmentId.startsWith('gen1-')).toBe(true);
     await poller.stop();

@@ -30,6 +30,7 @@ import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
 import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRecord } from '../shared/coordinator/coordinator.js';
+import { awsCoordinator, awsLoopPorts } from '../shared/adapters/aws/coordinator-ports.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import { CoordinatorLoop, pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
@@ -38,7 +39,8 @@ import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
-import { StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
+import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
+import { handleKinesisBatch } from '../functions/operator.js';
 import type { StageInstance } from '../shared/runtime/stage-instance.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
@@ -174,7 +176,7 @@ export class LocalJobRunner {
       loop ??= new CoordinatorLoop({
         plan: this.plan,
         names: this.names,
-        clients: this.clients,
+        ports: awsLoopPorts(this.names, this.clients),
         run: wrapped,
         pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
         stateMachineArn: def.stateMachineArn,
@@ -203,7 +205,7 @@ export class LocalJobRunner {
       maxAttempts: 3,
     });
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
-    this.coordinator = new Coordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
+    this.coordinator = awsCoordinator(this.plan, this.names, this.clients, o.wrapCommitTargets ? o.wrapCommitTargets(targets) : targets, undefined, {
       telemetry: this.telemetry,
     });
     const { provisionJob } = await import('./provision.js');
@@ -228,7 +230,7 @@ export class LocalJobRunner {
             e.runner = this.newRunner(stage, e.id);
             this.telemetry.count('EnvironmentsRecycled');
           }
-          return e.runner.handle(event);
+          return handleKinesisBatch(e.runner, event);
         };
         return { id: e.id, handler: o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler };
       });
@@ -306,7 +308,7 @@ export class LocalJobRunner {
     const clients = this.options.wrapClients ? this.options.wrapClients(this.clients, { stage, environment }) : this.clients;
     let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
     if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
-    return new StageRunner(this.job, this.plan, stage, this.names, ports, this.options.runner);
+    return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports, options: this.options.runner });
   }
 
   /** `emulatorEnv` and the endpoint of this run's Step Functions (AWS_ENDPOINT_URL_SFN). */

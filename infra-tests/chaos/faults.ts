@@ -31,6 +31,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
 import { decodePacket } from '../../shared/codec/envelope.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
+import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import type { CoordinatorTaskInput } from '../../shared/coordinator/protocol.js';
 import type { PlanStage } from '../../shared/plan/plan.js';
 import type { RuntimePorts } from '../../shared/runtime/ports.js';
@@ -583,7 +584,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       await opts.beforeCoordinatorTask?.(input);
       if (input.action === 'commit' && runner && schedule.roll('coordinator-skips-commit')) {
         // COMPLETED is written, then the coordinator dies: nobody retries this commit
-        commitless ??= new Coordinator(runner.plan, runner.names, runner.clients, []);
+        commitless ??= awsCoordinator(runner.plan, runner.names, runner.clients, []);
         await commitless.commit(input.checkpointId);
         return { checkpointId: input.checkpointId, published: 0 };
       }

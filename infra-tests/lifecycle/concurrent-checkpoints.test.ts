@@ -11,7 +11,8 @@ import { LocalJobRunner } from '../../local/runner.js';
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { DynamoUpsertSinkWriter } from '../../shared/adapters/aws/dynamo-upsert-sink.js';
 import { provisionJob } from '../../local/provision.js';
-import { Coordinator, type CheckpointRecord } from '../../shared/coordinator/coordinator.js';
+import { type CheckpointRecord } from '../../shared/coordinator/coordinator.js';
+import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import { planJob } from '../../shared/plan/planner.js';
 import { resourceNames } from '../../shared/plan/resources.js';
 import { windowJob, type Ev, type UserCount, type WindowCount } from './jobs.js';
@@ -126,7 +127,7 @@ describe('two checkpoints in flight at once', () => {
         Item: { pk: 'checkpoint', sk: String(3).padStart(12, '0'), status: 'IN_FLIGHT', expected: 6, topology: [2, 2, 2], startedAt: stale, savepoint: false },
       }),
     );
-    const c = new Coordinator(plan, names, runner.clients);
+    const c = awsCoordinator(plan, names, runner.clients);
     // the old checkpoint is past its timeout: aborted (its barrier delivered again), and the next one starts
     expect(await c.allocate()).toEqual({ checkpointId: 4 });
     expect((await c.get(3))?.status).toBe('ABORTED');

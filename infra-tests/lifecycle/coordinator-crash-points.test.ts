@@ -19,7 +19,7 @@ import { createAwsClients, type AwsClients } from '../../shared/adapters/aws/cli
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { decodeSourceControl } from '../../shared/codec/envelope.js';
-import { Coordinator } from '../../shared/coordinator/coordinator.js';
+import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import type { CoordinatorTaskInput } from '../../shared/coordinator/protocol.js';
 import { CHECKPOINT_IN_FLIGHT } from '../../shared/coordinator/protocol.js';
 import { planJob } from '../../shared/plan/planner.js';
@@ -57,7 +57,7 @@ describe('coordinator: a crash at every write of every task', () => {
       return armed.when;
     });
     let clock = Date.parse('2026-01-01T00:00:00Z');
-    const coordinator = new Coordinator(plan, names, clients, [], () => new Date(clock));
+    const coordinator = awsCoordinator(plan, names, clients, [], () => new Date(clock));
     const run = inCoordinatorTask((input: CoordinatorTaskInput) => coordinator.run(input));
     const control = new DynamoControlStore(clients, names.controlTable, names.bucket);
     const members: string[] = [];
@@ -182,7 +182,7 @@ describe('coordinator: a crash at every write of every task', () => {
     const plan = planJob(chaosJob({ variant: 'two-stage', sourceShards: 2, innerShards: 2 }));
     const names = resourceNames(plan, 'ack-identity');
     await provisionJob(plan, names, clients);
-    const coordinator = new Coordinator(plan, names, clients);
+    const coordinator = awsCoordinator(plan, names, clients);
     const control = new DynamoControlStore(clients, names.controlTable, names.bucket);
     const { checkpointId: n } = await coordinator.allocate();
     const record = (await coordinator.get(n))!;

@@ -8,7 +8,9 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import job from '../../examples/clickstream/job.js';
 import { sleep } from '../../shared/adapters/aws/clients.js';
-import { CoordinatorWake, hasInput, IDLE_KEY } from '../../shared/coordinator/wake.js';
+import { awsCoordinatorWake } from '../../shared/adapters/aws/coordinator-ports.js';
+import { controlKey } from '../../shared/adapters/aws/dynamo-checkpoint-store.js';
+import { hasInput } from '../../shared/coordinator/wake.js';
 import { LocalJobRunner } from '../../local/runner.js';
 
 const event = (i: number) => new TextEncoder().encode(JSON.stringify({ userId: `u${i % 3}`, url: `/product/${i}`, ts: 1_793_534_400_000 + i }));
@@ -33,7 +35,7 @@ describe('idle coordinator on the emulated stack', () => {
           ? handler
           : async (event) => {
               const out = await handler(event);
-              if (runner && hasInput(event)) await new CoordinatorWake(runner.clients, runner.names.controlTable).afterInput();
+              if (runner && hasInput(event)) await awsCoordinatorWake(runner.names, runner.clients).afterInput();
               return out;
             },
     });
@@ -43,7 +45,7 @@ describe('idle coordinator on the emulated stack', () => {
     await runner?.stop();
   });
 
-  const parked = async () => (await runner!.clients.doc.send(new GetCommand({ TableName: runner!.names.controlTable, Key: IDLE_KEY, ConsistentRead: true }))).Item?.token !== undefined;
+  const parked = async () => (await runner!.clients.doc.send(new GetCommand({ TableName: runner!.names.controlTable, Key: controlKey.idle, ConsistentRead: true }))).Item?.token !== undefined;
 
   async function until(cond: () => Promise<boolean>, what: string, ms = 90_000): Promise<void> {
     const deadline = Date.now() + ms;

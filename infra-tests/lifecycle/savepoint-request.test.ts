@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { provisionJob } from '../../local/provision.js';
 import { createAwsClients, type AwsClients } from '../../shared/adapters/aws/clients.js';
-import { Coordinator } from '../../shared/coordinator/coordinator.js';
+import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import type { CoordinatorTaskInput } from '../../shared/coordinator/protocol.js';
 import { planJob } from '../../shared/plan/planner.js';
 import { resourceNames } from '../../shared/plan/resources.js';
@@ -40,7 +40,7 @@ describe('savepoint request: a crash at each write', () => {
       return armed.when;
     });
     let clock = Date.parse('2026-01-01T00:00:00Z');
-    const coordinator = new Coordinator(plan, names, clients, [], () => new Date((clock += 1_000)));
+    const coordinator = awsCoordinator(plan, names, clients, [], () => new Date((clock += 1_000)));
     const run = inCoordinatorTask((input: CoordinatorTaskInput) => coordinator.run(input));
     const request = (id: string) => run({ action: 'savepoint', savepointId: id });
 

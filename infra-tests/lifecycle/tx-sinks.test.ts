@@ -9,6 +9,7 @@ import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { KinesisSinkPublisher, S3FileSinkPublisher } from '../../shared/adapters/aws/staged-sinks.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
+import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import type { CoordinatorTaskInput } from '../../shared/coordinator/protocol.js';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { LocalJobRunner } from '../../local/runner.js';
@@ -52,7 +53,7 @@ describe('transactional sinks: staged per epoch, published at commit, exactly on
       wrapCoordinator: (run) => async (input: CoordinatorTaskInput) => {
         if (input.action === 'commit' && skipped === undefined && events.length > 0) {
           // the coordinator dies between COMPLETED and publishing; the workflow goes on without the publish
-          commitless ??= new Coordinator(runner.plan, runner.names, runner.clients, []);
+          commitless ??= awsCoordinator(runner.plan, runner.names, runner.clients, []);
           const out = await commitless.commit(input.checkpointId);
           const staged = await fileSink.listStaged();
           if ([...staged.keys()].some((e) => e < input.checkpointId)) {

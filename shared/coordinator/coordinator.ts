@@ -14,18 +14,11 @@
  * commits the complete ones in order and aborts the timed-out (the workflow calls it after every
  * injection and whenever its window is full). Savepoints are checkpoints
  * too: a user asks for one (`requestSavepoint`), the next allocate turns into a savepoint, and its
- * commit writes the portable files (shared/adapters/aws/savepoints.ts).
+ * commit writes the portable files (a `SavepointWriter`).
+ *
+ * Everything it reads and writes goes through ports (./ports.ts): the same class runs on AWS
+ * (shared/adapters/aws/coordinator-ports.ts) and on the in-memory twins.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { PutRecordCommand } from '@aws-sdk/client-kinesis';
-import { SendTaskSuccessCommand } from '@aws-sdk/client-sfn';
-import { DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { AwsClients } from '../adapters/aws/clients.js';
-import { withThrottleRetry } from '../adapters/aws/clients.js';
-import { pad } from '../adapters/aws/dynamo-control-store.js';
-import { KinesisShardDirectory, listAllShards } from '../adapters/aws/kinesis.js';
-import { validSavepointId, writeSavepoint } from '../adapters/aws/savepoints.js';
 import { encodeSourceControl } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
@@ -33,85 +26,16 @@ import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import { deltasToDelete } from './gc.js';
+import type { CoordinatorPorts, CoordinatorState } from './ports.js';
 import { InPlaceRescale } from './rescale.js';
 import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, SettleOutput } from './protocol.js';
-import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
+import { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
+import { validSavepointId, type CheckpointRecord, type InstanceCheckpointStats, type SavepointRecord } from './records.js';
 
-export class CheckpointInFlightError extends SluiceError {
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number, why?: string) {
-    super(why ?? `checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
-  }
-}
-
-/** A stop-with-savepoint was taken: the job takes no further checkpoints until it is restored. */
-export class JobStoppedError extends SluiceError {
-  // the state machine retries this name with backoff (then fails): the operator stops the workflow meanwhile
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`the job was stopped with a savepoint at checkpoint ${n}: restore it to go on`, 'JOB_STOPPED', true);
-  }
-}
-
-export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
-
-/** What one instance flushed for a checkpoint (recorded at commit from its snapshot pointer). */
-export interface InstanceCheckpointStats {
-  readonly bytes?: number;
-  readonly keys?: number;
-  readonly replayPoint: SnapshotPointer['replayPoint'];
-  readonly delta: SnapshotPointer['delta'];
-}
-
-export interface CheckpointRecord {
-  readonly checkpointId: number;
-  readonly status: CheckpointStatus;
-  readonly savepoint: boolean;
-  /** set when this checkpoint is a savepoint asked for by a user */
-  readonly savepointId?: string;
-  readonly expected: number;
-  readonly acks: number;
-  /** every expected instance acked (by identity; by count on records without `members`) */
-  readonly complete?: boolean;
-  /** expected instances that have not acked (records without `members`: undefined) */
-  readonly missing?: readonly string[];
-  readonly topology: readonly number[];
-  readonly startedAt: string;
-  readonly endedAt?: string;
-  readonly durationMs?: number;
-  readonly reason?: string;
-  /** per instance: bytes and keys flushed, replay point, delta (committed checkpoints) */
-  readonly instances?: Readonly<Record<string, InstanceCheckpointStats>>;
-  /** total delta bytes and dirty keys flushed by every instance */
-  readonly bytes?: number;
-  readonly keys?: number;
-  /** set on the checkpoint a restore creates */
-  readonly restoredFrom?: string;
-  /** stages whose input stream is resharded once this checkpoint completes */
-  readonly reshard?: readonly number[];
-}
-
-export type SavepointStatus = 'REQUESTED' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
-
-export interface SavepointRecord {
-  readonly id: string;
-  readonly status: SavepointStatus;
-  /** stop the job once the savepoint is complete (no further checkpoint is taken) */
-  readonly stop: boolean;
-  readonly requestedAt: string;
-  readonly checkpointId?: number;
-  readonly completedAt?: string;
-  /** `savepoints/<id>/` in the job's bucket */
-  readonly location?: string;
-  readonly rows?: number;
-  readonly timers?: number;
-  readonly bytes?: number;
-  readonly reason?: string;
-}
+export { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
+export type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, SavepointRecord, SavepointStatus } from './records.js';
 
 export interface CoordinatorOptions {
-  /** the data bucket (deltas, savepoints); @default names.bucket */
-  readonly bucket?: string;
   readonly telemetry?: Telemetry;
 }
 
@@ -129,30 +53,23 @@ export interface StallReport {
 /** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
 export const CHECKPOINT_HISTORY = 100;
 
-/** Something that publishes staged sink outputs when a checkpoint commits. */
-export interface CommitTarget {
-  publish(checkpointId: number): number | Promise<number>;
-}
-
 export class Coordinator {
-  private readonly shards: KinesisShardDirectory;
   /** in-place rescales of a running stage (see rescale.ts) */
   readonly rescales: InPlaceRescale;
 
   constructor(
     private readonly plan: Plan,
     private readonly names: ResourceNames,
-    private readonly clients: AwsClients,
+    readonly ports: CoordinatorPorts,
     private readonly commitTargets: readonly CommitTarget[] = [],
     private readonly now: () => Date = () => new Date(),
     private readonly options: CoordinatorOptions = {},
   ) {
-    this.shards = new KinesisShardDirectory(clients);
-    this.rescales = new InPlaceRescale(plan, names, clients, now);
+    this.rescales = new InPlaceRescale(plan, names, ports.store, ports.scaler, now);
   }
 
-  private get bucket(): string {
-    return this.options.bucket ?? this.names.bucket;
+  private get store() {
+    return this.ports.store;
   }
 
   async run(input: CoordinatorTaskInput): Promise<unknown> {
@@ -178,17 +95,12 @@ export class Coordinator {
     }
   }
 
-  private get table(): string {
-    return this.names.controlTable;
-  }
-
   async allocate(savepoint = false): Promise<AllocateOutput> {
-    const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
+    const state = await this.store.readState();
     // a task that died half-way (allocate between its two writes, a commit or an abort after its
     // first write) left its checkpoint open: finish its sequence first
-    if (await this.finishLeftOvers(state.Item)) return this.allocate(savepoint);
-    const last = (state.Item?.last as number | undefined) ?? 0;
-    const open = openOf(state.Item);
+    if (await this.finishLeftOvers(state)) return this.allocate(savepoint);
+    const { last, open } = state;
     const maxOpen = this.plan.checkpoint.maxConcurrent ?? 1;
     for (const id of open) {
       // a checkpoint still open past its timeout was left by an execution that died (or whose
@@ -203,82 +115,40 @@ export class Coordinator {
     }
     if (open.length >= maxOpen) throw new CheckpointInFlightError(open[0]!);
     // a stop-with-savepoint in flight: no checkpoint may follow it
-    const stopping = state.Item?.stopping as number | undefined;
+    const { stopping, stoppedAt } = state;
     if (stopping !== undefined) throw new CheckpointInFlightError(stopping, `no checkpoint after the stop-with-savepoint ${stopping}`);
-    const stoppedAt = state.Item?.stoppedAt as number | undefined;
     if (stoppedAt !== undefined) throw new JobStoppedError(stoppedAt);
     const n = last + 1;
     // a stream being resharded takes no checkpoint until its new shards are open
     const step = await this.rescales.beforeAllocate(async (id) => (await this.get(id))?.status);
     if (!step.proceed) throw new CheckpointInFlightError(n, `no checkpoint yet: ${step.why}`);
     // a savepoint asked for by a user turns this checkpoint into one
-    const request = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConsistentRead: true }));
-    const savepointId = request.Item?.id as string | undefined;
+    const request = await this.store.getSavepointRequest();
+    const savepointId = request?.id;
     if (savepointId !== undefined) savepoint = true;
-    const stop = savepointId !== undefined && request.Item?.stop === true;
+    const stop = savepointId !== undefined && request?.stop === true;
     const { topology, members } = await this.openInstances();
     await this.noticeSourceReshard(last, members);
-    try {
-      await this.clients.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: 'coordinator', sk: 'state' },
-          // `open` holds the checkpoints in flight (at most maxConcurrent)
-          UpdateExpression: `SET #last = :n${stop ? ', stopping = :n' : ''} ADD #open :ns`,
-          ConditionExpression:
-            '(attribute_not_exists(#last) OR #last = :prev) AND (attribute_not_exists(#open) OR size(#open) < :max) AND attribute_not_exists(stoppedAt) AND attribute_not_exists(stopping)',
-          ExpressionAttributeNames: { '#last': 'last', '#open': 'open' },
-          ExpressionAttributeValues: { ':n': n, ':prev': last, ':ns': new Set([n]), ':max': maxOpen },
-        }),
-      );
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new CheckpointInFlightError(n);
-      throw err;
-    }
+    // `open` holds the checkpoints in flight (at most maxConcurrent)
+    if (!(await this.store.openNext(n, last, maxOpen, stop))) throw new CheckpointInFlightError(n);
     // n is open now; its record may only be created, never overwrite one an abort wrote meanwhile
-    // (a later task aborts an open checkpoint without a record: see finishLeftOvers). The SDK's own
-    // retry of this write finds its own record (same startedAt) and succeeds.
+    // (a later task aborts an open checkpoint without a record: see finishLeftOvers). A retry of
+    // this write finds its own record (same startedAt) and succeeds.
     const startedAt = this.now().toISOString();
-    try {
-      await this.clients.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: 'checkpoint', sk: pad(n) },
-          UpdateExpression: `SET #status = :s, #expected = :e, #members = :m, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}${step.reshard.length ? ', reshard = :rs' : ''}`,
-          ConditionExpression: 'attribute_not_exists(#status) OR (#status = :s AND startedAt = :now)',
-          ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#members': 'members', '#topology': 'topology', '#savepoint': 'savepoint' },
-          ExpressionAttributeValues: {
-            ':s': 'IN_FLIGHT',
-            ':e': members.length,
-            ':m': new Set(members),
-            ':t': topology,
-            ':now': startedAt,
-            ':sp': savepoint,
-            ...(savepointId !== undefined ? { ':spid': savepointId } : {}),
-            ...(step.reshard.length ? { ':rs': step.reshard } : {}),
-          },
-        }),
-      );
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new CheckpointInFlightError(n, `checkpoint ${n} was aborted before its allocate wrote its record`);
-      throw err;
-    }
+    const created = await this.store.createCheckpoint({
+      checkpointId: n,
+      members,
+      topology,
+      startedAt,
+      savepoint,
+      ...(savepointId !== undefined ? { savepointId } : {}),
+      ...(step.reshard.length ? { reshard: step.reshard } : {}),
+    });
+    if (!created) throw new CheckpointInFlightError(n, `checkpoint ${n} was aborted before its allocate wrote its record`);
     if (step.reshard.length) await this.rescales.announced(n);
     if (savepointId !== undefined) {
-      await this.clients.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: 'savepoint', sk: savepointId },
-          UpdateExpression: 'SET #status = :s, checkpointId = :n',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':s': 'IN_PROGRESS', ':n': n },
-        }),
-      );
-      await this.clients.doc.send(
-        new DeleteCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConditionExpression: 'id = :id', ExpressionAttributeValues: { ':id': savepointId } }),
-      ).catch((err: unknown) => {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err;
-      });
+      await this.store.updateSavepoint(savepointId, { status: 'IN_PROGRESS', checkpointId: n });
+      await this.store.deleteSavepointRequest(savepointId);
     }
     return { checkpointId: n };
   }
@@ -300,35 +170,16 @@ export class Coordinator {
     const stop = options.stop ?? false;
     let record: SavepointRecord = { id, status: 'REQUESTED', stop, requestedAt: at.toISOString() };
     let retried = false;
-    try {
-      await this.clients.doc.send(
-        new PutCommand({ TableName: this.table, Item: { pk: 'savepoint', sk: id, ...record }, ConditionExpression: 'attribute_not_exists(pk)' }),
-      );
-    } catch (err) {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    if (!(await this.store.createSavepoint(record))) {
       const existing = await this.getSavepoint(id);
       // a request that died between its writes (or lost an answer): finish it, as first asked
       if (existing?.status !== 'REQUESTED' || existing.stop !== stop) throw new SluiceError(`savepoint "${id}" already exists`, 'SAVEPOINT_EXISTS');
       record = existing;
       retried = true;
     }
-    try {
-      await this.clients.doc.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { pk: 'coordinator', sk: 'savepoint-request', id, stop: record.stop, requestedAt: record.requestedAt },
-          ConditionExpression: 'attribute_not_exists(pk) OR id = :id',
-          ExpressionAttributeValues: { ':id': id },
-        }),
-      );
-    } catch (err) {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
+    if (!(await this.store.putSavepointRequest({ id, stop: record.stop, requestedAt: record.requestedAt }))) {
       // another request waits: drop this record (a crash before the delete leaves it REQUESTED, which a retry takes over)
-      await this.clients.doc.send(
-        new DeleteCommand({ TableName: this.table, Key: { pk: 'savepoint', sk: id }, ConditionExpression: '#status = :s', ExpressionAttributeNames: { '#status': 'status' }, ExpressionAttributeValues: { ':s': 'REQUESTED' } }),
-      ).catch((e: unknown) => {
-        if (!(e instanceof ConditionalCheckFailedException)) throw e;
-      });
+      await this.store.dropRequestedSavepoint(id);
       throw new SluiceError('another savepoint request is still waiting for a checkpoint', 'SAVEPOINT_PENDING', true);
     }
     if (retried) {
@@ -336,11 +187,7 @@ export class Coordinator {
       // write put it back — a request whose record moved on would turn a second checkpoint into it
       const now = await this.getSavepoint(id);
       if (now && now.status !== 'REQUESTED') {
-        await this.clients.doc.send(
-          new DeleteCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'savepoint-request' }, ConditionExpression: 'id = :id', ExpressionAttributeValues: { ':id': id } }),
-        ).catch((e: unknown) => {
-          if (!(e instanceof ConditionalCheckFailedException)) throw e;
-        });
+        await this.store.deleteSavepointRequest(id);
         return now;
       }
     }
@@ -348,12 +195,11 @@ export class Coordinator {
   }
 
   async getSavepoint(id: string): Promise<SavepointRecord | undefined> {
-    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'savepoint', sk: id }, ConsistentRead: true }));
-    return r.Item ? toSavepoint(r.Item) : undefined;
+    return this.store.getSavepoint(id);
   }
 
   async listSavepoints(): Promise<SavepointRecord[]> {
-    return (await this.queryPartition('savepoint')).map(toSavepoint).sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
+    return (await this.store.listSavepoints()).sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
   }
 
   /** Puts barrier n into every open shard of every source stream. Safe to repeat: sources ignore old barriers. */
@@ -372,14 +218,8 @@ export class Coordinator {
     for (const stage of this.plan.stages) {
       if (stage.input.kind !== 'source') continue;
       const stream = this.names.streamOf(stage);
-      const open = await this.shards.openShards(stream);
-      await Promise.all(
-        open.map((s) =>
-          withThrottleRetry(() =>
-            this.clients.kinesis.send(new PutRecordCommand({ StreamName: stream, PartitionKey: 'barrier', ExplicitHashKey: s.startingHashKey, Data: data })),
-          ),
-        ),
-      );
+      const open = await this.ports.shards.openShards(stream);
+      await Promise.all(open.map((s) => this.ports.injector.putControl(stream, s, data)));
       shards += open.length;
     }
     return { checkpointId: n, shards };
@@ -387,20 +227,8 @@ export class Coordinator {
 
   /** Stores the task token; if every ack is already in, wakes the workflow itself. */
   async await(n: number, taskToken: string): Promise<{ checkpointId: number }> {
-    const r = await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: 'SET taskToken = :t',
-        ExpressionAttributeValues: { ':t': taskToken },
-        ReturnValues: 'ALL_NEW',
-      }),
-    );
-    if (ackState(r.Attributes).complete) {
-      await this.clients.sfn.send(new SendTaskSuccessCommand({ taskToken, output: JSON.stringify({ checkpointId: n }) })).catch((err: unknown) => {
-        if ((err as { name?: string }).name !== 'TaskTimedOut' && (err as { name?: string }).name !== 'InvalidToken') throw err;
-      });
-    }
+    // an answered or timed-out token is ignored by the notifier
+    if (await this.store.setTaskToken(n, taskToken)) await this.ports.notifier.succeed(taskToken, { checkpointId: n });
     return { checkpointId: n };
   }
 
@@ -429,48 +257,22 @@ export class Coordinator {
   private async finishJobIfDone(n: number, ck: CheckpointRecord, pointers: Map<string, SnapshotPointer>): Promise<void> {
     const mine = [...pointers.values()].filter((p) => p.checkpointId === n);
     if (mine.length < ck.expected || !mine.every((p) => p.meta.finished === true)) return;
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'coordinator', sk: 'state' },
-        UpdateExpression: 'SET finishedAt = :n, stoppedAt = if_not_exists(stoppedAt, :n)',
-        ExpressionAttributeValues: { ':n': n },
-      }),
-    );
+    await this.store.markFinished(n);
     this.options.telemetry?.log('info', 'the job read all of its bounded input and finished', { checkpointId: n });
   }
 
   /** Whether the job stopped (stop-with-savepoint) or finished (end of bounded input), and at which checkpoint. */
   async jobStatus(): Promise<{ stoppedAt?: number; finishedAt?: number }> {
-    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
-    const item = r.Item ?? {};
+    const s = await this.store.readState();
     return {
-      ...(typeof item.stoppedAt === 'number' ? { stoppedAt: item.stoppedAt } : {}),
-      ...(typeof item.finishedAt === 'number' ? { finishedAt: item.finishedAt } : {}),
+      ...(s.stoppedAt !== undefined ? { stoppedAt: s.stoppedAt } : {}),
+      ...(s.finishedAt !== undefined ? { finishedAt: s.finishedAt } : {}),
     };
   }
 
   /** The acked instances' snapshot pointers of checkpoint n (their leases point at n until n+1 starts). */
   private async pointersOf(n: number): Promise<Map<string, SnapshotPointer>> {
-    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(n) }, ConsistentRead: true }));
-    const ids = [...((r.Item?.acks as Set<string> | undefined) ?? [])].sort();
-    const out = new Map<string, SnapshotPointer>();
-    for (let i = 0; i < ids.length; i += 100) {
-      const keys = ids.slice(i, i + 100).map((id) => ({ pk: `lease#${id}`, sk: 'lease' }));
-      let pending: Array<Record<string, unknown>> = keys;
-      while (pending.length) {
-        const b = await withThrottleRetry(() =>
-          this.clients.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: pending, ConsistentRead: true } } })),
-        );
-        for (const item of b.Responses?.[this.table] ?? []) {
-          if (typeof item.snapshot !== 'string') continue;
-          const p = JSON.parse(item.snapshot) as SnapshotPointer;
-          out.set((item.pk as string).slice('lease#'.length), p);
-        }
-        pending = (b.UnprocessedKeys?.[this.table]?.Keys as Array<Record<string, unknown>> | undefined) ?? [];
-      }
-    }
-    return out;
+    return this.store.snapshotPointers(await this.store.acksOf(n));
   }
 
   /** Copies each acked instance's bytes, keys, replay point and delta of checkpoint n into its record. */
@@ -487,15 +289,7 @@ export class Coordinator {
       bytes += b ?? 0;
       keys += k ?? 0;
     }
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: 'SET instances = :i, #bytes = :b, #keys = :k',
-        ExpressionAttributeNames: { '#bytes': 'bytes', '#keys': 'keys' },
-        ExpressionAttributeValues: { ':i': JSON.stringify(instances), ':b': bytes, ':k': keys },
-      }),
-    );
+    await this.store.recordInstances(n, instances, bytes, keys);
     return pointers;
   }
 
@@ -504,38 +298,20 @@ export class Coordinator {
     if (sp?.status === 'COMPLETED' || sp?.status === 'FAILED') return;
     let m;
     try {
-      m = await writeSavepoint({ plan: this.plan, names: this.names, clients: this.clients, bucket: this.bucket }, id, n, pointers, this.now());
+      m = await this.ports.savepoints.write(id, n, pointers, this.now());
     } catch (err) {
       // state moved past n (a later checkpoint ran before this commit was retried): the savepoint
       // cannot be taken any more, but the commit must go on
       if (!(err instanceof SluiceError) || err.code !== 'SAVEPOINT_INCONSISTENT') throw err;
-      await this.clients.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: 'savepoint', sk: id },
-          UpdateExpression: 'SET #status = :s, #reason = :r',
-          ExpressionAttributeNames: { '#status': 'status', '#reason': 'reason' },
-          ExpressionAttributeValues: { ':s': 'FAILED', ':r': err.message.slice(0, 1000) },
-        }),
-      );
+      await this.store.updateSavepoint(id, { status: 'FAILED', reason: err.message.slice(0, 1000) });
       this.options.telemetry?.log('warn', 'savepoint failed', { savepointId: id, checkpointId: n, error: err.message });
       return;
     }
     if (sp?.stop) {
       // stop-with-savepoint: no checkpoint after this one
-      await this.clients.doc.send(
-        new UpdateCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, UpdateExpression: 'SET stoppedAt = :n', ExpressionAttributeValues: { ':n': n } }),
-      );
+      await this.store.markStopped(n);
     }
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'savepoint', sk: id },
-        UpdateExpression: 'SET #status = :s, completedAt = :at, #location = :loc, #rows = :r, timers = :t, #bytes = :b',
-        ExpressionAttributeNames: { '#status': 'status', '#location': 'location', '#rows': 'rows', '#bytes': 'bytes' },
-        ExpressionAttributeValues: { ':s': 'COMPLETED', ':at': this.now().toISOString(), ':loc': `s3://${this.bucket}/savepoints/${id}/`, ':r': m.rows, ':t': m.timers, ':b': m.bytes },
-      }),
-    );
+    await this.store.updateSavepoint(id, { status: 'COMPLETED', completedAt: this.now().toISOString(), location: m.location, rows: m.rows, timers: m.timers, bytes: m.bytes });
     this.options.telemetry?.log('info', 'savepoint written', { savepointId: id, checkpointId: n, rows: m.rows, timers: m.timers });
   }
 
@@ -552,45 +328,18 @@ export class Coordinator {
     let deleted = 0;
     let kept = 0;
     for (const stage of this.plan.stages) {
-      const shards = await listAllShards(this.clients, this.names.streamOf(stage));
+      const shards = await this.ports.shards.allShards(this.names.streamOf(stage));
       for (const shard of shards) {
         const id = instanceIdOf(stage.id, shard.shardId);
-        const lease = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${id}`, sk: 'lease' }, ConsistentRead: true }));
-        const pointer = typeof lease.Item?.snapshot === 'string' ? (JSON.parse(lease.Item.snapshot) as SnapshotPointer) : undefined;
-        // inline deltas in the control table
-        const inline: number[] = [];
-        let start: Record<string, unknown> | undefined;
-        do {
-          const r = await this.clients.doc.send(
-            new QueryCommand({
-              TableName: this.table,
-              KeyConditionExpression: 'pk = :pk',
-              ExpressionAttributeValues: { ':pk': `delta#${id}` },
-              ProjectionExpression: 'sk',
-              ConsistentRead: true,
-              ...(start ? { ExclusiveStartKey: start } : {}),
-            }),
-          );
-          for (const item of r.Items ?? []) inline.push(Number(item.sk));
-          start = r.LastEvaluatedKey;
-        } while (start);
-        // large deltas in S3
-        const objects = new Map<number, string>();
-        const prefix = `deltas/${id.replace(':', '/')}/`;
-        let token: string | undefined;
-        do {
-          const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ...(token ? { ContinuationToken: token } : {}) }));
-          for (const o of r.Contents ?? []) {
-            const k = Number(o.Key!.slice(prefix.length).replace(/\.bin$/, ''));
-            if (Number.isInteger(k)) objects.set(k, o.Key!);
-          }
-          token = r.IsTruncated ? r.NextContinuationToken : undefined;
-        } while (token);
+        const pointer = await this.store.snapshotPointer(id);
+        // small deltas inline in the control table, large ones as objects
+        const inline = await this.store.inlineDeltas(id);
+        const objects = await this.ports.deltas.list(id);
         const del = deltasToDelete([...inline, ...objects.keys()], { retained, pointer: pointer?.checkpointId, latestCompleted: latest });
         for (const k of del) {
-          if (inline.includes(k)) await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: `delta#${id}`, sk: pad(k) } }));
+          if (inline.includes(k)) await this.store.deleteInlineDelta(id, k);
           const key = objects.get(k);
-          if (key) await this.clients.s3.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+          if (key) await this.ports.deltas.delete(key);
           deleted++;
         }
         kept += inline.length + objects.size - del.length;
@@ -599,7 +348,7 @@ export class Coordinator {
     // checkpoint records beyond the history
     for (const c of all.slice(0, Math.max(0, all.length - CHECKPOINT_HISTORY))) {
       if (c.savepoint || retained.has(c.checkpointId)) continue;
-      await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(c.checkpointId) } }));
+      await this.store.deleteCheckpoint(c.checkpointId);
     }
     return { deleted, kept };
   }
@@ -620,18 +369,7 @@ export class Coordinator {
     if (ck.status === 'IN_FLIGHT') await this.finish(n, 'ABORTED', ck, why);
     if (ck?.savepointId !== undefined) {
       // the savepoint failed with its checkpoint; a stop it asked for does not happen
-      await this.clients.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: { pk: 'savepoint', sk: ck.savepointId },
-          UpdateExpression: 'SET #status = :s, #reason = :r',
-          ConditionExpression: '#status <> :done',
-          ExpressionAttributeNames: { '#status': 'status', '#reason': 'reason' },
-          ExpressionAttributeValues: { ':s': 'FAILED', ':r': `checkpoint ${n} was aborted`, ':done': 'COMPLETED' },
-        }),
-      ).catch((err: unknown) => {
-        if (!(err instanceof ConditionalCheckFailedException)) throw err;
-      });
+      await this.store.updateSavepoint(ck.savepointId, { status: 'FAILED', reason: `checkpoint ${n} was aborted` }, { unless: 'COMPLETED' });
     }
     await this.inject(n);
     await this.close(n);
@@ -645,21 +383,10 @@ export class Coordinator {
    * Undefined when n is not open (nothing to deliver).
    */
   private async recordAborted(n: number, reason: string): Promise<CheckpointRecord | undefined> {
-    const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
-    if (!openOf(state.Item).includes(n)) return undefined;
+    if (!(await this.store.readState()).open.includes(n)) return undefined;
     const { topology, members } = await this.openInstances();
-    const at = this.now().toISOString();
-    try {
-      await this.clients.doc.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { pk: 'checkpoint', sk: pad(n), status: 'ABORTED', savepoint: false, expected: members.length, members: new Set(members), topology, startedAt: at, endedAt: at, durationMs: 0, reason },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
-    } catch (err) {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err; // its allocate wrote it after all
-    }
+    // unless its allocate wrote it after all
+    await this.store.createAbortedCheckpoint({ checkpointId: n, members, topology, startedAt: this.now().toISOString(), reason });
     return this.get(n);
   }
 
@@ -668,16 +395,16 @@ export class Coordinator {
    * IN_FLIGHT (or has no record) is committed again (COMPLETED) or aborted again (otherwise), and a
    * stop held for a checkpoint no longer open is lifted. True when it did anything.
    */
-  private async finishLeftOvers(item: Record<string, unknown> | undefined): Promise<boolean> {
+  private async finishLeftOvers(state: CoordinatorState): Promise<boolean> {
     let did = false;
-    for (const n of openOf(item)) {
+    for (const n of state.open) {
       const ck = await this.get(n);
       if (ck?.status === 'IN_FLIGHT') continue;
       await this.finishLeftOver(n, ck);
       did = true;
     }
-    const stopping = item?.stopping;
-    if (typeof stopping === 'number' && !openOf(item).includes(stopping)) {
+    const stopping = state.stopping;
+    if (stopping !== undefined && !state.open.includes(stopping)) {
       await this.liftStop(stopping);
       did = true;
     }
@@ -699,8 +426,7 @@ export class Coordinator {
    */
   private async noticeSourceReshard(previous: number, members: readonly string[]): Promise<void> {
     if (previous < 1) return;
-    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(previous) }, ConsistentRead: true, ProjectionExpression: 'members' }));
-    const before = r.Item?.members as Set<string> | undefined;
+    const before = await this.store.membersOf(previous);
     if (!before) return;
     const rescaling = (await this.rescales.get())?.stage;
     for (const stage of this.plan.stages) {
@@ -721,30 +447,14 @@ export class Coordinator {
 
   /** Open shards of every stage's input stream now: shards per stage, and the instance ids. */
   private async openInstances(): Promise<{ topology: number[]; members: string[] }> {
-    const shards = await Promise.all(this.plan.stages.map(async (s) => (await this.shards.openShards(this.names.streamOf(s))).map((x) => instanceIdOf(s.id, x.shardId))));
+    const shards = await Promise.all(this.plan.stages.map(async (s) => (await this.ports.shards.openShards(this.names.streamOf(s))).map((x) => instanceIdOf(s.id, x.shardId))));
     return { topology: shards.map((x) => x.length), members: shards.flat() };
   }
 
-  private async finish(n: number, status: CheckpointStatus, ck: CheckpointRecord, reason?: string): Promise<void> {
+  private async finish(n: number, status: 'COMPLETED' | 'ABORTED', ck: CheckpointRecord, reason?: string): Promise<void> {
     const end = this.now();
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'checkpoint', sk: pad(n) },
-        UpdateExpression: `SET #status = :s, endedAt = :end, durationMs = :d${reason ? ', #reason = :r' : ''} REMOVE taskToken`,
-        ConditionExpression: '#status = :inflight',
-        ExpressionAttributeNames: { '#status': 'status', ...(reason ? { '#reason': 'reason' } : {}) },
-        ExpressionAttributeValues: {
-          ':s': status,
-          ':end': end.toISOString(),
-          ':d': end.getTime() - Date.parse(ck.startedAt),
-          ':inflight': 'IN_FLIGHT',
-          ...(reason ? { ':r': reason } : {}),
-        },
-      }),
-    ).catch((err: unknown) => {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err; // finished by an earlier try
-    });
+    // a no-op when an earlier try finished it
+    await this.store.finishCheckpoint(n, { status, endedAt: end.toISOString(), durationMs: end.getTime() - Date.parse(ck.startedAt), ...(reason ? { reason } : {}) });
   }
 
   /**
@@ -754,30 +464,11 @@ export class Coordinator {
    */
   private async close(n: number): Promise<void> {
     await this.liftStop(n);
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'coordinator', sk: 'state' },
-        // `inFlight`: the single open checkpoint as earlier versions recorded it
-        UpdateExpression: 'DELETE #open :ns REMOVE inFlight',
-        ExpressionAttributeNames: { '#open': 'open' },
-        ExpressionAttributeValues: { ':ns': new Set([n]) },
-      }),
-    );
+    await this.store.closeOpen(n);
   }
 
   private async liftStop(n: number): Promise<void> {
-    await this.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: { pk: 'coordinator', sk: 'state' },
-        UpdateExpression: 'REMOVE stopping',
-        ConditionExpression: 'stopping = :n',
-        ExpressionAttributeValues: { ':n': n },
-      }),
-    ).catch((err: unknown) => {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
-    });
+    await this.store.liftStop(n);
   }
 
   /**
@@ -785,9 +476,9 @@ export class Coordinator {
    * is complete, and aborts those past their timeout. Returns what stays open, oldest first.
    */
   async settle(): Promise<SettleOutput> {
-    const state = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }));
+    const state = await this.store.readState();
     const still: number[] = [];
-    for (const n of openOf(state.Item)) {
+    for (const n of state.open) {
       const ck = await this.get(n);
       if (!ck || ck.status !== 'IN_FLIGHT') await this.finishLeftOver(n, ck);
       else if (ck.complete ?? ck.acks >= ck.expected) await this.commit(n);
@@ -816,8 +507,7 @@ export class Coordinator {
     const last = recent[recent.length - 1]!;
     const waiting: Array<{ instance: string; lastSnapshot: number }> = [];
     for (const instance of common) {
-      const lease = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${instance}`, sk: 'lease' }, ConsistentRead: true }));
-      const pointer = typeof lease.Item?.snapshot === 'string' ? (JSON.parse(lease.Item.snapshot) as SnapshotPointer) : undefined;
+      const pointer = await this.store.snapshotPointer(instance);
       const lastSnapshot = pointer?.checkpointId ?? 0;
       if (lastSnapshot < first) waiting.push({ instance, lastSnapshot });
     }
@@ -842,93 +532,11 @@ export class Coordinator {
   }
 
   async get(n: number): Promise<CheckpointRecord | undefined> {
-    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'checkpoint', sk: pad(n) }, ConsistentRead: true }));
-    return r.Item ? toRecord(r.Item) : undefined;
+    return this.store.getCheckpoint(n);
   }
 
   /** Every checkpoint record, oldest first. */
   async list(): Promise<CheckpointRecord[]> {
-    return (await this.queryPartition('checkpoint')).map(toRecord);
+    return this.store.listCheckpoints();
   }
-
-  /** Every item of one partition of the control table, in sort-key order (consistent reads, paged). */
-  private async queryPartition(pk: string): Promise<Array<Record<string, unknown>>> {
-    const out: Array<Record<string, unknown>> = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const r = await this.clients.doc.send(
-        new QueryCommand({
-          TableName: this.table,
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': pk },
-          ConsistentRead: true,
-          ...(start ? { ExclusiveStartKey: start } : {}),
-        }),
-      );
-      out.push(...(r.Items ?? []));
-      start = r.LastEvaluatedKey;
-    } while (start);
-    return out;
-  }
-}
-
-function toSavepoint(item: Record<string, unknown>): SavepointRecord {
-  const opt = (k: string) => (item[k] !== undefined ? { [k]: item[k] } : {});
-  return {
-    id: item.sk as string,
-    status: item.status as SavepointStatus,
-    stop: item.stop === true,
-    requestedAt: item.requestedAt as string,
-    ...opt('checkpointId'),
-    ...opt('completedAt'),
-    ...opt('location'),
-    ...opt('rows'),
-    ...opt('timers'),
-    ...opt('bytes'),
-    ...opt('reason'),
-  } as SavepointRecord;
-}
-
-function toRecord(item: Record<string, unknown>): CheckpointRecord {
-  return {
-    checkpointId: Number(item.sk),
-    status: item.status as CheckpointStatus,
-    savepoint: item.savepoint === true,
-    ...(item.savepointId !== undefined ? { savepointId: item.savepointId as string } : {}),
-    ...(typeof item.instances === 'string' ? { instances: JSON.parse(item.instances) as Record<string, InstanceCheckpointStats> } : {}),
-    ...(item.bytes !== undefined ? { bytes: item.bytes as number } : {}),
-    ...(item.keys !== undefined ? { keys: item.keys as number } : {}),
-    ...(item.restoredFrom !== undefined ? { restoredFrom: item.restoredFrom as string } : {}),
-    ...(Array.isArray(item.reshard) && item.reshard.length ? { reshard: item.reshard as number[] } : {}),
-    expected: (item.expected as number | undefined) ?? 0,
-    acks: (item.acks as Set<string> | undefined)?.size ?? 0,
-    ...ackState(item),
-    topology: (item.topology as number[] | undefined) ?? [],
-    startedAt: item.startedAt as string,
-    ...(item.endedAt ? { endedAt: item.endedAt as string } : {}),
-    ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),
-    ...(item.reason ? { reason: item.reason as string } : {}),
-  };
-}
-
-/**
- * Whether a checkpoint item's ack set is complete: by the identities expected at allocate
- * (`members`), so that acks of instances nobody expected (a source stream resharded behind the
- * job's back, a child acking a checkpoint its parent was expected for) can never fill it; records
- * written before `members` existed compare counts.
- */
-export function ackState(item: Record<string, unknown> | undefined): { complete: boolean; missing?: string[] } {
-  const acks = (item?.acks as Set<string> | undefined) ?? new Set<string>();
-  const members = item?.members as Set<string> | undefined;
-  if (!members) return { complete: acks.size >= ((item?.expected as number | undefined) ?? Number.POSITIVE_INFINITY) };
-  const missing = [...members].filter((m) => !acks.has(m)).sort();
-  return { complete: missing.length === 0, missing };
-}
-
-/** The checkpoints in flight, ascending (a number set in the coordinator's state item). */
-function openOf(item: Record<string, unknown> | undefined): number[] {
-  const open = new Set([...((item?.open as Set<number> | undefined) ?? [])].map(Number));
-  // a state item written by an earlier version names its one open checkpoint `inFlight`
-  if (typeof item?.inFlight === 'number') open.add(item.inFlight);
-  return [...open].sort((a, b) => a - b);
 }

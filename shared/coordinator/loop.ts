@@ -22,23 +22,16 @@
  * name), so the state fails with the same error name whatever the Lambda integration does with a
  * function error.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
-import { ListExecutionsCommand, SendTaskFailureCommand, SendTaskHeartbeatCommand, SendTaskSuccessCommand, StartExecutionCommand } from '@aws-sdk/client-sfn';
-import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { AwsClients } from '../adapters/aws/clients.js';
-import { withThrottleRetry } from '../adapters/aws/clients.js';
-import { pad } from '../adapters/aws/dynamo-control-store.js';
-import { listAllShards } from '../adapters/aws/kinesis.js';
 import { decodeSourceControl } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import type { Telemetry } from '../runtime/ports.js';
+import type { ShardDirectory, Telemetry } from '../runtime/ports.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
+import type { CheckpointStore, ShardPeek, Workflow } from './ports.js';
 import type { CoordinatorTaskInput } from './protocol.js';
 import { CHECKPOINT_IN_FLIGHT } from './protocol.js';
-import { IDLE_KEY, LOOP_ERRORS } from './wake.js';
+import { LOOP_ERRORS } from './wake.js';
 
 export type LoopTaskInput =
   | CoordinatorTaskInput
@@ -60,10 +53,18 @@ export interface WatchdogOutput {
   readonly reason?: string;
 }
 
+/** The ports the loop runs on (beside the Coordinator's tasks). */
+export interface LoopPorts {
+  readonly store: CheckpointStore;
+  readonly workflow: Workflow;
+  readonly shards: ShardDirectory;
+  readonly peek: ShardPeek;
+}
+
 export interface CoordinatorLoopOptions {
   readonly plan: Plan;
   readonly names: ResourceNames;
-  readonly clients: AwsClients;
+  readonly ports: LoopPorts;
   /** the Coordinator's tasks (`coordinator.run`) */
   readonly run: (input: CoordinatorTaskInput) => Promise<unknown>;
   /** park the coordinator while no input arrives; @default false */
@@ -91,9 +92,6 @@ export function pauseMsOf(checkpoint: { readonly intervalMs: number; readonly mi
   return Math.max(1, Math.ceil(Math.max(checkpoint.intervalMs, checkpoint.minPauseMs) / 1000)) * 1000;
 }
 
-/** The loop's own item in the control table: a commit in progress, and an operator's stop. */
-export const LOOP_KEY = { pk: 'coordinator', sk: 'loop' } as const;
-
 class CommitRunningError extends SluiceError {
   override readonly name = CHECKPOINT_IN_FLIGHT;
   constructor(n: number) {
@@ -107,8 +105,12 @@ export class CoordinatorLoop {
     this.now = o.now ?? (() => new Date());
   }
 
-  private get table(): string {
-    return this.o.names.controlTable;
+  private get store(): CheckpointStore {
+    return this.o.ports.store;
+  }
+
+  private get workflow(): Workflow {
+    return this.o.ports.workflow;
   }
 
   async run(input: LoopTaskInput): Promise<unknown> {
@@ -133,9 +135,7 @@ export class CoordinatorLoop {
       return await work();
     } catch (err) {
       const e = err as { name?: string; message?: string };
-      await this.o.clients.sfn
-        .send(new SendTaskFailureCommand({ taskToken: token, error: (e.name ?? 'Error').slice(0, 256), cause: String(e.message ?? err).slice(0, 32_000) }))
-        .catch(ignoreClosedToken);
+      await this.workflow.fail(token, (e.name ?? 'Error').slice(0, 256), String(e.message ?? err).slice(0, 32_000)).catch(ignoreClosedToken);
       return { failed: e.name ?? 'Error' };
     }
   }
@@ -149,15 +149,13 @@ export class CoordinatorLoop {
     }
     await this.awaitRunningCommit();
     if (this.o.idle && (await this.quiet())) {
-      await this.o.clients.doc.send(new PutCommand({ TableName: this.table, Item: { ...IDLE_KEY, token, since: this.now().toISOString() } }));
+      await this.store.parkIdle(token, this.now().toISOString());
       // input that arrived while the token was being parked found no token: look once more
       if (await this.quiet()) {
         this.o.telemetry?.log('info', 'coordinator idle: no input since the last checkpoint');
         return { idle: true };
       }
-      await this.o.clients.doc
-        .send(new DeleteCommand({ TableName: this.table, Key: IDLE_KEY, ConditionExpression: '#t = :t', ExpressionAttributeNames: { '#t': 'token' }, ExpressionAttributeValues: { ':t': token } }))
-        .catch(ignoreConditionFailed);
+      await this.store.takeIdle(token);
     }
     const { checkpointId } = (await this.o.run({ action: 'allocate' })) as { checkpointId: number };
     try {
@@ -169,7 +167,7 @@ export class CoordinatorLoop {
       throw err;
     }
     const out: BeginOutput = { iteration: iteration + 1, ckpt: { checkpointId } };
-    await this.o.clients.sfn.send(new SendTaskSuccessCommand({ taskToken: token, output: JSON.stringify(out) }));
+    await this.workflow.succeed(token, out);
     return out;
   }
 
@@ -179,15 +177,8 @@ export class CoordinatorLoop {
    * of the commit, as `minPauseMs` means.
    */
   async commit(n: number, token?: string): Promise<unknown> {
-    await this.o.clients.doc.send(
-      new UpdateCommand({
-        TableName: this.table,
-        Key: LOOP_KEY,
-        UpdateExpression: 'SET committing = :n, committingAt = :at',
-        ExpressionAttributeValues: { ':n': n, ':at': this.now().toISOString() },
-      }),
-    );
-    const beat = () => (token ? this.o.clients.sfn.send(new SendTaskHeartbeatCommand({ taskToken: token })).then(() => undefined, ignoreClosedToken) : Promise.resolve());
+    await this.store.markCommitting(n, this.now().toISOString());
+    const beat = () => (token ? this.workflow.heartbeat(token).then(() => undefined, ignoreClosedToken) : Promise.resolve());
     const timer = token ? setInterval(() => void beat().catch(() => undefined), Math.max(100, this.o.pauseMs / 2)) : undefined;
     let out: unknown;
     try {
@@ -195,19 +186,17 @@ export class CoordinatorLoop {
     } finally {
       clearInterval(timer);
     }
-    await this.o.clients.doc
-      .send(new UpdateCommand({ TableName: this.table, Key: LOOP_KEY, UpdateExpression: 'REMOVE committing, committingAt', ConditionExpression: 'committing = :n', ExpressionAttributeValues: { ':n': n } }))
-      .catch(ignoreConditionFailed);
+    await this.store.clearCommitting(n);
     await beat();
     return out;
   }
 
   /** A commit still running blocks the next checkpoint; one whose function died is finished here. */
   private async awaitRunningCommit(): Promise<void> {
-    const r = await this.o.clients.doc.send(new GetCommand({ TableName: this.table, Key: LOOP_KEY, ConsistentRead: true }));
-    const n = r.Item?.committing as number | undefined;
+    const loop = await this.store.loopState();
+    const n = loop.committing;
     if (n === undefined) return;
-    const age = this.now().getTime() - Date.parse(String(r.Item?.committingAt));
+    const age = this.now().getTime() - Date.parse(String(loop.committingAt));
     if (!(age > (this.o.commitLeaseMs ?? 120_000))) throw new CommitRunningError(n);
     this.o.telemetry?.log('warn', 'finishing a commit whose function ended before it did', { checkpointId: n });
     await this.commit(n);
@@ -219,21 +208,18 @@ export class CoordinatorLoop {
    * but control records. Anything unknown (a shard without a replay point) counts as input.
    */
   async quiet(): Promise<boolean> {
-    const { doc } = this.o.clients;
-    const get = async (sk: string, pk = 'coordinator') =>
-      (await doc.send(new GetCommand({ TableName: this.table, Key: { pk, sk }, ConsistentRead: true }))).Item;
-    const state = await get('state');
-    const last = state?.last as number | undefined;
+    const state = await this.store.readState();
+    const last = state.last;
     if (!last) return false;
-    if ((state?.open as Set<number> | undefined)?.size || state?.inFlight !== undefined || state?.stopping !== undefined) return false;
-    if ((await get('savepoint-request')) || (await get('rescale'))) return false;
-    const ck = await get(pad(last), 'checkpoint');
-    if (ck?.status !== 'COMPLETED' || typeof ck.instances !== 'string') return false;
-    const instances = JSON.parse(ck.instances) as Record<string, { replayPoint?: { from: string; sequenceNumber?: string } }>;
+    if (state.open.length || state.stopping !== undefined) return false;
+    if ((await this.store.getSavepointRequest()) || (await this.store.getRescale())) return false;
+    const ck = await this.store.getCheckpoint(last);
+    if (ck?.status !== 'COMPLETED' || !ck.instances) return false;
+    const instances = ck.instances as Record<string, { replayPoint?: { from: string; sequenceNumber?: string } }>;
     for (const stage of this.o.plan.stages) {
       if (stage.input.kind !== 'source') continue;
       const stream = this.o.names.streamOf(stage);
-      const shards = (await listAllShards(this.o.clients, stream)).filter((s) => s.endingSequenceNumber === undefined);
+      const shards = await this.o.ports.shards.openShards(stream);
       for (const shard of shards) {
         const rp = instances[instanceIdOf(stage.id, shard.shardId)]?.replayPoint;
         if (rp?.from !== 'after' || !rp.sequenceNumber) return false;
@@ -245,18 +231,13 @@ export class CoordinatorLoop {
 
   /** Whether the shard holds a data record after the sequence number (a few pages at most). */
   private async inputAfter(stream: string, shardId: string, sequenceNumber: string): Promise<boolean> {
-    const { kinesis } = this.o.clients;
-    const it = await withThrottleRetry(() =>
-      kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shardId, ShardIteratorType: 'AFTER_SEQUENCE_NUMBER', StartingSequenceNumber: sequenceNumber })),
-    );
-    let iterator = it.ShardIterator;
-    for (let page = 0; iterator && page < 10; page++) {
-      const r = await withThrottleRetry(() => kinesis.send(new GetRecordsCommand({ ShardIterator: iterator!, Limit: 100 })));
-      if ((r.Records ?? []).some((rec) => rec.Data && decodeSourceControl(rec.Data) === undefined)) return true;
-      if (!r.MillisBehindLatest) return false;
-      iterator = r.NextShardIterator;
+    let page = 0;
+    for await (const p of this.o.ports.peek.pagesAfter(stream, shardId, sequenceNumber)) {
+      if (p.records.some((data) => decodeSourceControl(data) === undefined)) return true;
+      if (p.caughtUp) return false;
+      if (++page >= 10) break;
     }
-    // still behind after the pages read: assume input rather than sleep through it
+    // still behind after the pages read (or the shard ended): assume input rather than sleep through it
     return true;
   }
 
@@ -264,15 +245,13 @@ export class CoordinatorLoop {
   async watchdog(): Promise<WatchdogOutput> {
     const arn = this.o.stateMachineArn;
     if (!arn) throw new SluiceError('the watchdog needs the state machine ARN (SLUICE_STATE_MACHINE_ARN)', 'BAD_INPUT');
-    const running = await this.o.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: arn, statusFilter: 'RUNNING', maxResults: 1 }));
-    if (running.executions?.length) return { running: true };
-    const { doc } = this.o.clients;
-    const state = (await doc.send(new GetCommand({ TableName: this.table, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true }))).Item;
-    const loop = (await doc.send(new GetCommand({ TableName: this.table, Key: LOOP_KEY, ConsistentRead: true }))).Item;
+    if (await this.workflow.running(arn)) return { running: true };
+    const state = await this.store.readState();
+    const loop = await this.store.loopState();
     const reason =
-      loop?.stopped !== undefined ? `stopped by an operator at ${String(loop.stopped)}` :
-      state?.finishedAt !== undefined ? `finished at checkpoint ${String(state.finishedAt)}` :
-      state?.stoppedAt !== undefined ? `stopped with a savepoint at checkpoint ${String(state.stoppedAt)}` : undefined;
+      loop.stopped !== undefined ? `stopped by an operator at ${loop.stopped}` :
+      state.finishedAt !== undefined ? `finished at checkpoint ${state.finishedAt}` :
+      state.stoppedAt !== undefined ? `stopped with a savepoint at checkpoint ${state.stoppedAt}` : undefined;
     if (reason) return { running: false, reason };
     const started = await this.startExecution('watchdog');
     this.o.telemetry?.log('warn', 'no coordinator execution was running: started one', { executionArn: started });
@@ -281,32 +260,15 @@ export class CoordinatorLoop {
 
   private async startExecution(why: 'continue' | 'watchdog'): Promise<string> {
     const name = `${why}-${this.now().getTime()}-${Math.random().toString(36).slice(2, 8)}`;
-    const r = await this.o.clients.sfn.send(new StartExecutionCommand({ stateMachineArn: this.o.stateMachineArn!, name, input: JSON.stringify({ iteration: 0 }) }));
-    return r.executionArn!;
+    return this.workflow.start(this.o.stateMachineArn!, name, { iteration: 0 });
   }
 
   private async fail(token: string, error: string, cause: string): Promise<void> {
-    await this.o.clients.sfn.send(new SendTaskFailureCommand({ taskToken: token, error, cause })).catch(ignoreClosedToken);
+    await this.workflow.fail(token, error, cause).catch(ignoreClosedToken);
   }
-}
-
-/** Records an operator's stop (the watchdog leaves the job alone) or lifts it. */
-export async function setOperatorStop(clients: AwsClients, names: ResourceNames, stopped: boolean, at = new Date()): Promise<void> {
-  await clients.doc.send(
-    new UpdateCommand({
-      TableName: names.controlTable,
-      Key: LOOP_KEY,
-      UpdateExpression: stopped ? 'SET stopped = :at' : 'REMOVE stopped',
-      ...(stopped ? { ExpressionAttributeValues: { ':at': at.toISOString() } } : {}),
-    }),
-  );
 }
 
 function ignoreClosedToken(err: unknown): void {
   const name = (err as { name?: string }).name;
   if (name !== 'TaskTimedOut' && name !== 'InvalidToken' && name !== 'TaskDoesNotExist') throw err;
-}
-
-function ignoreConditionFailed(err: unknown): void {
-  if (!(err instanceof ConditionalCheckFailedException)) throw err;
 }

@@ -1,8 +1,10 @@
 /**
  * The contract between the coordinator state machine (defined once, in CDK) and the coordinator
  * function that performs its tasks. The state machine passes `CoordinatorTaskInput` as the Lambda
- * payload; the function answers with the matching output.
+ * payload; the function answers with the matching output or fails with one of the errors below.
+ * Commit targets (what publishes staged sink outputs) plug into the commit task.
  */
+import { SluiceError } from '../util/errors.js';
 
 export type CoordinatorTaskInput =
   /** allocate the next checkpoint id; fails with CheckpointInFlightError if one is still open */
@@ -48,3 +50,25 @@ export interface AbortOutput {
 
 /** Name of the error a Lambda task throws when a checkpoint is already in flight (retried by the state machine). */
 export const CHECKPOINT_IN_FLIGHT = 'CheckpointInFlightError';
+
+/** A checkpoint is still open (or none may start yet): the state machine retries allocate. */
+export class CheckpointInFlightError extends SluiceError {
+  override readonly name = CHECKPOINT_IN_FLIGHT;
+  constructor(n: number, why?: string) {
+    super(why ?? `checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
+  }
+}
+
+/** A stop-with-savepoint was taken: the job takes no further checkpoints until it is restored. */
+export class JobStoppedError extends SluiceError {
+  // the state machine retries this name with backoff (then fails): the operator stops the workflow meanwhile
+  override readonly name = CHECKPOINT_IN_FLIGHT;
+  constructor(n: number) {
+    super(`the job was stopped with a savepoint at checkpoint ${n}: restore it to go on`, 'JOB_STOPPED', true);
+  }
+}
+
+/** Something that publishes staged sink outputs when a checkpoint commits. */
+export interface CommitTarget {
+  publish(checkpointId: number): number | Promise<number>;
+}

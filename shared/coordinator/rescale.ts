@@ -16,28 +16,13 @@
  * for its own key groups (StageRunner.inheritFromParents). A checkpoint n that aborts sends the
  * request back to phase 1.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { DescribeStreamSummaryCommand, UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
-import { DeleteCommand, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { AwsClients } from '../adapters/aws/clients.js';
-import { withThrottleRetry } from '../adapters/aws/clients.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { SluiceError } from '../util/errors.js';
+import type { CheckpointStore, StreamScaler } from './ports.js';
+import type { RescalePhase, RescaleRecord } from './records.js';
 
-export type RescalePhase = 'requested' | 'draining' | 'resharding' | 'done';
-
-export interface RescaleRecord {
-  readonly stage: string;
-  readonly fromShards: number;
-  readonly toShards: number;
-  readonly phase: RescalePhase;
-  readonly requestedAt: string;
-  /** the checkpoint whose barriers announced the reshard */
-  readonly checkpointId?: number;
-  readonly reshardedAt?: string;
-  readonly finishedAt?: string;
-}
+export type { RescalePhase, RescaleRecord } from './records.js';
 
 /** What allocate must do about a rescale in progress. */
 export type RescaleStep =
@@ -46,19 +31,14 @@ export type RescaleStep =
   /** start no checkpoint now (the stream is being resharded) */
   | { readonly proceed: false; readonly why: string };
 
-const KEY = { pk: 'coordinator', sk: 'rescale' };
-
 export class InPlaceRescale {
   constructor(
     private readonly plan: Plan,
     private readonly names: ResourceNames,
-    private readonly clients: AwsClients,
+    private readonly store: CheckpointStore,
+    private readonly scaler: StreamScaler,
     private readonly now: () => Date,
   ) {}
-
-  private get table(): string {
-    return this.names.controlTable;
-  }
 
   /**
    * Asks for the input stream of `stageId` to be resharded to `shards` at the next checkpoint
@@ -76,27 +56,12 @@ export class InPlaceRescale {
       throw new SluiceError(`Kinesis reshards a stream to between half and double its shards in one step: ${current.open} → ${shards} is out of range; rescale in steps`, 'BAD_INPUT');
     }
     const record: RescaleRecord = { stage: stageId, fromShards: current.open, toShards: shards, phase: 'requested', requestedAt: this.now().toISOString() };
-    try {
-      await this.clients.doc.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: { ...KEY, ...record },
-          ConditionExpression: 'attribute_not_exists(pk) OR phase = :done',
-          ExpressionAttributeValues: { ':done': 'done' },
-        }),
-      );
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new SluiceError('another rescale is still in progress', 'RESCALE_PENDING', true);
-      throw err;
-    }
+    if (!(await this.store.createRescale(record))) throw new SluiceError('another rescale is still in progress', 'RESCALE_PENDING', true);
     return record;
   }
 
   async get(): Promise<RescaleRecord | undefined> {
-    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: KEY, ConsistentRead: true }));
-    if (!r.Item) return undefined;
-    const { pk: _pk, sk: _sk, ...rest } = r.Item;
-    return rest as RescaleRecord;
+    return this.store.getRescale();
   }
 
   /** Called by allocate before it starts a checkpoint: advances the rescale by one phase if it can. */
@@ -113,9 +78,7 @@ export class InPlaceRescale {
         if (status === 'COMPLETED') {
           const s = await this.describe(stream);
           if (s.status === 'ACTIVE' && s.open !== r.toShards) {
-            await withThrottleRetry(() =>
-              this.clients.kinesis.send(new UpdateShardCountCommand({ StreamName: stream, TargetShardCount: r.toShards, ScalingType: 'UNIFORM_SCALING' })),
-            );
+            await this.scaler.updateShardCount(stream, r.toShards);
           }
           await this.setPhase('resharding', { reshardedAt: this.now().toISOString() });
           return { proceed: false, why: `resharding ${stream} to ${r.toShards} shards` };
@@ -144,26 +107,14 @@ export class InPlaceRescale {
 
   /** Forgets a finished rescale (a restore from a savepoint starts without one). */
   async clear(): Promise<void> {
-    await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: KEY }));
+    await this.store.clearRescale();
   }
 
-  private async setPhase(phase: RescalePhase, extra: Record<string, unknown> = {}): Promise<void> {
-    const names: Record<string, string> = { '#phase': 'phase' };
-    const values: Record<string, unknown> = { ':p': phase };
-    let set = '#phase = :p';
-    for (const [k, v] of Object.entries(extra)) {
-      names[`#${k}`] = k;
-      values[`:${k}`] = v;
-      set += `, #${k} = :${k}`;
-    }
-    await this.clients.doc.send(
-      new UpdateCommand({ TableName: this.table, Key: KEY, UpdateExpression: `SET ${set}`, ExpressionAttributeNames: names, ExpressionAttributeValues: values }),
-    );
+  private async setPhase(phase: RescalePhase, extra: Partial<RescaleRecord> = {}): Promise<void> {
+    await this.store.updateRescale({ phase, ...extra });
   }
 
   private async describe(stream: string): Promise<{ status: string; open: number }> {
-    const r = await withThrottleRetry(() => this.clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: stream })));
-    const d = r.StreamDescriptionSummary!;
-    return { status: d.StreamStatus ?? 'UNKNOWN', open: d.OpenShardCount ?? 0 };
+    return this.scaler.describe(stream);
   }
 }

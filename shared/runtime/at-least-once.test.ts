@@ -46,7 +46,7 @@ async function runAcrossBarriers(mode: 'exactly-once' | 'at-least-once') {
   const r = new MemoryJobRunner(counting(mode), { seed: 21, environments: 1, recycleProbability: 0, batchSize: 4 });
   for (let i = 0; i < input.length; i += 20) {
     r.produce('in', input.slice(i, i + 10));
-    const { checkpointId: n } = r.coordinator.allocate();
+    const { checkpointId: n } = await r.coordinator.allocate();
     await r.coordinator.inject(n);
     r.produce('in', input.slice(i + 10, i + 20));
     await r.coordinator.await(n, `token-${n}`);

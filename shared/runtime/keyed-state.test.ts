@@ -4,7 +4,7 @@ import { valueState } from '../api/state.js';
 import { textSerializer } from '../api/serializers.js';
 import { compareRows, KeyedStateCache } from './keyed-state.js';
 import type { StateRow } from './ports.js';
-import { encodeDelta } from './stage-instance.js';
+import { encodeDelta } from '../codec/snapshot.js';
 
 const count = valueState<number>('count', { defaultValue: 0 });
 const label = valueState<string>('label', { serializer: textSerializer });

@@ -45,3 +45,22 @@ export function decodeUserRecord(bytes: Uint8Array, format: RecordFormat): unkno
       return bytes;
   }
 }
+
+/** What a source node adds to decoding: parsing the decoded value, and its event time. */
+export interface SourceFunctions {
+  parse?: (raw: unknown) => unknown;
+  timestamp?: (v: unknown) => number;
+}
+
+/**
+ * A user record's value (decoded, then parsed) and event time: the source's timestamp function's,
+ * in whole milliseconds as in Flink, else the record's arrival time. Throws on a bad record.
+ */
+export function decodeSourceValue(bytes: Uint8Array, format: RecordFormat, fns: SourceFunctions | undefined, arrival: number | undefined): { value: unknown; timestamp: number | undefined } {
+  let value = decodeUserRecord(bytes, format);
+  if (fns?.parse) value = fns.parse(value);
+  if (!fns?.timestamp) return { value, timestamp: arrival };
+  const ts = fns.timestamp(value);
+  if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
+  return { value, timestamp: Math.floor(ts) };
+}

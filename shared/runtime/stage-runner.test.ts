@@ -21,7 +21,6 @@ import type { Job } from '../api/job.js';
 import {
   createJobStreams,
   createMemoryPorts,
-  MemoryCoordinator,
   memoryDeadLetterKey,
   prng,
   throttled,
@@ -29,6 +28,7 @@ import {
   type MemoryPorts,
   type PortOp,
 } from '../adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../adapters/memory/checkpoint-store.js';
 import { decodePacket } from '../codec/envelope.js';
 import { hashKeyOfEvenShard } from '../plan/key-groups.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
@@ -38,6 +38,7 @@ import { FencedError } from '../util/errors.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
+import { handleKinesisBatch } from '../../functions/operator.js';
 
 // ------------------------------------------------------------------------------------------ the job
 
@@ -166,7 +167,7 @@ class Sim {
   readonly plan: Plan;
   readonly names: ResourceNames;
   readonly m: MemoryPorts;
-  readonly coord: MemoryCoordinator;
+  readonly coord: ReturnType<typeof memoryCoordinator>;
   readonly rand: () => number;
   readonly envs = new Map<string, Env[]>();
   readonly produced: Produced[] = [];
@@ -202,7 +203,7 @@ class Sim {
       },
     });
     createJobStreams(this.m.kinesis, this.plan, this.names);
-    this.coord = new MemoryCoordinator(this.plan, this.names, this.m.kinesis, this.m.control, this.m.notifier, [this.m.collect], () => this.ts);
+    this.coord = memoryCoordinator(this.plan, this.names, this.m, [this.m.collect], () => new Date(this.ts));
     for (const stage of this.plan.stages) {
       this.envs.set(
         stage.id,
@@ -311,10 +312,12 @@ class Sim {
   lastStarted = 0;
 
   async startCheckpoint(step = 0): Promise<number> {
-    const { checkpointId: n } = this.coord.allocate();
-    const { positions } = await this.coord.inject(n);
+    const { checkpointId: n } = await this.coord.allocate();
+    const injected = this.coord.ports.injector.injected;
+    const from = injected.length;
+    await this.coord.inject(n);
     const at = new Map<string, string>();
-    for (const [k, seq] of positions) at.set(k.slice(k.lastIndexOf('/') + 1), seq);
+    for (const b of injected.slice(from)) at.set(b.shardId, b.sequenceNumber);
     this.barrierAt.set(n, at);
     const token = `token-${n}`;
     this.inFlight = { n, since: step, token };
@@ -767,8 +770,8 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
       })),
     };
     const env = s.envs.get('s0')![0]!;
-    expect(await env.runner.handle(event)).toEqual({ batchItemFailures: [] });
-    expect(await env.runner.handle({ Records: [] })).toEqual({ batchItemFailures: [] });
+    expect(await handleKinesisBatch(env.runner, event)).toEqual({ batchItemFailures: [] });
+    expect(await handleKinesisBatch(env.runner, { Records: [] })).toEqual({ batchItemFailures: [] });
     s.cursor.set(`s0/${shardId}`, 5);
     await s.finish();
     expectNoErrors(s);

@@ -7,15 +7,13 @@
  * lease over (bumping the fence, which shuts out any zombie's writes), restores the instance's last
  * snapshot and replays its shard up to the batch. A batch that throws drops the cached instance.
  */
-import type { KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import type { Job } from '../api/job.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import { SluiceError } from '../util/errors.js';
-import { keyGroupsOfHashRange } from '../plan/key-groups.js';
-import type { RuntimePorts, ShardInfo, StoredRecord } from './ports.js';
+import type { RuntimePorts, StoredRecord } from './ports.js';
+import { ShardInheritance } from './shard-inheritance.js';
 import { compareSeq, coveredBySnapshot, replayStart } from './positions.js';
-import { instanceIdOf, StageInstance, type InstanceOptions } from './stage-instance.js';
+import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
   /** clean cached keys kept per instance between batches; @default 100_000 */
@@ -34,11 +32,27 @@ export interface BatchOutcome {
   readonly processed: number;
 }
 
+/** What a stage's engine runs on: the job, its plan and stage, the resources' names and the ports. */
+export interface StageEngineSpec extends StageSpec {
+  readonly options?: StageRunnerOptions;
+}
+
+/**
+ * The engine of one execution environment of a stage. The stage function builds it at cold start;
+ * the local runner, the in-memory runner and the benchmarks build theirs here too, so they run what
+ * a deployed function runs.
+ */
+export function createStageRunner(spec: StageEngineSpec): StageRunner {
+  return new StageRunner(spec.job, spec.plan, spec.stage, spec.names, spec.ports, spec.options);
+}
+
 export class StageRunner {
   private readonly instances = new Map<string, StageInstance>();
   /** per cached instance: the first position it ever processed (committed once with its positions) */
   private readonly origins = new Map<string, string>();
   readonly totals = { batches: 0, cacheHits: 0, cacheMisses: 0, replayed: 0 };
+  /** a child shard's start from its parents after a reshard */
+  private readonly inheritance: ShardInheritance;
 
   constructor(
     private readonly job: Job,
@@ -47,24 +61,8 @@ export class StageRunner {
     private readonly names: ResourceNames,
     private readonly ports: RuntimePorts,
     private readonly options: StageRunnerOptions = {},
-  ) {}
-
-  /** Handles one ESM batch; throws (so the ESM retries the batch) on any failure. */
-  async handle(event: KinesisStreamEvent): Promise<KinesisStreamBatchResponse> {
-    if (!event.Records.length) return { batchItemFailures: [] };
-    const first = event.Records[0]!;
-    const shardId = first.eventID.slice(0, first.eventID.indexOf(':'));
-    const records: StoredRecord[] = event.Records.map((r) => {
-      if (!r.eventID.startsWith(shardId + ':')) throw new SluiceError(`batch mixes shards ${shardId} and ${r.eventID}`, 'BATCH_INVALID');
-      return {
-        sequenceNumber: r.kinesis.sequenceNumber,
-        data: Buffer.from(r.kinesis.data, 'base64'),
-        partitionKey: r.kinesis.partitionKey,
-        approximateArrivalTimestamp: Math.round(r.kinesis.approximateArrivalTimestamp * 1000),
-      };
-    });
-    await this.run(shardId, records);
-    return { batchItemFailures: [] };
+  ) {
+    this.inheritance = new ShardInheritance({ job, plan, stage, names, ports, options });
   }
 
   /** Runs records of one shard (already in AWS's order) through the shard's instance. */
@@ -92,7 +90,7 @@ export class StageRunner {
         await inst.init();
         await inst.restore(owned.snapshot);
         if (!owned.snapshot) {
-          const inherited = await this.inheritFromParents(inst, shardId);
+          const inherited = await this.inheritance.inherit(inst, shardId);
           if (inherited) t.log('info', 'a child shard took over its parents\' state', { instance: id, parents: inherited });
         }
         if (owned.snapshot) {
@@ -159,57 +157,8 @@ export class StageRunner {
     return { records: n, ...(first !== undefined ? { first } : {}) };
   }
 
-  /**
-   * A shard without a snapshot of its own may be the child of a reshard. Its instance then starts
-   * from its parents' final state: each parent restored from its last snapshot and replayed to the
-   * end of its closed shard, keeping only the key groups the child owns. Returns the parents' ids.
-   */
-  private async inheritFromParents(inst: StageInstance, shardId: string): Promise<string[]> {
-    const shards = await this.ports.shards.allShards(this.names.streamOf(this.stage));
-    const byId = new Map(shards.map((s) => [s.shardId, s]));
-    const me = byId.get(shardId);
-    const parents = me ? parentsOf(me, byId) : [];
-    if (!me || !parents.length) return [];
-    const owned = keyGroupsOfHashRange(me.startingHashKey, me.endingHashKey, this.plan.maxParallelism);
-    inst.adoptParents(await Promise.all(parents.map((p) => this.rebuildParent(p, me, byId, owned))));
-    return parents.map((p) => p.shardId);
-  }
-
-  /** A closed shard's instance as it was at the shard's end, for the key groups of `owned`. */
-  private async rebuildParent(
-    shard: ShardInfo,
-    child: ShardInfo,
-    byId: ReadonlyMap<string, ShardInfo>,
-    owned: readonly number[],
-  ): Promise<{ instance: StageInstance; childIndex: number; children: number }> {
-    // it emits nothing: the parent wrote all of it, and dead letters, before its shard closed
-    const quiet: RuntimePorts = { ...this.ports, deadLetters: { put: async () => {} } };
-    const p = new StageInstance(this.job, this.plan, this.stage, shard.shardId, this.names, quiet, this.options);
-    p.standForChild(owned);
-    await p.init();
-    const lease = await this.ports.control.readLease(instanceIdOf(this.stage.id, shard.shardId));
-    if (lease.snapshot) await p.restore(lease.snapshot);
-    else {
-      const grandparents = parentsOf(shard, byId);
-      if (grandparents.length) p.adoptParents(await Promise.all(grandparents.map((g) => this.rebuildParent(g, shard, byId, owned))));
-    }
-    const stream = this.names.streamOf(this.stage);
-    for await (const page of this.ports.reader.read(stream, shard.shardId, replayStart(p.skipThrough, lease.snapshot ? undefined : lease.firstPosition), undefined)) {
-      await p.processRecords(page);
-      p.outbox.discard();
-    }
-    const children = [...byId.values()].filter((s) => s.parentShardId === shard.shardId || s.adjacentParentShardId === shard.shardId);
-    children.sort((a, b) => (BigInt(a.startingHashKey) < BigInt(b.startingHashKey) ? -1 : 1));
-    return { instance: p, childIndex: Math.max(0, children.findIndex((c) => c.shardId === child.shardId)), children: Math.max(1, children.length) };
-  }
-
   /** Instances cached in this environment (diagnostics and tests). */
   cached(): StageInstance[] {
     return [...this.instances.values()];
   }
-}
-
-/** The parents of a shard still listed by the stream (one after a split, two after a merge). */
-function parentsOf(shard: ShardInfo, byId: ReadonlyMap<string, ShardInfo>): ShardInfo[] {
-  return [shard.parentShardId, shard.adjacentParentShardId].filter((id): id is string => id !== undefined && byId.has(id)).map((id) => byId.get(id)!);
 }

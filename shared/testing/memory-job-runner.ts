@@ -1,19 +1,22 @@
 /**
  * Runs a whole job in this process on the in-memory twins of the ports: the real StageRunner and
  * StageInstance, fed by a small event-source loop (batches per shard, routed over several simulated
- * environments) and checkpointed by the in-memory coordinator. For unit tests of jobs, for the
- * determinism check users run on their own functions, and for benchmarks of the hot path.
+ * environments) and checkpointed by the shipping Coordinator over the twins' ports. For unit tests
+ * of jobs, for the determinism check users run on their own functions, and for benchmarks of the
+ * hot path.
  */
 import type { Job } from '../api/job.js';
 import { CollectRegistry } from '../adapters/memory/collect-registry.js';
-import { createJobStreams, createMemoryPorts, MemoryCoordinator, prng, type MemoryPorts } from '../adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../adapters/memory/checkpoint-store.js';
+import { createJobStreams, createMemoryPorts, prng, type MemoryPorts } from '../adapters/memory/memory-ports.js';
+import type { Coordinator } from '../coordinator/coordinator.js';
 import { encodeSourceControl } from '../codec/envelope.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import { planJob } from '../plan/planner.js';
 import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts } from '../runtime/ports.js';
 import { compareSeq } from '../runtime/positions.js';
-import { StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
+import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
 import { SpillingStateStore, type BlobStore } from '../runtime/spilling-state-store.js';
 
 /** Blobs in memory (the S3 of the twins). */
@@ -52,7 +55,7 @@ export class MemoryJobRunner {
   readonly names: ResourceNames;
   readonly mem: MemoryPorts;
   readonly collect = new CollectRegistry();
-  readonly coordinator: MemoryCoordinator;
+  readonly coordinator: Coordinator;
   private readonly envs = new Map<string, StageRunner[]>();
   private readonly cursors = new Map<string, Cursor>();
   private readonly rnd: () => number;
@@ -69,7 +72,7 @@ export class MemoryJobRunner {
     createJobStreams(this.mem.kinesis, this.plan, this.names);
     this.rnd = prng(options.seed ?? 1);
     const now = options.now ?? (() => this.clock);
-    this.coordinator = new MemoryCoordinator(this.plan, this.names, this.mem.kinesis, this.mem.control, this.mem.notifier, [this.collect], now);
+    this.coordinator = memoryCoordinator(this.plan, this.names, this.mem, [this.collect], () => new Date(now()));
     for (const stage of this.plan.stages) {
       this.envs.set(
         stage.id,
@@ -79,7 +82,7 @@ export class MemoryJobRunner {
   }
 
   private newRunner(stage: PlanStage): StageRunner {
-    return new StageRunner(this.job, this.plan, stage, this.names, this.ports, this.options.runner);
+    return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports: this.ports, options: this.options.runner });
   }
 
   /** The twins' ports, with large state spilling to an in-memory blob store as it does to S3 on AWS. */
@@ -150,12 +153,12 @@ export class MemoryJobRunner {
   /** Takes one checkpoint: barriers in, every instance aligned and acked, then commit. */
   async checkpoint(): Promise<number> {
     this.clock += 1000;
-    const { checkpointId: n } = this.coordinator.allocate();
+    const { checkpointId: n } = await this.coordinator.allocate();
     await this.coordinator.inject(n);
     await this.coordinator.await(n, `token-${n}`);
     await this.runUntilIdle();
-    const ck = this.mem.control.checkpoint(n)!;
-    if (ck.acks.size < ck.expected) throw new Error(`checkpoint ${n}: ${ck.acks.size} of ${ck.expected} instances acked after the input was drained`);
+    const ck = (await this.coordinator.get(n))!;
+    if (!ck.complete) throw new Error(`checkpoint ${n}: ${ck.acks} of ${ck.expected} instances acked after the input was drained (missing: ${ck.missing?.join(', ')})`);
     await this.coordinator.commit(n);
     return n;
   }

@@ -1,12 +1,7 @@
 /**
- * Leases, snapshot pointers, deltas and checkpoint acks in the control table (pk, sk):
- *
- * | pk                     | sk           | what                                                   |
- * |------------------------|--------------|--------------------------------------------------------|
- * | `lease#<instance>`     | `lease`      | fence, first/lastPosition, snapshot (current pointer)  |
- * | `delta#<instance>`     | `<n, padded>`| a small delta, inline (larger ones go to S3)           |
- * | `checkpoint`           | `<n, padded>`| status, members (expected acks), ack set, token, times |
- * | `coordinator`          | `state`      | last allocated checkpoint, the one in flight           |
+ * The instances' side of the control table: leases, snapshot pointers, deltas and checkpoint acks
+ * (its keys: dynamo-checkpoint-store.ts). Deltas too large for an item go to S3 under
+ * `deltaObjectPrefix`.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
@@ -15,6 +10,9 @@ import { FencedError } from '../../util/errors.js';
 import type { ControlStore, DeltaRef, Lease, SnapshotPointer } from '../../runtime/ports.js';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
+import { controlKey, pad } from './dynamo-checkpoint-store.js';
+
+export { pad } from './dynamo-checkpoint-store.js';
 
 /**
  * Deltas up to this size live in the control table, larger ones in S3: a PutItem is billed per KB
@@ -23,7 +21,8 @@ import { withThrottleRetry } from './clients.js';
  */
 export const INLINE_DELTA_LIMIT = 8 * 1024;
 
-export const pad = (n: number) => String(n).padStart(12, '0');
+/** Where an instance's large deltas live in the bucket (`<prefix><n, padded>.bin`). */
+export const deltaObjectPrefix = (instanceId: string) => `deltas/${instanceId.replace(':', '/')}/`;
 
 function toLease(item: Record<string, unknown> | undefined): Lease {
   return {
@@ -43,7 +42,7 @@ export class DynamoControlStore implements ControlStore {
 
   async readLease(instanceId: string): Promise<Lease> {
     const r = await withThrottleRetry(() =>
-      this.clients.doc.send(new GetCommand({ TableName: this.table, Key: { pk: `lease#${instanceId}`, sk: 'lease' }, ConsistentRead: true })),
+      this.clients.doc.send(new GetCommand({ TableName: this.table, Key: controlKey.lease(instanceId), ConsistentRead: true })),
     );
     return toLease(r.Item);
   }
@@ -55,7 +54,7 @@ export class DynamoControlStore implements ControlStore {
         this.clients.doc.send(
           new UpdateCommand({
             TableName: this.table,
-            Key: { pk: `lease#${instanceId}`, sk: 'lease' },
+            Key: controlKey.lease(instanceId),
             UpdateExpression: 'SET fence = :next, takenAt = :now',
             ConditionExpression: expectedFence === 0 ? 'attribute_not_exists(fence) OR fence = :expected' : 'fence = :expected',
             ExpressionAttributeValues: { ':next': next, ':expected': expectedFence, ':now': new Date().toISOString() },
@@ -72,13 +71,11 @@ export class DynamoControlStore implements ControlStore {
 
   async writeDelta(instanceId: string, checkpointId: number, delta: Uint8Array): Promise<DeltaRef> {
     if (delta.length <= INLINE_DELTA_LIMIT) {
-      const key = `${pad(checkpointId)}`;
-      await withThrottleRetry(() =>
-        this.clients.doc.send(new PutCommand({ TableName: this.table, Item: { pk: `delta#${instanceId}`, sk: key, data: delta, checkpointId } })),
-      );
-      return { store: 'inline', key: `delta#${instanceId}|${key}` };
+      const key = controlKey.delta(instanceId, checkpointId);
+      await withThrottleRetry(() => this.clients.doc.send(new PutCommand({ TableName: this.table, Item: { ...key, data: delta, checkpointId } })));
+      return { store: 'inline', key: `${key.pk}|${key.sk}` };
     }
-    const key = `deltas/${instanceId.replace(':', '/')}/${pad(checkpointId)}.bin`;
+    const key = `${deltaObjectPrefix(instanceId)}${pad(checkpointId)}.bin`;
     await withThrottleRetry(() => this.clients.s3.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: delta })));
     return { store: 's3', key };
   }
@@ -112,7 +109,7 @@ export class DynamoControlStore implements ControlStore {
         this.clients.doc.send(
           new UpdateCommand({
             TableName: this.table,
-            Key: { pk: `lease#${instanceId}`, sk: 'lease' },
+            Key: controlKey.lease(instanceId),
             UpdateExpression: update,
             ConditionExpression: 'fence = :fence',
             ...(update.includes('#snapshot') ? { ExpressionAttributeNames: { '#snapshot': 'snapshot' } } : {}),
@@ -132,7 +129,7 @@ export class DynamoControlStore implements ControlStore {
         this.clients.doc.send(
           new UpdateCommand({
             TableName: this.table,
-            Key: { pk: 'checkpoint', sk: pad(checkpointId) },
+            Key: controlKey.checkpoint(checkpointId),
             UpdateExpression: 'ADD acks :me',
             ConditionExpression: 'attribute_exists(pk)',
             ExpressionAttributeValues: { ':me': new Set([instanceId]) },

@@ -36,11 +36,13 @@ import type { ResourceNames } from '../../plan/resources.js';
 import { redistributeOperatorLists, type OperatorListRow } from '../../runtime/operator-state.js';
 import { makeDestination } from '../../runtime/outbox.js';
 import type { ReplayPoint, SnapshotPointer, StateRow } from '../../runtime/ports.js';
-import { decodeDelta, encodeDelta, instanceIdOf } from '../../runtime/stage-instance.js';
+import { decodeDelta, encodeDelta } from '../../codec/snapshot.js';
+import { instanceIdOf } from '../../runtime/stage-instance.js';
 import { SluiceError } from '../../util/errors.js';
 import type { AwsClients } from './clients.js';
 import { backoffMs, sleep, withThrottleRetry } from './clients.js';
-import { DynamoControlStore, pad } from './dynamo-control-store.js';
+import { controlKey, keptByRestore } from './dynamo-checkpoint-store.js';
+import { DynamoControlStore } from './dynamo-control-store.js';
 import { DynamoStateStore, rowPk } from './dynamo-state-store.js';
 import { listAllShards } from './kinesis.js';
 import { S3BlobStore } from './s3-blob-store.js';
@@ -107,10 +109,7 @@ export const savepointPrefix = (id: string) => `savepoints/${id}/`;
 export const manifestKey = (id: string) => `${savepointPrefix(id)}manifest.json`;
 export const keyGroupKey = (id: string, operatorId: string, keyGroup: number) => `${savepointPrefix(id)}${operatorId}/${keyGroup}.bin`;
 
-/** Savepoint ids become S3 key segments. */
-export function validSavepointId(id: string): boolean {
-  return /^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$/.test(id);
-}
+export { validSavepointId } from '../../coordinator/records.js';
 
 /** Keyed operators of a plan (those holding state rows), with their stage. */
 function keyedOperators(plan: Plan): Array<{ id: string; stage: PlanStage; states: string[] }> {
@@ -335,13 +334,13 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
 
   // a fresh epoch above every checkpoint the old job allocated
   const state = await withThrottleRetry(() =>
-    clients.doc.send(new GetCommand({ TableName: names.controlTable, Key: { pk: 'coordinator', sk: 'state' }, ConsistentRead: true })),
+    clients.doc.send(new GetCommand({ TableName: names.controlTable, Key: controlKey.state, ConsistentRead: true })),
   );
   const epoch = Math.max((state.Item?.last as number | undefined) ?? 0, m.checkpointId) + 1;
 
   // reset the job's state and control records (savepoint records and sink marks stay)
   await clearTable(clients, names.stateTable);
-  await clearTable(clients, names.controlTable, (i) => i.pk === 'savepoint' || i.pk === 'sink');
+  await clearTable(clients, names.controlTable, (i) => keptByRestore(i.pk));
   await deletePrefix(clients, bucket, 'deltas/');
 
   // state rows, key group by key group
@@ -416,7 +415,7 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
         clients.doc.send(
           new PutCommand({
             TableName: names.controlTable,
-            Item: { pk: `lease#${instanceId}`, sk: 'lease', fence: 1, snapshot: JSON.stringify(pointer), snapshotAt: now, restoredFrom: id },
+            Item: { ...controlKey.lease(instanceId), fence: 1, snapshot: JSON.stringify(pointer), snapshotAt: now, restoredFrom: id },
           }),
         ),
       );
@@ -431,8 +430,7 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
       new PutCommand({
         TableName: names.controlTable,
         Item: {
-          pk: 'checkpoint',
-          sk: pad(epoch),
+          ...controlKey.checkpoint(epoch),
           status: 'COMPLETED',
           savepoint: false,
           restoredFrom: id,
@@ -445,6 +443,6 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
       }),
     ),
   );
-  await withThrottleRetry(() => clients.doc.send(new PutCommand({ TableName: names.controlTable, Item: { pk: 'coordinator', sk: 'state', last: epoch, restoredFrom: id } })));
+  await withThrottleRetry(() => clients.doc.send(new PutCommand({ TableName: names.controlTable, Item: { ...controlKey.state, last: epoch, restoredFrom: id } })));
   return { savepoint: m, epoch, rows, timers, instances };
 }

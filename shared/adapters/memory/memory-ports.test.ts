@@ -1,22 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { deadLetterKey } from '../aws/s3-dead-letters.js';
-import { decodeSourceControl } from '../../codec/envelope.js';
 import { hashKeyOfEvenShard, hashKeyOfKeyGroup, keyGroupsOfHashRange } from '../../plan/key-groups.js';
-import { planJob } from '../../plan/planner.js';
-import { resourceNames } from '../../plan/resources.js';
-import { collectSink, job } from '../../api/index.js';
 import type { SnapshotPointer, StateRow, StoredRecord } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
-import { FencedError, SluiceError } from '../../util/errors.js';
+import { FencedError } from '../../util/errors.js';
 import { CountingTelemetry } from '../telemetry.js';
 import {
   awsError,
-  createJobStreams,
   createMemoryPorts,
   evenHashRanges,
   HASH_SPACE,
   hashKeyOfPartitionKey,
-  MemoryCoordinator,
   MemoryKinesis,
   memoryDeadLetterKey,
   throttled,
@@ -504,51 +498,6 @@ describe('fault hooks', () => {
     m.kinesis.putRecord('s', { data: bytes('a'), partitionKey: 'p' });
     expect((await readAll(env.reader.read('s', 'shardId-000000000000', { from: 'start' }, undefined))).flat()).toHaveLength(1);
     expect(ops.at(-1)).toBe('reader.read');
-  });
-});
-
-describe('MemoryCoordinator', () => {
-  it('allocates one checkpoint at a time, injects barriers everywhere, commits and aborts', async () => {
-    const j = job('coord', { maxParallelism: 8 });
-    j.source<{ k: string }>({ name: 'in', shards: 3 }).keyBy((x) => x.k, { parallelism: 2 }).process({ processElement() {} }).sinkTo(collectSink('out'));
-    const plan = planJob(j);
-    const names = resourceNames(plan, 'test');
-    const m = createMemoryPorts();
-    createJobStreams(m.kinesis, plan, names);
-    const published: number[] = [];
-    const coord = new MemoryCoordinator(plan, names, m.kinesis, m.control, m.notifier, [{ publish: (n) => (published.push(n), 0) }], () => 1_700_000_000_000);
-    expect(coord.topology()).toEqual([3, 2]);
-    const { checkpointId } = coord.allocate();
-    expect(checkpointId).toBe(1);
-    expect(() => coord.allocate()).toThrow(SluiceError);
-    const inj = await coord.inject(1);
-    expect(inj.shards).toBe(3);
-    const src = names.streamOf(plan.stages[0]!);
-    for (const s of m.kinesis.listShards(src)) {
-      const recs = m.kinesis.records(src, s.shardId);
-      expect(recs).toHaveLength(1);
-      expect(decodeSourceControl(recs[0]!.data)).toMatchObject({ kind: 'barrier', checkpointId: 1, topology: [3, 2], savepoint: false });
-      expect(inj.positions.get(`${src}/${s.shardId}`)).toBe(recs[0]!.sequenceNumber);
-    }
-    // as many acks as expected, from instances nobody expected (a source resharded outside the job):
-    // the set is complete only by identity
-    for (const id of ['a', 'b', 'c', 'd', 'e']) await m.control.ack(1, id);
-    await coord.await(1, 'tok0');
-    expect(m.notifier.wasAnswered('tok0')).toBe(false);
-    // acks before the token: await answers at once
-    for (const stage of plan.stages) for (const s of m.kinesis.listShards(names.streamOf(stage))) await m.control.ack(1, `${stage.id}:${s.shardId}`);
-    await coord.await(1, 'tok1');
-    expect(m.notifier.wasAnswered('tok1')).toBe(true);
-    await coord.commit(1);
-    expect(published).toEqual([1]);
-    expect(m.control.checkpoint(1)!.status).toBe('COMPLETED');
-    coord.allocate();
-    await coord.abort(2, 'timeout');
-    expect(m.control.checkpoint(2)!.status).toBe('ABORTED');
-    await expect(coord.commit(2)).rejects.toMatchObject({ code: 'CHECKPOINT_ABORTED' });
-    // abort re-delivers barrier 2 to every source shard
-    for (const s of m.kinesis.listShards(src)) expect(m.kinesis.records(src, s.shardId)).toHaveLength(2);
-    expect(coord.allocate().checkpointId).toBe(3);
   });
 });
 

@@ -26,8 +26,7 @@
  * row write, of every published snapshot pointer, of accepted upserts, and counters of
  * non-deterministic rewrites (same id, other bytes), which must stay 0.
  */
-import { encodeSourceControl } from '../../codec/envelope.js';
-import { CHECKPOINT_IN_FLIGHT } from '../../coordinator/protocol.js';
+import { CheckpointInFlightError } from '../../coordinator/protocol.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
 import type {
@@ -51,7 +50,6 @@ import type {
   UpsertWrite,
 } from '../../runtime/ports.js';
 import { groupRows, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
-import { instanceIdOf } from '../../runtime/stage-instance.js';
 import { FencedError, SluiceError } from '../../util/errors.js';
 import { CountingTelemetry } from '../telemetry.js';
 import { CollectRegistry } from './collect-registry.js';
@@ -97,17 +95,37 @@ const pad = (n: number) => String(n).padStart(12, '0');
 
 export type CheckpointStatus = 'IN_FLIGHT' | 'COMPLETED' | 'ABORTED';
 
+/** A checkpoint item of the control table (the coordinator's checkpoint store reads and writes it: checkpoint-store.ts). */
 export interface MemoryCheckpoint {
   readonly checkpointId: number;
   status: CheckpointStatus;
   readonly savepoint: boolean;
+  readonly savepointId?: string;
   readonly expected: number;
   /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
   readonly members?: ReadonlySet<string>;
   readonly topology: readonly number[];
   readonly acks: Set<string>;
+  readonly startedAt?: string;
+  readonly reshard?: readonly number[];
   taskToken?: string;
   reason?: string;
+  endedAt?: string;
+  durationMs?: number;
+  /** what each instance flushed, as JSON (as the DynamoDB item keeps it) */
+  instances?: string;
+  bytes?: number;
+  keys?: number;
+}
+
+/** The coordinator's row of the control table. */
+export interface MemoryCoordinatorState {
+  last: number;
+  /** the checkpoints in flight */
+  readonly open: Set<number>;
+  stopping?: number;
+  stoppedAt?: number;
+  finishedAt?: number;
 }
 
 interface LeaseItem {
@@ -130,8 +148,8 @@ export class MemoryControlStore implements ControlStore {
   private readonly inlineDeltas = new Map<string, Uint8Array>();
   private readonly s3Deltas = new Map<string, Uint8Array>();
   private readonly checkpoints = new Map<number, MemoryCheckpoint>();
-  /** the coordinator row: last allocated checkpoint, the one in flight */
-  readonly coordinatorState: { last: number; inFlight: number | undefined } = { last: 0, inFlight: undefined };
+  /** the coordinator row: last allocated checkpoint, the open ones */
+  readonly coordinatorState: MemoryCoordinatorState = { last: 0, open: new Set() };
   /** every pointer ever published, in order */
   readonly published: PublishedSnapshot[] = [];
   /** a delta rewritten with other bytes under the same (instance, checkpoint): must stay 0 */
@@ -274,12 +292,34 @@ export class MemoryControlStore implements ControlStore {
     return [...this.checkpoints.values()].sort((a, b) => a.checkpointId - b.checkpointId);
   }
 
-  /** Allocates the next checkpoint (at most one in flight), as the coordinator's `allocate` does. */
+  putCheckpoint(ck: MemoryCheckpoint): void {
+    this.checkpoints.set(ck.checkpointId, ck);
+  }
+
+  deleteCheckpoint(n: number): void {
+    this.checkpoints.delete(n);
+  }
+
+  /** Keys of every stored delta (inline keys and object keys). */
+  deltaKeys(): string[] {
+    return [...this.inlineDeltas.keys(), ...this.s3Deltas.keys()];
+  }
+
+  deleteDelta(key: string): void {
+    this.inlineDeltas.delete(key);
+    this.s3Deltas.delete(key);
+  }
+
+  /**
+   * A fixture for tests that drive instances without a coordinator: writes checkpoint n's record
+   * and opens it, as an allocate would (one open at a time).
+   */
   allocateCheckpoint(topology: readonly number[], savepoint = false, members?: readonly string[]): number {
-    if (this.coordinatorState.inFlight !== undefined) throw new CheckpointInFlightError(this.coordinatorState.inFlight);
+    const [open] = this.coordinatorState.open;
+    if (open !== undefined) throw new CheckpointInFlightError(open);
     const n = this.coordinatorState.last + 1;
     this.coordinatorState.last = n;
-    this.coordinatorState.inFlight = n;
+    this.coordinatorState.open.add(n);
     this.checkpoints.set(n, {
       checkpointId: n,
       status: 'IN_FLIGHT',
@@ -292,15 +332,16 @@ export class MemoryControlStore implements ControlStore {
     return n;
   }
 
-  /** Stores the task token; true when every ack is already in. */
+  /** Stores the task token on n's record; true when every ack is already in. */
   setTaskToken(n: number, taskToken: string): boolean {
-    const ck = this.checkpoints.get(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    let ck = this.checkpoints.get(n);
+    // as an UpdateItem, on a missing record too
+    if (!ck) this.checkpoints.set(n, (ck = { checkpointId: n, status: undefined as unknown as CheckpointStatus, savepoint: false, expected: 0, topology: [], acks: new Set() }));
     ck.taskToken = taskToken;
     return ackSetComplete(ck);
   }
 
-  /** Marks an in-flight checkpoint COMPLETED or ABORTED (no-op if already finished) and clears the in-flight slot. */
+  /** A fixture (see allocateCheckpoint): ends an in-flight checkpoint and closes it. */
   finishCheckpoint(n: number, status: 'COMPLETED' | 'ABORTED', reason?: string): void {
     const ck = this.checkpoints.get(n);
     if (ck?.status === 'IN_FLIGHT') {
@@ -308,20 +349,13 @@ export class MemoryControlStore implements ControlStore {
       delete ck.taskToken;
       if (reason !== undefined) ck.reason = reason;
     }
-    if (this.coordinatorState.inFlight === n) this.coordinatorState.inFlight = undefined;
+    this.coordinatorState.open.delete(n);
   }
 }
 
-/** As the coordinator's: complete by the identities expected (by count without them). */
-function ackSetComplete(ck: MemoryCheckpoint): boolean {
+/** As the DynamoDB store's: complete by the identities expected (by count without them). */
+export function ackSetComplete(ck: MemoryCheckpoint): boolean {
   return ck.members ? [...ck.members].every((m) => ck.acks.has(m)) : ck.acks.size >= ck.expected;
-}
-
-export class CheckpointInFlightError extends SluiceError {
-  override readonly name = CHECKPOINT_IN_FLIGHT;
-  constructor(n: number) {
-    super(`checkpoint ${n} is still in flight`, 'CHECKPOINT_IN_FLIGHT', true);
-  }
 }
 
 // ------------------------------------------------------------------------------------------ state store
@@ -678,107 +712,6 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
     telemetry: ports.telemetry,
     ...(ports.spill ? { spill: ports.spill } : {}),
   };
-}
-
-// ------------------------------------------------------------------------------------------ coordinator twin
-
-/** Something that publishes staged sink outputs when a checkpoint commits. */
-export interface MemoryCommitTarget {
-  publish(checkpointId: number): number | Promise<number>;
-}
-
-/**
- * The coordinator's tasks over the twins, following `shared/coordinator/coordinator.ts`: allocate
- * (one in flight), inject barrier n into every open source shard (idempotent), await with a task
- * token, commit (COMPLETED, then publish every unpublished epoch below n), abort (ABORTED, and
- * barrier n still reaches every source shard).
- */
-export class MemoryCoordinator {
-  constructor(
-    private readonly plan: Plan,
-    private readonly names: ResourceNames,
-    private readonly kinesis: MemoryKinesis,
-    private readonly control: MemoryControlStore,
-    private readonly notifier: TaskNotifier,
-    private readonly commitTargets: readonly MemoryCommitTarget[] = [],
-    /** the coordinator's clock (ms): barriers carry it, so processing time enters the log with them */
-    private readonly now: () => number = Date.now,
-  ) {}
-
-  private openShards(stream: string): ShardInfo[] {
-    return this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined);
-  }
-
-  topology(): number[] {
-    return this.plan.stages.map((s) => this.openShards(this.names.streamOf(s)).length);
-  }
-
-  allocate(savepoint = false): { checkpointId: number } {
-    const members = this.plan.stages.flatMap((s) => this.openShards(this.names.streamOf(s)).map((x) => instanceIdOf(s.id, x.shardId)));
-    return { checkpointId: this.control.allocateCheckpoint(this.topology(), savepoint, members) };
-  }
-
-  /** Puts barrier n into every open source shard; returns where each landed (shard → sequence number). */
-  async inject(n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
-    const ck = this.control.checkpoint(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const barrier = { kind: 'barrier' as const, checkpointId: n, topology: ck.topology, savepoint: ck.savepoint, time: this.now() };
-    const data = encodeSourceControl(barrier);
-    return this.putControl(data, n);
-  }
-
-  /** Puts a processing-time tick into every open source shard. */
-  async tick(time: number): Promise<Map<string, string>> {
-    return (await this.putControl(encodeSourceControl({ kind: 'tick', time }), 0)).positions;
-  }
-
-  private async putControl(data: Uint8Array, n: number): Promise<{ checkpointId: number; shards: number; positions: Map<string, string> }> {
-    const positions = new Map<string, string>();
-    let shards = 0;
-    for (const stage of this.plan.stages) {
-      if (stage.input.kind !== 'source') continue;
-      const stream = this.names.streamOf(stage);
-      for (const s of this.openShards(stream)) {
-        for (let attempt = 0; ; attempt++) {
-          try {
-            const r = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, shardId: s.shardId, size: 1, attempt }, () =>
-              this.kinesis.putRecord(stream, { data, partitionKey: 'barrier', explicitHashKey: s.startingHashKey }, attempt),
-            );
-            positions.set(`${stream}/${s.shardId}`, r.sequenceNumber);
-            break;
-          } catch (err) {
-            if (!isThrottlingError(err) || attempt >= MAX_THROTTLE_RETRIES) throw err;
-            await yieldTurn();
-          }
-        }
-        shards++;
-      }
-    }
-    return { checkpointId: n, shards, positions };
-  }
-
-  /** Stores the task token; if every ack is already in, answers it at once. */
-  async await(n: number, taskToken: string): Promise<{ checkpointId: number }> {
-    if (this.control.setTaskToken(n, taskToken)) await this.notifier.succeed(taskToken, { checkpointId: n });
-    return { checkpointId: n };
-  }
-
-  async commit(n: number): Promise<{ checkpointId: number; published: number }> {
-    const ck = this.control.checkpoint(n);
-    if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    if (ck.status === 'ABORTED') throw new SluiceError(`checkpoint ${n} was aborted and cannot commit`, 'CHECKPOINT_ABORTED');
-    this.control.finishCheckpoint(n, 'COMPLETED');
-    let published = 0;
-    for (const t of this.commitTargets) published += await t.publish(n);
-    return { checkpointId: n, published };
-  }
-
-  async abort(n: number, reason?: unknown): Promise<{ checkpointId: number }> {
-    const ck = this.control.checkpoint(n);
-    this.control.finishCheckpoint(n, 'ABORTED', JSON.stringify(reason ?? 'aborted').slice(0, 1000));
-    if (ck) await this.inject(n);
-    return { checkpointId: n };
-  }
 }
 
 // ------------------------------------------------------------------------------------------ assembly

@@ -1,0 +1,479 @@
+/**
+ * The control table (pk, sk), the one place its keys are spelled:
+ *
+ * | pk                     | sk                  | what                                                    |
+ * |------------------------|---------------------|---------------------------------------------------------|
+ * | `lease#<instance>`     | `lease`             | fence, first/lastPosition, snapshot (current pointer)   |
+ * | `delta#<instance>`     | `<n, padded>`       | a small delta, inline (larger ones go to S3)            |
+ * | `checkpoint`           | `<n, padded>`       | status, members (expected acks), ack set, token, times  |
+ * | `savepoint`            | `<id>`              | a savepoint's status, checkpoint and files              |
+ * | `coordinator`          | `state`             | last allocated checkpoint, the open ones, stop/finish   |
+ * | `coordinator`          | `savepoint-request` | the savepoint the next allocate takes                   |
+ * | `coordinator`          | `rescale`           | an in-place rescale in progress                         |
+ * | `coordinator`          | `idle`              | the parked `Allocate` task token                        |
+ * | `coordinator`          | `loop`              | a commit in progress, an operator's stop                |
+ *
+ * `DynamoCheckpointStore` is the coordinator's side of it (shared/coordinator/ports.ts); the
+ * instances' side is dynamo-control-store.ts, restore is savepoints.ts — both use these keys.
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { CheckpointEnd, CheckpointStore, CoordinatorState, LoopState, NewCheckpoint } from '../../coordinator/ports.js';
+import type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, RescaleRecord, SavepointRecord, SavepointStatus } from '../../coordinator/records.js';
+import type { SnapshotPointer } from '../../runtime/ports.js';
+import type { AwsClients } from './clients.js';
+import { withThrottleRetry } from './clients.js';
+
+export const pad = (n: number) => String(n).padStart(12, '0');
+
+const LEASE = 'lease#';
+const DELTA = 'delta#';
+
+/** Keys of the control table's items. */
+export const controlKey = {
+  state: { pk: 'coordinator', sk: 'state' },
+  savepointRequest: { pk: 'coordinator', sk: 'savepoint-request' },
+  rescale: { pk: 'coordinator', sk: 'rescale' },
+  idle: { pk: 'coordinator', sk: 'idle' },
+  loop: { pk: 'coordinator', sk: 'loop' },
+  checkpoint: (n: number) => ({ pk: 'checkpoint', sk: pad(n) }),
+  savepoint: (id: string) => ({ pk: 'savepoint', sk: id }),
+  lease: (instanceId: string) => ({ pk: `${LEASE}${instanceId}`, sk: 'lease' }),
+  delta: (instanceId: string, n: number) => ({ pk: `${DELTA}${instanceId}`, sk: pad(n) }),
+} as const;
+
+/** Partition keys that hold several items. */
+export const controlPartition = {
+  checkpoints: 'checkpoint',
+  savepoints: 'savepoint',
+  deltas: (instanceId: string) => `${DELTA}${instanceId}`,
+  /** the instance a lease item belongs to */
+  instanceOfLease: (pk: string) => pk.slice(LEASE.length),
+} as const;
+
+/** Whether a control-table item outlives a restore (savepoint records and sink marks stay). */
+export const keptByRestore = (pk: unknown) => pk === controlPartition.savepoints || pk === 'sink';
+
+const ignoreConditionFailed = (err: unknown): void => {
+  if (!(err instanceof ConditionalCheckFailedException)) throw err;
+};
+
+/** false when the write's condition failed */
+async function conditional(write: Promise<unknown>): Promise<boolean> {
+  try {
+    await write;
+    return true;
+  } catch (err) {
+    ignoreConditionFailed(err);
+    return false;
+  }
+}
+
+export class DynamoCheckpointStore implements CheckpointStore {
+  constructor(
+    private readonly clients: AwsClients,
+    private readonly table: string,
+  ) {}
+
+  private async item(key: { pk: string; sk: string }): Promise<Record<string, unknown> | undefined> {
+    return (await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }))).Item;
+  }
+
+  private update(key: { pk: string; sk: string }, p: Omit<ConstructorParameters<typeof UpdateCommand>[0], 'TableName' | 'Key'>) {
+    return this.clients.doc.send(new UpdateCommand({ TableName: this.table, Key: key, ...p }));
+  }
+
+  // ---- the coordinator's state
+
+  async readState(): Promise<CoordinatorState> {
+    const item = await this.item(controlKey.state);
+    return {
+      last: (item?.last as number | undefined) ?? 0,
+      open: openOf(item),
+      ...(typeof item?.stopping === 'number' ? { stopping: item.stopping } : {}),
+      ...(typeof item?.stoppedAt === 'number' ? { stoppedAt: item.stoppedAt } : {}),
+      ...(typeof item?.finishedAt === 'number' ? { finishedAt: item.finishedAt } : {}),
+    };
+  }
+
+  openNext(n: number, previous: number, maxOpen: number, stop: boolean): Promise<boolean> {
+    return conditional(
+      this.update(controlKey.state, {
+        UpdateExpression: `SET #last = :n${stop ? ', stopping = :n' : ''} ADD #open :ns`,
+        ConditionExpression:
+          '(attribute_not_exists(#last) OR #last = :prev) AND (attribute_not_exists(#open) OR size(#open) < :max) AND attribute_not_exists(stoppedAt) AND attribute_not_exists(stopping)',
+        ExpressionAttributeNames: { '#last': 'last', '#open': 'open' },
+        ExpressionAttributeValues: { ':n': n, ':prev': previous, ':ns': new Set([n]), ':max': maxOpen },
+      }),
+    );
+  }
+
+  async closeOpen(n: number): Promise<void> {
+    await this.update(controlKey.state, {
+      // `inFlight`: the single open checkpoint as earlier versions recorded it
+      UpdateExpression: 'DELETE #open :ns REMOVE inFlight',
+      ExpressionAttributeNames: { '#open': 'open' },
+      ExpressionAttributeValues: { ':ns': new Set([n]) },
+    });
+  }
+
+  async liftStop(n: number): Promise<void> {
+    await this.update(controlKey.state, { UpdateExpression: 'REMOVE stopping', ConditionExpression: 'stopping = :n', ExpressionAttributeValues: { ':n': n } }).catch(ignoreConditionFailed);
+  }
+
+  async markFinished(n: number): Promise<void> {
+    await this.update(controlKey.state, { UpdateExpression: 'SET finishedAt = :n, stoppedAt = if_not_exists(stoppedAt, :n)', ExpressionAttributeValues: { ':n': n } });
+  }
+
+  async markStopped(n: number): Promise<void> {
+    await this.update(controlKey.state, { UpdateExpression: 'SET stoppedAt = :n', ExpressionAttributeValues: { ':n': n } });
+  }
+
+  // ---- checkpoint records
+
+  async getCheckpoint(n: number): Promise<CheckpointRecord | undefined> {
+    const item = await this.item(controlKey.checkpoint(n));
+    return item ? toRecord(item) : undefined;
+  }
+
+  async listCheckpoints(): Promise<CheckpointRecord[]> {
+    return (await this.queryPartition(controlPartition.checkpoints)).map(toRecord);
+  }
+
+  async membersOf(n: number): Promise<readonly string[] | undefined> {
+    const r = await this.clients.doc.send(new GetCommand({ TableName: this.table, Key: controlKey.checkpoint(n), ConsistentRead: true, ProjectionExpression: 'members' }));
+    const members = r.Item?.members as Set<string> | undefined;
+    return members ? [...members] : undefined;
+  }
+
+  async acksOf(n: number): Promise<readonly string[]> {
+    return [...(((await this.item(controlKey.checkpoint(n)))?.acks as Set<string> | undefined) ?? [])].sort();
+  }
+
+  createCheckpoint(c: NewCheckpoint): Promise<boolean> {
+    const { savepointId, reshard } = c;
+    return conditional(
+      this.update(controlKey.checkpoint(c.checkpointId), {
+        UpdateExpression: `SET #status = :s, #expected = :e, #members = :m, #topology = :t, startedAt = :now, #savepoint = :sp${savepointId !== undefined ? ', savepointId = :spid' : ''}${reshard?.length ? ', reshard = :rs' : ''}`,
+        ConditionExpression: 'attribute_not_exists(#status) OR (#status = :s AND startedAt = :now)',
+        ExpressionAttributeNames: { '#status': 'status', '#expected': 'expected', '#members': 'members', '#topology': 'topology', '#savepoint': 'savepoint' },
+        ExpressionAttributeValues: {
+          ':s': 'IN_FLIGHT',
+          ':e': c.members.length,
+          ':m': new Set(c.members),
+          ':t': c.topology,
+          ':now': c.startedAt,
+          ':sp': c.savepoint,
+          ...(savepointId !== undefined ? { ':spid': savepointId } : {}),
+          ...(reshard?.length ? { ':rs': reshard } : {}),
+        },
+      }),
+    );
+  }
+
+  async createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void> {
+    const { members, topology, startedAt: at, reason } = c;
+    await this.clients.doc
+      .send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...controlKey.checkpoint(c.checkpointId), status: 'ABORTED', savepoint: false, expected: members.length, members: new Set(members), topology, startedAt: at, endedAt: at, durationMs: 0, reason },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      )
+      .catch(ignoreConditionFailed);
+  }
+
+  async finishCheckpoint(n: number, end: CheckpointEnd): Promise<void> {
+    const { reason } = end;
+    await this.update(controlKey.checkpoint(n), {
+      UpdateExpression: `SET #status = :s, endedAt = :end, durationMs = :d${reason ? ', #reason = :r' : ''} REMOVE taskToken`,
+      ConditionExpression: '#status = :inflight',
+      ExpressionAttributeNames: { '#status': 'status', ...(reason ? { '#reason': 'reason' } : {}) },
+      ExpressionAttributeValues: { ':s': end.status, ':end': end.endedAt, ':d': end.durationMs, ':inflight': 'IN_FLIGHT', ...(reason ? { ':r': reason } : {}) },
+    }).catch(ignoreConditionFailed);
+  }
+
+  async setTaskToken(n: number, taskToken: string): Promise<boolean> {
+    const r = await this.update(controlKey.checkpoint(n), { UpdateExpression: 'SET taskToken = :t', ExpressionAttributeValues: { ':t': taskToken }, ReturnValues: 'ALL_NEW' });
+    return ackState(r.Attributes).complete;
+  }
+
+  async recordInstances(n: number, instances: Readonly<Record<string, InstanceCheckpointStats>>, bytes: number, keys: number): Promise<void> {
+    await this.update(controlKey.checkpoint(n), {
+      UpdateExpression: 'SET instances = :i, #bytes = :b, #keys = :k',
+      ExpressionAttributeNames: { '#bytes': 'bytes', '#keys': 'keys' },
+      ExpressionAttributeValues: { ':i': JSON.stringify(instances), ':b': bytes, ':k': keys },
+    });
+  }
+
+  async deleteCheckpoint(n: number): Promise<void> {
+    await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: controlKey.checkpoint(n) }));
+  }
+
+  // ---- savepoints
+
+  async getSavepoint(id: string): Promise<SavepointRecord | undefined> {
+    const item = await this.item(controlKey.savepoint(id));
+    return item ? toSavepoint(item) : undefined;
+  }
+
+  async listSavepoints(): Promise<SavepointRecord[]> {
+    return (await this.queryPartition(controlPartition.savepoints)).map(toSavepoint);
+  }
+
+  createSavepoint(record: SavepointRecord): Promise<boolean> {
+    return conditional(this.clients.doc.send(new PutCommand({ TableName: this.table, Item: { ...controlKey.savepoint(record.id), ...record }, ConditionExpression: 'attribute_not_exists(pk)' })));
+  }
+
+  async updateSavepoint(id: string, fields: Partial<Omit<SavepointRecord, 'id'>>, options: { readonly unless?: SavepointStatus } = {}): Promise<void> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = {};
+    const set = Object.entries(fields).map(([k, v]) => {
+      names[`#${k}`] = k;
+      values[`:${k}`] = v;
+      return `#${k} = :${k}`;
+    });
+    if (options.unless !== undefined) {
+      names['#status'] = 'status';
+      values[':unless'] = options.unless;
+    }
+    const write = this.update(controlKey.savepoint(id), {
+      UpdateExpression: `SET ${set.join(', ')}`,
+      ...(options.unless !== undefined ? { ConditionExpression: '#status <> :unless' } : {}),
+      ExpressionAttributeNames: names,
+      ExpressionAttributeValues: values,
+    });
+    await (options.unless !== undefined ? write.catch(ignoreConditionFailed) : write);
+  }
+
+  async dropRequestedSavepoint(id: string): Promise<void> {
+    await this.clients.doc
+      .send(
+        new DeleteCommand({ TableName: this.table, Key: controlKey.savepoint(id), ConditionExpression: '#status = :s', ExpressionAttributeNames: { '#status': 'status' }, ExpressionAttributeValues: { ':s': 'REQUESTED' } }),
+      )
+      .catch(ignoreConditionFailed);
+  }
+
+  async getSavepointRequest(): Promise<{ id: string; stop: boolean } | undefined> {
+    const item = await this.item(controlKey.savepointRequest);
+    return typeof item?.id === 'string' ? { id: item.id, stop: item.stop === true } : undefined;
+  }
+
+  putSavepointRequest(request: { readonly id: string; readonly stop: boolean; readonly requestedAt: string }): Promise<boolean> {
+    return conditional(
+      this.clients.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...controlKey.savepointRequest, id: request.id, stop: request.stop, requestedAt: request.requestedAt },
+          ConditionExpression: 'attribute_not_exists(pk) OR id = :id',
+          ExpressionAttributeValues: { ':id': request.id },
+        }),
+      ),
+    );
+  }
+
+  async deleteSavepointRequest(id: string): Promise<void> {
+    await this.clients.doc
+      .send(new DeleteCommand({ TableName: this.table, Key: controlKey.savepointRequest, ConditionExpression: 'id = :id', ExpressionAttributeValues: { ':id': id } }))
+      .catch(ignoreConditionFailed);
+  }
+
+  // ---- an in-place rescale
+
+  async getRescale(): Promise<RescaleRecord | undefined> {
+    const item = await this.item(controlKey.rescale);
+    if (!item) return undefined;
+    const { pk: _pk, sk: _sk, ...rest } = item;
+    return rest as unknown as RescaleRecord;
+  }
+
+  createRescale(record: RescaleRecord): Promise<boolean> {
+    return conditional(
+      this.clients.doc.send(
+        new PutCommand({ TableName: this.table, Item: { ...controlKey.rescale, ...record }, ConditionExpression: 'attribute_not_exists(pk) OR phase = :done', ExpressionAttributeValues: { ':done': 'done' } }),
+      ),
+    );
+  }
+
+  async updateRescale(fields: Partial<RescaleRecord>): Promise<void> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = {};
+    const set = Object.entries(fields).map(([k, v]) => {
+      names[`#${k}`] = k;
+      values[`:${k}`] = v;
+      return `#${k} = :${k}`;
+    });
+    await this.update(controlKey.rescale, { UpdateExpression: `SET ${set.join(', ')}`, ExpressionAttributeNames: names, ExpressionAttributeValues: values });
+  }
+
+  async clearRescale(): Promise<void> {
+    await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: controlKey.rescale }));
+  }
+
+  // ---- the instances' side
+
+  async snapshotPointer(instanceId: string): Promise<SnapshotPointer | undefined> {
+    return pointerOf(await this.item(controlKey.lease(instanceId)));
+  }
+
+  async snapshotPointers(instanceIds: readonly string[]): Promise<Map<string, SnapshotPointer>> {
+    const out = new Map<string, SnapshotPointer>();
+    for (let i = 0; i < instanceIds.length; i += 100) {
+      let pending: Array<Record<string, unknown>> = instanceIds.slice(i, i + 100).map((id) => controlKey.lease(id));
+      while (pending.length) {
+        const b = await withThrottleRetry(() => this.clients.doc.send(new BatchGetCommand({ RequestItems: { [this.table]: { Keys: pending, ConsistentRead: true } } })));
+        for (const item of b.Responses?.[this.table] ?? []) {
+          const p = pointerOf(item);
+          if (p) out.set(controlPartition.instanceOfLease(item.pk as string), p);
+        }
+        pending = (b.UnprocessedKeys?.[this.table]?.Keys as Array<Record<string, unknown>> | undefined) ?? [];
+      }
+    }
+    return out;
+  }
+
+  async inlineDeltas(instanceId: string): Promise<number[]> {
+    const out: number[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const r = await this.clients.doc.send(
+        new QueryCommand({
+          TableName: this.table,
+          KeyConditionExpression: 'pk = :pk',
+          ExpressionAttributeValues: { ':pk': controlPartition.deltas(instanceId) },
+          ProjectionExpression: 'sk',
+          ConsistentRead: true,
+          ...(start ? { ExclusiveStartKey: start } : {}),
+        }),
+      );
+      for (const item of r.Items ?? []) out.push(Number(item.sk));
+      start = r.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+
+  async deleteInlineDelta(instanceId: string, checkpointId: number): Promise<void> {
+    await this.clients.doc.send(new DeleteCommand({ TableName: this.table, Key: controlKey.delta(instanceId, checkpointId) }));
+  }
+
+  // ---- the loop
+
+  async parkIdle(taskToken: string, since: string): Promise<void> {
+    await this.clients.doc.send(new PutCommand({ TableName: this.table, Item: { ...controlKey.idle, token: taskToken, since } }));
+  }
+
+  async idleToken(): Promise<string | undefined> {
+    return (await this.item(controlKey.idle))?.token as string | undefined;
+  }
+
+  takeIdle(taskToken: string): Promise<boolean> {
+    return conditional(
+      this.clients.doc.send(
+        new DeleteCommand({ TableName: this.table, Key: controlKey.idle, ConditionExpression: '#t = :t', ExpressionAttributeNames: { '#t': 'token' }, ExpressionAttributeValues: { ':t': taskToken } }),
+      ),
+    );
+  }
+
+  async loopState(): Promise<LoopState> {
+    const item = await this.item(controlKey.loop);
+    return {
+      ...(item?.committing !== undefined ? { committing: item.committing as number } : {}),
+      ...(item?.committingAt !== undefined ? { committingAt: String(item.committingAt) } : {}),
+      ...(item?.stopped !== undefined ? { stopped: String(item.stopped) } : {}),
+    };
+  }
+
+  async markCommitting(n: number, at: string): Promise<void> {
+    await this.update(controlKey.loop, { UpdateExpression: 'SET committing = :n, committingAt = :at', ExpressionAttributeValues: { ':n': n, ':at': at } });
+  }
+
+  async clearCommitting(n: number): Promise<void> {
+    await this.update(controlKey.loop, { UpdateExpression: 'REMOVE committing, committingAt', ConditionExpression: 'committing = :n', ExpressionAttributeValues: { ':n': n } }).catch(
+      ignoreConditionFailed,
+    );
+  }
+
+  async setOperatorStop(at: string | undefined): Promise<void> {
+    await this.update(controlKey.loop, { UpdateExpression: at !== undefined ? 'SET stopped = :at' : 'REMOVE stopped', ...(at !== undefined ? { ExpressionAttributeValues: { ':at': at } } : {}) });
+  }
+
+  /** Every item of one partition, in sort-key order (consistent reads, paged). */
+  private async queryPartition(pk: string): Promise<Array<Record<string, unknown>>> {
+    const out: Array<Record<string, unknown>> = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const r = await this.clients.doc.send(
+        new QueryCommand({ TableName: this.table, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': pk }, ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }),
+      );
+      out.push(...(r.Items ?? []));
+      start = r.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+}
+
+function pointerOf(lease: Record<string, unknown> | undefined): SnapshotPointer | undefined {
+  return typeof lease?.snapshot === 'string' ? (JSON.parse(lease.snapshot) as SnapshotPointer) : undefined;
+}
+
+function toSavepoint(item: Record<string, unknown>): SavepointRecord {
+  const opt = (k: string) => (item[k] !== undefined ? { [k]: item[k] } : {});
+  return {
+    id: item.sk as string,
+    status: item.status as SavepointStatus,
+    stop: item.stop === true,
+    requestedAt: item.requestedAt as string,
+    ...opt('checkpointId'),
+    ...opt('completedAt'),
+    ...opt('location'),
+    ...opt('rows'),
+    ...opt('timers'),
+    ...opt('bytes'),
+    ...opt('reason'),
+  } as SavepointRecord;
+}
+
+function toRecord(item: Record<string, unknown>): CheckpointRecord {
+  return {
+    checkpointId: Number(item.sk),
+    status: item.status as CheckpointStatus,
+    savepoint: item.savepoint === true,
+    ...(item.savepointId !== undefined ? { savepointId: item.savepointId as string } : {}),
+    ...(typeof item.instances === 'string' ? { instances: JSON.parse(item.instances) as Record<string, InstanceCheckpointStats> } : {}),
+    ...(item.bytes !== undefined ? { bytes: item.bytes as number } : {}),
+    ...(item.keys !== undefined ? { keys: item.keys as number } : {}),
+    ...(item.restoredFrom !== undefined ? { restoredFrom: item.restoredFrom as string } : {}),
+    ...(Array.isArray(item.reshard) && item.reshard.length ? { reshard: item.reshard as number[] } : {}),
+    expected: (item.expected as number | undefined) ?? 0,
+    acks: (item.acks as Set<string> | undefined)?.size ?? 0,
+    ...ackState(item),
+    topology: (item.topology as number[] | undefined) ?? [],
+    startedAt: item.startedAt as string,
+    ...(item.endedAt ? { endedAt: item.endedAt as string } : {}),
+    ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),
+    ...(item.reason ? { reason: item.reason as string } : {}),
+  };
+}
+
+/**
+ * Whether a checkpoint item's ack set is complete: by the identities expected at allocate
+ * (`members`), so that acks of instances nobody expected (a source stream resharded behind the
+ * job's back, a child acking a checkpoint its parent was expected for) can never fill it; records
+ * written before `members` existed compare counts.
+ */
+function ackState(item: Record<string, unknown> | undefined): { complete: boolean; missing?: string[] } {
+  const acks = (item?.acks as Set<string> | undefined) ?? new Set<string>();
+  const members = item?.members as Set<string> | undefined;
+  if (!members) return { complete: acks.size >= ((item?.expected as number | undefined) ?? Number.POSITIVE_INFINITY) };
+  const missing = [...members].filter((m) => !acks.has(m)).sort();
+  return { complete: missing.length === 0, missing };
+}
+
+/** The checkpoints in flight, ascending (a number set in the coordinator's state item). */
+function openOf(item: Record<string, unknown> | undefined): number[] {
+  const open = new Set([...((item?.open as Set<number> | undefined) ?? [])].map(Number));
+  // a state item written by an earlier version names its one open checkpoint `inFlight`
+  if (typeof item?.inFlight === 'number') open.add(item.inFlight);
+  return [...open].sort((a, b) => a - b);
+}

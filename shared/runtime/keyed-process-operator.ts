@@ -1,0 +1,186 @@
+/**
+ * The keyed process operators — `process`, `coProcess` and `broadcastProcess` — compiled for the
+ * chain: a keyed context per (operator, key) with its declared state handles, timers and side
+ * outputs, and `onTimer` routed through the chain's timer handlers.
+ */
+import type { LogicalNode } from '../api/graph.js';
+import type {
+  AggregatingState,
+  AggregatingStateDescriptor,
+  ListState,
+  ListStateDescriptor,
+  MapState,
+  MapStateDescriptor,
+  ReducingState,
+  ReducingStateDescriptor,
+  StateDescriptor,
+  ValueState,
+  ValueStateDescriptor,
+} from '../api/state.js';
+import type { Collector, Key, OnTimerContext, OutputTag, TimerService } from '../api/types.js';
+import { keyFromString } from '../plan/key-groups.js';
+import { NO_META, OperatorContext, TimerMeta, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
+import type { TimeDomain } from './timers.js';
+
+type KeyedProcessNode = Extract<LogicalNode, { kind: 'process' | 'coProcess' | 'broadcastProcess' }>;
+
+/** what a keyed operator's contexts share */
+interface KeyedOperator {
+  readonly opId: string;
+  readonly side: Map<string, Push>;
+  readonly env: OperatorEnv;
+  check<D extends StateDescriptor<unknown>>(d: D): D;
+}
+
+const keyedOperator = (opId: string, declared: Set<string>, side: Map<string, Push>, env: OperatorEnv): KeyedOperator => ({
+  opId,
+  side,
+  env,
+  check: <D extends StateDescriptor<unknown>>(d: D): D => {
+    if (!declared.has(d.name)) throw new Error(`state "${d.name}" is not declared by ${opId}: list it in the function's \`state\``);
+    return d;
+  },
+});
+
+class Timers implements TimerService {
+  readonly currentWatermark: () => number;
+  readonly currentProcessingTime: () => number;
+  constructor(
+    private readonly env: OperatorEnv,
+    private readonly opId: string,
+    private readonly key: string,
+    private readonly kg: number,
+  ) {
+    this.currentWatermark = env.clock.watermark;
+    this.currentProcessingTime = env.clock.processingTime;
+  }
+  registerEventTimeTimer(t: number): void {
+    this.env.timers.register('event-time', this.opId, this.key, this.kg, t);
+  }
+  deleteEventTimeTimer(t: number): void {
+    this.env.timers.remove('event-time', this.opId, this.key, t);
+  }
+  registerProcessingTimeTimer(t: number): void {
+    this.env.timers.register('processing-time', this.opId, this.key, this.kg, t);
+  }
+  deleteProcessingTimeTimer(t: number): void {
+    this.env.timers.remove('processing-time', this.opId, this.key, t);
+  }
+}
+
+/** the keyed context of one (operator, key): state handles and timers of that key */
+class KeyedCtx extends OperatorContext implements OnTimerContext<Key> {
+  timeDomain: TimeDomain;
+  private ts: Timers | undefined = undefined;
+  constructor(
+    meta: RecordMeta,
+    protected readonly _op: KeyedOperator,
+    domain?: TimeDomain,
+  ) {
+    super(meta, _op.env.clock);
+    this.timeDomain = domain ?? 'event-time';
+  }
+  rebindKeyed(meta: RecordMeta, domain?: TimeDomain): this {
+    this.rebind(meta);
+    this.timeDomain = domain ?? 'event-time';
+    this.ts = undefined;
+    return this;
+  }
+  get key(): Key {
+    return keyFromString(this._meta.key!);
+  }
+  get timerService(): TimerService {
+    return (this.ts ??= new Timers(this._op.env, this._op.opId, this._meta.key!, this._meta.keyGroup));
+  }
+  getState<T>(d: ValueStateDescriptor<T>): ValueState<T> {
+    return this._op.env.state.valueState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+  }
+  getListState<T>(d: ListStateDescriptor<T>): ListState<T> {
+    return this._op.env.state.listState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+  }
+  getMapState<K extends string | number, V>(d: MapStateDescriptor<K, V>): MapState<K, V> {
+    return this._op.env.state.mapState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+  }
+  getReducingState<T>(d: ReducingStateDescriptor<T>): ReducingState<T> {
+    return this._op.env.state.reducingState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+  }
+  getAggregatingState<I, A, O>(d: AggregatingStateDescriptor<I, A, O>): AggregatingState<I, O> {
+    return this._op.env.state.aggregatingState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+  }
+  output<T>(tag: OutputTag<T>, value: T): void {
+    this._op.side.get(tag.id)?.(value, this._meta);
+  }
+}
+
+/** the keyed context of `broadcastProcess`' keyed input: broadcast state, read only */
+class KeyedBroadcastCtx extends KeyedCtx {
+  getBroadcastState<K, V>(d: MapStateDescriptor<K & (string | number), V>) {
+    return this._op.env.broadcast.readOnly(this._op.opId, d);
+  }
+}
+
+/**
+ * What `process`, `coProcess` and `broadcastProcess` share: the declared state, a collector into
+ * the main output for the record or timer at hand, `onTimer` routing, and one keyed context per
+ * path (records, timers) pointed at each record or timer in turn. `element` handles a record with
+ * the record's context.
+ */
+function keyedFunction<C extends KeyedCtx>(
+  node: KeyedProcessNode,
+  fn: { onTimer?(time: number, ctx: OnTimerContext<Key>, out: Collector<unknown>): void },
+  next: Push,
+  side: Map<string, Push>,
+  env: OperatorEnv,
+  element: (v: unknown, m: RecordMeta, ctx: C, out: Collector<unknown>) => void,
+  Ctx: new (meta: RecordMeta, op: KeyedOperator) => C,
+): Push {
+  const opId = node.id;
+  const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side, env);
+  let current: RecordMeta | undefined;
+  const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+  const elementCtx = new Ctx(NO_META, op);
+  const timerCtx = new KeyedCtx(NO_META, op);
+  if (fn.onTimer) {
+    const onTimer = fn.onTimer.bind(fn);
+    env.onTimer(opId, (t) => {
+      const meta = new TimerMeta(opId, t);
+      current = meta;
+      onTimer(t.time, timerCtx.rebindKeyed(meta, t.domain), collector);
+    });
+  }
+  return (v, m) => {
+    current = m;
+    element(v, m, elementCtx.rebindKeyed(m), collector);
+  };
+}
+
+/** Compiles a keyed process operator into the push of its records. */
+export function compileKeyedProcess(node: KeyedProcessNode, next: Push, side: Map<string, Push>, env: OperatorEnv): Push {
+  switch (node.kind) {
+    case 'process': {
+      const fn = node.fn;
+      return keyedFunction(node, fn, next, side, env, (v, _m, ctx, out) => fn.processElement(v, ctx, out), KeyedCtx);
+    }
+    case 'coProcess': {
+      const fn = node.fn;
+      return keyedFunction(node, fn, next, side, env, (v, m, ctx, out) => (m.input === 1 ? fn.processElement2(v, ctx, out) : fn.processElement1(v, ctx, out)), KeyedCtx);
+    }
+    case 'broadcastProcess': {
+      const fn = node.fn;
+      const opId = node.id;
+      // the broadcast input has no key: a plain context, with broadcast state to write
+      return keyedFunction(
+        node,
+        fn,
+        next,
+        side,
+        env,
+        (v, m, ctx, out) => {
+          if (m.input === 1) fn.processBroadcastElement(v, Object.assign(new OperatorContext(m, env.clock), { getBroadcastState: <K, V>(d: MapStateDescriptor<K & (string | number), V>) => env.broadcast.writable(opId, d) }), out);
+          else fn.processElement(v, ctx, out);
+        },
+        KeyedBroadcastCtx,
+      );
+    }
+  }
+}

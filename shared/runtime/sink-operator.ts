@@ -1,0 +1,30 @@
+/**
+ * Sink operators compiled for the chain: an upsert sink writes (version-conditioned) through the
+ * outbox at once; transactional sinks stage their outputs per epoch, published when the checkpoint
+ * after them commits.
+ */
+import type { SinkNode } from '../api/graph.js';
+import type { ResourceNames } from '../plan/resources.js';
+import type { Push } from './operator-context.js';
+import type { Outbox } from './outbox.js';
+
+export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox): Push {
+  const spec = node.spec;
+  switch (spec.kind) {
+    case 'dynamodb-upsert': {
+      const table = names.sinkTable(spec);
+      const keyOf = node.sink.key!;
+      const itemOf = node.sink.item;
+      const keyAttribute = spec.keyAttribute ?? 'pk';
+      return (v) => {
+        const item = itemOf ? itemOf(v) : (v as Record<string, unknown>);
+        if (!item || typeof item !== 'object') throw new Error(`sink "${spec.name}" needs an object per value, got ${typeof item}`);
+        outbox.upsert(spec.name, table, keyAttribute, keyOf(v), item);
+      };
+    }
+    case 'collect':
+    case 's3-file':
+    case 'kinesis':
+      return (v) => outbox.collect(spec.name, v);
+  }
+}

@@ -1,0 +1,207 @@
+/**
+ * The window operator compiled for the chain: per key, a list of its windows ([start, end,
+ * accumulator or elements], sorted by start) in one value state, replaced whole at every change so
+ * that an undone record leaves the stored list as it was; an event-time timer at each window's
+ * last instant fires it (and, with allowed lateness, another purges it).
+ */
+import type { WindowNode } from '../api/graph.js';
+import type { ValueStateDescriptor } from '../api/state.js';
+import { jsonSerializer } from '../api/serializers.js';
+import { assignWindows, type TimeWindow } from '../api/windows.js';
+import { keyFromString } from '../plan/key-groups.js';
+import { TimerMeta, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
+
+/** a key's windows in state: [start, end, accumulator or elements], sorted by start */
+type Windows = Array<[number, number, unknown]>;
+
+const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
+
+const mod = (a: number, b: number) => ((a % b) + b) % b;
+
+/**
+ * The meta of a window's result: the firing record's or timer's, at the window's last instant. The
+ * source meta is only read while the result is pushed (metas are valid only during the call), and
+ * its id is asked for only if a function wants `ctx.random()`.
+ */
+class WindowResultMeta implements RecordMeta {
+  readonly key: string | undefined;
+  readonly keyGroup: number;
+  readonly input: number | undefined;
+  constructor(
+    private readonly src: RecordMeta,
+    readonly timestamp: number,
+  ) {
+    this.key = src.key;
+    this.keyGroup = src.keyGroup;
+    this.input = src.input;
+  }
+  get recordId(): string {
+    return this.src.recordId;
+  }
+}
+
+/** The value state a window operator keeps its list in (registered as replaced whole). */
+export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Windows> => ({ name: node.state[0]!.name, kind: 'value', serializer: jsonSerializer() });
+
+export function compileWindow(node: WindowNode, next: Push, side: Map<string, Push>, env: OperatorEnv): Push {
+  const { state, timers, clock } = env;
+  const opId = node.id;
+  const a = node.assigner;
+  const lateness = node.allowedLatenessMs;
+  const f = node.function;
+  // per key: [start, end, accumulator or elements][], sorted by start
+  const d = windowStateDescriptor(node);
+  const lateOut = node.lateTag ? side.get(node.lateTag) : undefined;
+
+  const emit = (meta: RecordMeta, w: TimeWindow, acc: unknown) => {
+    const out = new WindowResultMeta(meta, w.end - 1);
+    const key = keyFromString(meta.key!);
+    if (f.type === 'process') {
+      f.fn.process(key, w, acc as unknown[], { collect: (v) => next(v, out) });
+      return;
+    }
+    const value = f.type === 'aggregate' ? f.aggregate.getResult(acc) : acc;
+    next(node.result ? node.result(key, w, value) : { key, window: w, value }, out);
+  };
+  const add = (acc: unknown, v: unknown): unknown => {
+    switch (f.type) {
+      case 'reduce':
+        return acc === undefined ? v : f.reduce(acc, v);
+      case 'aggregate':
+        return f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : acc);
+      case 'process':
+        return [...((acc as unknown[] | undefined) ?? []), v];
+    }
+  };
+  const merge = (x: unknown, y: unknown): unknown => {
+    switch (f.type) {
+      case 'reduce':
+        return f.reduce(x, y);
+      case 'aggregate':
+        return f.aggregate.merge!(x, y);
+      case 'process':
+        return [...(x as unknown[]), ...(y as unknown[])];
+    }
+  };
+  const schedule = (key: string, kg: number, end: number) => {
+    timers.register('event-time', opId, key, kg, end - 1);
+    if (lateness > 0) timers.register('event-time', opId, key, kg, end - 1 + lateness);
+  };
+  const unschedule = (key: string, end: number) => {
+    timers.remove('event-time', opId, key, end - 1);
+    if (lateness > 0) timers.remove('event-time', opId, key, end - 1 + lateness);
+  };
+  const late = (v: unknown, m: RecordMeta, ts: number, wm: number) => {
+    // no window took the record: it is late (as Flink decides it: only when every window skipped it)
+    if (ts + lateness <= wm) {
+      if (lateOut) lateOut(v, m);
+      else env.dropLate();
+    }
+  };
+
+  env.onTimer(opId, (t) => {
+    const list = (state.read(opId, t.key, t.keyGroup, d) as Windows | undefined) ?? [];
+    const meta = new TimerMeta(opId, t);
+    let kept = 0;
+    for (const e of list) {
+      const end = e[1];
+      if (end - 1 === t.time) emit(meta, { start: e[0], end }, e[2]);
+      // purge once the window can no longer receive records
+      if (end - 1 + lateness > t.time) kept++;
+    }
+    state.write(opId, t.key, t.keyGroup, d, kept === 0 ? undefined : kept === list.length ? list : list.filter((e) => e[1] - 1 + lateness > t.time));
+  });
+
+  if (a.kind === 'tumbling') {
+    // one window per record
+    const { sizeMs, offsetMs } = a;
+    return (v, m) => {
+      const ts = m.timestamp;
+      if (ts === undefined) throw new Error(`window ${opId} needs event time: give the source a \`timestamp\` function`);
+      const wm = clock.watermark();
+      const start = ts - mod(ts - offsetMs, sizeMs);
+      const end = start + sizeMs;
+      if (end - 1 + lateness <= wm) return late(v, m, ts, wm); // the window is gone
+      const key = m.key!;
+      const old = state.read(opId, key, m.keyGroup, d) as Windows | undefined;
+      let at = -1;
+      if (old) {
+        for (let j = 0; j < old.length; j++) {
+          if (old[j]![0] === start && old[j]![1] === end) {
+            at = j;
+            break;
+          }
+        }
+      }
+      // a new list and a new entry, never the stored ones changed: an undone record leaves them as they were
+      let list: Windows;
+      let e: Windows[number];
+      if (at >= 0) {
+        e = [start, end, add(old![at]![2], v)];
+        list = old!.length === 1 ? [e] : old!.slice();
+        list[at] = e;
+        // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
+        if (lateness > 0) schedule(key, m.keyGroup, end);
+      } else {
+        e = [start, end, add(undefined, v)];
+        list = old ? [...old, e] : [e];
+        if (list.length > 1) list.sort(byWindow);
+        schedule(key, m.keyGroup, end);
+      }
+      state.write(opId, key, m.keyGroup, d, list);
+      // a late-but-allowed record updates a window that already fired: fire it again
+      if (end - 1 <= wm) emit(m, { start, end }, e[2]);
+    };
+  }
+
+  return (v, m) => {
+    const ts = m.timestamp;
+    if (ts === undefined) throw new Error(`window ${opId} needs event time: give the source a \`timestamp\` function`);
+    const wm = clock.watermark();
+    let list: Windows = [...((state.read(opId, m.key!, m.keyGroup, d) as Windows | undefined) ?? [])];
+    const fireNow: TimeWindow[] = [];
+    let changed = false;
+    for (const w0 of assignWindows(a, ts)) {
+      let w = w0;
+      if (w.end - 1 + lateness <= wm) continue; // this window is gone
+      changed = true;
+      let existed = false;
+      if (a.kind === 'session') {
+        // merge with every session the new one overlaps
+        let acc = add(undefined, v);
+        const rest: typeof list = [];
+        for (const [st, en, x] of list) {
+          if (st < w.end && w.start < en) {
+            unschedule(m.key!, en);
+            acc = merge(x, acc);
+            w = { start: Math.min(st, w.start), end: Math.max(en, w.end) };
+          } else rest.push([st, en, x]);
+        }
+        list = [...rest, [w.start, w.end, acc]];
+      } else {
+        let i = -1;
+        for (let j = 0; j < list.length; j++) {
+          if (list[j]![0] === w.start && list[j]![1] === w.end) {
+            i = j;
+            break;
+          }
+        }
+        existed = i >= 0;
+        if (existed) list[i] = [w.start, w.end, add(list[i]![2], v)];
+        else list.push([w.start, w.end, add(undefined, v)]);
+      }
+      // a window already in the state has its timer: without lateness nothing fired or removed it
+      // (it would be gone), so adding it again would change nothing
+      if (!existed || lateness > 0) schedule(m.key!, m.keyGroup, w.end);
+      // a late-but-allowed record updates a window that already fired: fire it again
+      if (w.end - 1 <= wm) fireNow.push(w);
+    }
+    if (!changed) return late(v, m, ts, wm);
+    if (list.length > 1) list.sort(byWindow);
+    state.write(opId, m.key!, m.keyGroup, d, list);
+    for (const w of fireNow) {
+      const e = list.find(([st, en]) => st === w.start && en === w.end);
+      if (e) emit(m, w, e[2]);
+    }
+  };
+}
