@@ -55,9 +55,11 @@ import { CountingTelemetry } from '../telemetry.js';
 import { CollectRegistry } from './collect-registry.js';
 import { awsError, isThrottlingError, MAX_THROTTLE_RETRIES, serviceCall, yieldTurn, type MemoryFaults, type OpInfo, type PortHooks, type PortOp } from './memory-faults.js';
 import { MemoryKinesis, MemoryShardDirectory, MemoryShardReader, MemoryStreamWriter } from './memory-kinesis.js';
+import { MemorySpillStore } from './memory-objects.js';
 
 export * from './memory-faults.js';
 export * from './memory-kinesis.js';
+export * from './memory-objects.js';
 export type { PutEntry, PutResult } from '../put-records.js';
 
 // ------------------------------------------------------------------------------------------ dynamo-ish sizes
@@ -743,22 +745,6 @@ export interface MemoryPorts {
   readonly telemetry: Telemetry;
   /** the live fault hooks (mutate to inject faults) */
   readonly faults: MemoryFaults;
-}
-
-/** Like S3SpillStore: parts per instance and fence. */
-export class MemorySpillStore implements SpillStore {
-  readonly parts = new Map<string, Uint8Array>();
-  async put(instanceId: string, fence: number, part: string, bytes: Uint8Array): Promise<void> {
-    this.parts.set(`${instanceId}/${fence}/${part}`, bytes.slice());
-  }
-  async get(instanceId: string, fence: number, part: string): Promise<Uint8Array> {
-    const b = this.parts.get(`${instanceId}/${fence}/${part}`);
-    if (!b) throw new Error(`no spilled part ${instanceId}/${fence}/${part}`);
-    return b;
-  }
-  async drop(instanceId: string, fence: number): Promise<void> {
-    for (const k of [...this.parts.keys()]) if (k.startsWith(`${instanceId}/${fence}/`)) this.parts.delete(k);
-  }
 }
 
 export function createMemoryPorts(opts: MemoryPortsOptions = {}): MemoryPorts {
