@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { job, OutputTag, EventTimeSessionWindows } from '../api/index.js';
+import { collectSink, EventTimeSessionWindows, job, OutputTag, valueState, type KeyedProcessFunction } from '../api/index.js';
+import { MemoryJobRunner } from '../testing/memory-job-runner.js';
 import { SluiceError, UsageError, type ErrorCode } from './errors.js';
 
 describe('usage errors name the operator and the field', () => {
@@ -32,6 +33,25 @@ describe('usage errors name the operator and the field', () => {
       expect.objectContaining({ code: 'USAGE_INVALID', operator: 'window join', field: 'window' }),
     );
     expect(() => new OutputTag('')).toThrow(expect.objectContaining({ code: 'USAGE_INVALID', operator: 'OutputTag', field: 'id' }));
+  });
+
+  it('state a function uses without declaring it: the dead letter names the operator and the state', async () => {
+    const declared = valueState<number>('declared');
+    const hidden = valueState<number>('hidden');
+    const fn: KeyedProcessFunction<string, { k: string }, unknown> = {
+      state: [declared],
+      processElement(e, ctx, out) {
+        ctx.getState(hidden).update(1);
+        out.collect(e);
+      },
+    };
+    const j = job('undeclared');
+    j.source<{ k: string }>({ name: 'ev', shards: 1 }).keyBy((e) => e.k).process(fn, { name: 'count' }).sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    r.produce('ev', [{ k: 'a' }]);
+    await r.drain();
+    const [letter] = r.deadLetters();
+    expect(letter?.reason).toMatch(/process "count" \(op\d+[^)]*\): UsageError: op\d+[^:]*: state "hidden" is not declared: list it in the function's `state`/);
   });
 
   it('codes are a closed set the type checker holds callers to', () => {
