@@ -1,9 +1,287 @@
 /**
- * AWS requests per 1 M events, service by service, and what they cost at list prices
- * (prices.ts), from a metered in-process run of a whole job (pipeline.ts).
+ * The cost model: what a deployed job costs per month, service by service, from its plan and an
+ * event rate — every item the deployment bills, at list prices (prices.ts plus the CloudWatch, KMS
+ * and storage prices below). `sluice cost`, `npm run bench -- --only cost` and the bench's cost
+ * table all print it.
+ *
+ * Two figures are reported apart, as the targets define them: the streams' shard-hours (the source
+ * streams' stream-hours in on-demand mode; the streams between stages are always provisioned) and
+ * the producers' own PUT payload units (or on-demand ingest) into the source streams.
+ *
+ * The per-event activity of the stage functions (invocations, GB-s, DynamoDB units, inter-stage
+ * PUTs) comes either from a metered in-process run of the job (bench/pipeline.ts, `fromMeter`) or
+ * from the figures such a run measured for the bench's keyed job (`MEASURED_PER_MILLION`), scaled
+ * by the job's stage count. Everything tied to checkpoints, the coordinator, logs, metrics,
+ * alarms, the dashboard, keys and storage is counted here from the plan.
  */
-import { ASSUMPTIONS, FLINK_FLOOR_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
+import type { Plan } from '../shared/plan/plan.js';
+import { pauseMsOf } from '../shared/coordinator/loop.js';
 import type { PipelineResult } from './pipeline.js';
+import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
+
+/** List prices this model needs beyond prices.ts (us-east-1, 2025 pages, not re-checked). */
+export const MORE_PRICES = {
+  logs: { ingestedGb: 0.5, storedGbMonth: 0.03 },
+  cloudwatch: { customMetricMonth: 0.3, dashboardMonth: 3, alarmMonth: 0.1, metricsInsightsAlarmPerMetricMonth: 0.1 },
+  kms: { keyMonth: 1, request: 0.03 / 10_000 },
+  dynamodb: { storedGbMonth: 0.25, pitrGbMonth: 0.2 },
+  s3: { storedGbMonth: 0.023, list: 0.005 / 1000 },
+  kinesisOnDemand: { streamHour: 0.04, ingestedGb: 0.08, retrievedGb: 0.04 },
+} as const;
+
+/**
+ * Per 1 M events, what `npm run bench -- --only cost` metered for its keyed count job at 1 k ev/s,
+ * 10 s checkpoints, 10 k keys, two stages, after a warm-up that touched every key (steady state).
+ * Writes: state items 12,800 WRU (about 6,300 dirty keys per checkpoint, packed by key group),
+ * deltas 200, positions 3,300 (one per batch), pointers and acks 600. Reads: leases 3,300, state 417.
+ */
+export const MEASURED_PER_MILLION = {
+  stages: 2,
+  stageInvocations: 3300,
+  stageGbSeconds: 116.3,
+  interStagePutUnits: 2200,
+  wru: 12_800 + 200 + 3300 + 600,
+  rru: 3300 + 417,
+  s3Puts: 100,
+} as const;
+
+export interface Activity {
+  /** per second, while events flow */
+  readonly stageInvocations: number;
+  readonly stageGbSeconds: number;
+  readonly interStagePutUnits: number;
+  readonly wru: number;
+  readonly rru: number;
+  readonly s3Puts: number;
+  /** invocations of the source stages (each one reads the idle item: wake.ts) */
+  readonly sourceInvocations: number;
+}
+
+/** The stage functions' activity per second from a metered run (per event, times the rate). */
+export function fromMeter(r: PipelineResult, eventsPerSecond: number, plan: Plan): Activity {
+  const perEvent = eventsPerSecond / r.events;
+  const m = r.meter;
+  const u = (k: string) => m.get(k).units;
+  const invocations = r.stages.reduce((a, s) => a + s.invocations, 0);
+  const cpuMs = r.stages.reduce((a, s) => a + s.cpuMs, 0) * (ASSUMPTIONS.fullVcpuMb / ASSUMPTIONS.stageMemoryMb);
+  const d = (k: string) => m.sum(k).requests;
+  const ioMs =
+    ASSUMPTIONS.dynamoMs * (d('dynamodb.read') + d('dynamodb.write.position') + d('dynamodb.write.pointer') + d('dynamodb.write.ack') + d('dynamodb.write.delta') + d('dynamodb.write.takeover')) +
+    ASSUMPTIONS.dynamoMs * Math.ceil(d('dynamodb.write.state') / ASSUMPTIONS.stateWriteConcurrency) +
+    ASSUMPTIONS.kinesisPutMs * d('kinesis.put.data') +
+    ASSUMPTIONS.s3Ms * (d('s3.put') + d('s3.get'));
+  const sourceStageIds = new Set(plan.stages.filter((s) => s.input.kind === 'source').map((s) => s.id));
+  return {
+    stageInvocations: invocations * perEvent,
+    stageGbSeconds: ((cpuMs + ioMs) / 1000) * (ASSUMPTIONS.stageMemoryMb / 1024) * perEvent,
+    interStagePutUnits: u('kinesis.put.data') * perEvent,
+    wru: ['state', 'delta', 'position', 'pointer', 'ack', 'takeover', 'sink'].reduce((a, k) => a + u(`dynamodb.write.${k}`), 0) * perEvent,
+    rru: (u('dynamodb.read.lease') + u('dynamodb.read.state') + u('dynamodb.read.delta')) * perEvent,
+    s3Puts: m.sum('s3.put').requests * perEvent,
+    sourceInvocations: r.stages.filter((s) => sourceStageIds.has(s.stage)).reduce((a, s) => a + s.invocations, 0) * perEvent,
+  };
+}
+
+/** The stage functions' activity per second from the measured ratios, scaled by the job's stages. */
+export function fromMeasuredRatios(plan: Plan, eventsPerSecond: number): Activity {
+  const k = (eventsPerSecond / 1e6) * (plan.stages.length / MEASURED_PER_MILLION.stages);
+  const sources = plan.stages.filter((s) => s.input.kind === 'source').length;
+  return {
+    stageInvocations: MEASURED_PER_MILLION.stageInvocations * k,
+    stageGbSeconds: MEASURED_PER_MILLION.stageGbSeconds * k,
+    interStagePutUnits: MEASURED_PER_MILLION.interStagePutUnits * k,
+    wru: MEASURED_PER_MILLION.wru * k,
+    rru: MEASURED_PER_MILLION.rru * k,
+    s3Puts: MEASURED_PER_MILLION.s3Puts * k,
+    sourceInvocations: (MEASURED_PER_MILLION.stageInvocations * k * sources) / plan.stages.length,
+  };
+}
+
+export interface CostOptions {
+  readonly plan: Plan;
+  readonly eventsPerSecond: number;
+  /** the stage functions' activity while events flow; @default fromMeasuredRatios */
+  readonly activity?: Activity;
+  /** bytes per event the producers put; @default 200 */
+  readonly eventBytes?: number;
+  /** capacity mode of the source streams (SluiceJob onDemandSources); the streams between stages are always provisioned */
+  readonly kinesisMode?: 'provisioned' | 'on-demand';
+  /** a customer-managed key (encryptionKey); @default none (AWS-managed keys) */
+  readonly customerKey?: boolean;
+  /** the coordinator parks while no input arrives (idleCoordinator); @default true */
+  readonly idleCoordinator?: boolean;
+  /** the job's CloudWatch dashboard (SluiceJob `dashboard`); @default false, as the construct */
+  readonly dashboard?: boolean;
+  /** distinct keys held in state (storage, reloads); @default 10,000 */
+  readonly keys?: number;
+  /** watchdog period in minutes; @default 5 */
+  readonly watchdogMinutes?: number;
+  readonly transitionsPerCheckpoint?: number;
+}
+
+export interface MonthlyLine {
+  readonly service: string;
+  readonly item: string;
+  readonly quantity: number;
+  readonly unit: string;
+  readonly usd: number;
+}
+
+export interface MonthlyCost {
+  readonly eventsPerSecond: number;
+  readonly checkpointIntervalS: number;
+  readonly lines: MonthlyLine[];
+  /** everything but the shards and the producers' PUTs */
+  readonly usd: number;
+  /** reported apart: every stream's shard-hours (the source streams' stream-hours in on-demand mode) */
+  readonly shardsUsd: number;
+  /** reported apart: the producers' PUT payload units (or on-demand ingest) into the source streams */
+  readonly producerPutsUsd: number;
+  readonly checkpointsPerMonth: number;
+  readonly transitionsPerCheckpoint: number;
+}
+
+/** Metric names the functions publish: per stage and for the coordinator (functions/telemetry.ts, stage-runner). */
+const STAGE_METRICS = 6;
+const COORDINATOR_METRICS = 3;
+/** bytes Lambda writes per invocation (START, END, REPORT) and one EMF document per invocation */
+const PLATFORM_LOG_BYTES = 360;
+const EMF_LOG_BYTES = 700;
+/** coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, await, commit, close), measured by reading loop.ts/coordinator.ts */
+const COORDINATOR_WRU = 9;
+const COORDINATOR_RRU = 14;
+const COORDINATOR_TASK_S = ASSUMPTIONS.coordinatorTaskMs / 1000;
+/**
+ * How often a stage's execution environment is replaced and its new one reads back the state of
+ * its keys (Lambda does not document environment lifetimes; hours are typical: one an hour is on
+ * the safe side). The metered run counts steady state only (every key cached after its warm-up).
+ */
+const ENVIRONMENT_LIFETIME_HOURS = 1;
+/** bytes of state per key, items packed by key group (the storage figure uses the same) */
+const STATE_BYTES_PER_KEY = 150;
+
+export function monthlyCost(o: CostOptions): MonthlyCost {
+  const plan = o.plan;
+  const eps = o.eventsPerSecond;
+  const active = eps > 0;
+  const idle = o.idleCoordinator ?? true;
+  const a = active ? (o.activity ?? fromMeasuredRatios(plan, eps)) : undefined;
+  const S = SECONDS_PER_MONTH;
+  const lines: MonthlyLine[] = [];
+  const line = (service: string, item: string, quantity: number, unit: string, price: number) => lines.push({ service, item, quantity, unit, usd: quantity * price });
+  const transitions = o.transitionsPerCheckpoint ?? 3;
+  const pauseS = pauseMsOf(plan.checkpoint) / 1000;
+  // an idle coordinator takes no checkpoint; an active one one per pause (plus the commit, ~1 s)
+  const checkpoints = active || !idle ? S / (pauseS + 1) : 0;
+  const parkedRechecks = active || !idle ? 0 : HOURS_PER_MONTH; // Allocate's hourly re-check (IDLE_RECHECK_SECONDS)
+  const sourceStages = plan.stages.filter((s) => s.input.kind === 'source');
+  const innerStages = plan.stages.filter((s) => s.input.kind !== 'source');
+  const shards = plan.stages.reduce((x, s) => x + s.parallelism, 0);
+  const sourceShards = sourceStages.reduce((x, s) => x + s.parallelism, 0);
+  const innerShards = innerStages.reduce((x, s) => x + s.parallelism, 0);
+  const instances = shards;
+  const watchdogRuns = (S / 60) / (o.watchdogMinutes ?? 5);
+  const bytes = o.eventBytes ?? 200;
+  const keys = o.keys ?? 10_000;
+
+  // Kinesis: every stream's shard-hours (or the source streams' on-demand stream-hours) and the
+  // producers' PUTs into the source streams are reported apart, as the targets define them
+  let shardsUsd = innerShards * HOURS_PER_MONTH * PRICES.kinesis.shardHour;
+  let producerPutsUsd: number;
+  if ((o.kinesisMode ?? 'provisioned') === 'on-demand') {
+    shardsUsd += sourceStages.length * HOURS_PER_MONTH * MORE_PRICES.kinesisOnDemand.streamHour;
+    producerPutsUsd = ((eps * bytes * S) / 1e9) * MORE_PRICES.kinesisOnDemand.ingestedGb;
+    line('Kinesis', 'on-demand retrieval of the source streams by the source stages (GB)', (eps * bytes * S) / 1e9, 'GB', MORE_PRICES.kinesisOnDemand.retrievedGb);
+    line('Kinesis', 'on-demand ingest of the barriers (one per source shard per checkpoint, 1 KB minimum each)', (checkpoints * sourceShards * 1024) / 1e9, 'GB', MORE_PRICES.kinesisOnDemand.ingestedGb);
+  } else {
+    shardsUsd += sourceShards * HOURS_PER_MONTH * PRICES.kinesis.shardHour;
+    producerPutsUsd = eps * S * Math.max(1, Math.ceil(bytes / (25 * 1024))) * PRICES.kinesis.putPayloadUnit;
+    line('Kinesis', 'PUT payload units: barriers (one per source shard per checkpoint)', checkpoints * sourceShards, 'units', PRICES.kinesis.putPayloadUnit);
+  }
+  line('Kinesis', 'PUT payload units: stage → stage (packed)', (a?.interStagePutUnits ?? 0) * S, 'units', PRICES.kinesis.putPayloadUnit);
+
+  // Lambda
+  line('Lambda', 'stage invocations (ESM batches)', (a?.stageInvocations ?? 0) * S, 'requests', PRICES.lambda.request);
+  line('Lambda', `stage GB-s (${ASSUMPTIONS.stageMemoryMb} MB)`, (a?.stageGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
+  const coordInvocations = checkpoints * 3 + parkedRechecks;
+  line('Lambda', 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
+  line('Lambda', `coordinator GB-s (${ASSUMPTIONS.coordinatorMemoryMb} MB)`, coordInvocations * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
+  line('Lambda', 'watchdog invocations', watchdogRuns, 'requests', PRICES.lambda.request);
+  line('Lambda', 'watchdog GB-s', watchdogRuns * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
+
+  // DynamoDB
+  line('DynamoDB', 'writes: stage functions (state, deltas, positions, pointers, acks, sinks)', (a?.wru ?? 0) * S, 'WRU', PRICES.dynamodb.writeRequestUnit);
+  line('DynamoDB', 'reads: stage functions (leases, state misses, deltas)', (a?.rru ?? 0) * S, 'RRU', PRICES.dynamodb.readRequestUnit);
+  const keyedStages = plan.stages.filter((s) => s.input.kind === 'exchange').length;
+  const reloads = active ? HOURS_PER_MONTH / ENVIRONMENT_LIFETIME_HOURS : 0;
+  line('DynamoDB', `reads: state read back by a replaced environment (once per ${ENVIRONMENT_LIFETIME_HOURS} h per keyed stage)`, reloads * keyedStages * Math.ceil((keys * STATE_BYTES_PER_KEY) / 4096), 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'reads: idle item after each source batch (wake-up)', idle ? (a?.sourceInvocations ?? 0) * S : 0, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'coordinator writes', checkpoints * COORDINATOR_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
+  line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * COORDINATOR_RRU + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'commit GC: a lease read and a delta query per instance', checkpoints * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
+  const stateGb = (keys * STATE_BYTES_PER_KEY) / 1e9 + 0.001;
+  line('DynamoDB', 'storage (state, control, sinks)', stateGb, 'GB-month', MORE_PRICES.dynamodb.storedGbMonth);
+  line('DynamoDB', 'point-in-time recovery', stateGb, 'GB-month', MORE_PRICES.dynamodb.pitrGbMonth);
+
+  // Step Functions
+  line('Step Functions', `state transitions (${transitions} per checkpoint${idle ? '; none while idle' : ''})`, checkpoints * transitions + parkedRechecks, 'transitions', PRICES.stepFunctions.stateTransition);
+
+  // S3
+  line('S3', 'PUT (deltas above 8 KB, dead letters)', (a?.s3Puts ?? 0) * S, 'requests', PRICES.s3.put);
+  line('S3', 'LIST: commit GC, one per instance per checkpoint', checkpoints * instances, 'requests', MORE_PRICES.s3.list);
+  line('S3', 'storage (retained deltas, savepoints)', stateGb * (plan.checkpoint.retained + 1), 'GB-month', MORE_PRICES.s3.storedGbMonth);
+
+  // CloudWatch
+  const invocations = (a?.stageInvocations ?? 0) * S + coordInvocations + watchdogRuns;
+  const logGb = (invocations * PLATFORM_LOG_BYTES + ((a?.stageInvocations ?? 0) * S + coordInvocations) * EMF_LOG_BYTES) / 1e9;
+  line('CloudWatch', 'Logs ingestion (platform lines + one EMF document per invocation; WARN level)', logGb, 'GB', MORE_PRICES.logs.ingestedGb);
+  line('CloudWatch', 'Logs storage (one month retention)', logGb, 'GB-month', MORE_PRICES.logs.storedGbMonth);
+  const metrics = active ? plan.stages.length * STAGE_METRICS + COORDINATOR_METRICS : 0; // billed per hour with data
+  line('CloudWatch', 'EMF custom metrics (dimensions service, job, stage)', metrics, 'metrics', MORE_PRICES.cloudwatch.customMetricMonth);
+  if (o.dashboard) line('CloudWatch', 'dashboard (dashboard: true)', 1, 'dashboards', MORE_PRICES.cloudwatch.dashboardMonth);
+  line('CloudWatch', 'alarms on AWS metrics (iterator age and stalled shard per stage; coordinator failed)', plan.stages.length * 2 + 1, 'alarms', MORE_PRICES.cloudwatch.alarmMonth);
+  // each Metrics Insights alarm is priced per series its query matches: CheckpointStalled,
+  // CheckpointFailed and CheckpointCompleted come from the coordinator only, DeadLetters from each stage
+  const insightsSeries = 1 + 1 + plan.stages.length + (idle ? 0 : 1);
+  line('CloudWatch', 'Metrics Insights alarms (checkpoint stalled/failed: 1 series each; dead letters: 1 per stage), per series analyzed', insightsSeries, 'alarm-metrics', MORE_PRICES.cloudwatch.metricsInsightsAlarmPerMetricMonth);
+
+  // KMS
+  if (o.customerKey) {
+    line('KMS', 'customer-managed key', 1, 'keys', MORE_PRICES.kms.keyMonth);
+    // data keys are cached by each service for minutes: about one request per stream, table and function per 5 minutes
+    line('KMS', 'requests (data keys of streams, tables, bucket)', ((plan.stages.length + 2 + plan.stages.length + 1) * S) / 300, 'requests', MORE_PRICES.kms.request);
+  }
+
+  return {
+    eventsPerSecond: eps,
+    checkpointIntervalS: plan.checkpoint.intervalMs / 1000,
+    lines,
+    usd: lines.reduce((x, l) => x + l.usd, 0),
+    shardsUsd,
+    producerPutsUsd,
+    checkpointsPerMonth: checkpoints,
+    transitionsPerCheckpoint: transitions,
+  };
+}
+
+/** A table of the lines by service, then the totals (and what is reported apart). */
+export function formatMonthlyCost(c: MonthlyCost): string {
+  const rows = c.lines.filter((l) => l.quantity > 0);
+  const w = Math.max(...rows.map((l) => `${l.service}: ${l.item}`.length));
+  const fmtQ = (q: number) => (q >= 100 ? Math.round(q).toLocaleString('en-US') : q.toPrecision(3));
+  const out = rows.map((l) => `${`${l.service}: ${l.item}`.padEnd(w)}  ${fmtQ(l.quantity).padStart(14)} ${l.unit.padEnd(12)} $${l.usd.toFixed(2).padStart(9)}`);
+  out.push(`${'total (excluding shards and producers\' PUTs)'.padEnd(w)}  ${''.padStart(27)} $${c.usd.toFixed(2).padStart(9)}`);
+  out.push(`${'reported apart: Kinesis shard-hours (stream-hours on demand)'.padEnd(w)}  ${''.padStart(27)} $${c.shardsUsd.toFixed(2).padStart(9)}`);
+  out.push(`${'reported apart: producers\' PUTs into the source'.padEnd(w)}  ${''.padStart(27)} $${c.producerPutsUsd.toFixed(2).padStart(9)}`);
+  return out.join('\n');
+}
+
+/** Dollars per service, largest first. */
+export function byService(c: MonthlyCost): Array<[string, number]> {
+  const m = new Map<string, number>();
+  for (const l of c.lines) m.set(l.service, (m.get(l.service) ?? 0) + l.usd);
+  return [...m].sort((x, y) => y[1] - x[1]);
+}
 
 export interface AslState {
   readonly Type: string;
@@ -28,92 +306,4 @@ export function transitionsPerCheckpoint(states: Record<string, AslState>, start
     at = next;
   }
   throw new Error(`no loop back to ${start} from the workflow's states: ${path.join(' → ')}`);
-}
-
-export interface CostLine {
-  readonly service: string;
-  readonly item: string;
-  /** per 1 M events */
-  readonly quantity: number;
-  readonly unit: string;
-  readonly usdPerMillion: number;
-}
-
-export interface CostScenario {
-  readonly eventsPerSecond: number;
-  readonly checkpointIntervalS: number;
-  readonly shards: Record<string, number>;
-  readonly lines: CostLine[];
-  readonly usdPerMillion: number;
-  readonly usdPerMonth: number;
-  readonly flinkFloorPerMonth: number;
-  readonly lambda: { invocationsPerMillion: number; msPerInvocation: number; cpuMsPerInvocation: number; ioMsPerInvocation: number };
-}
-
-export function costOf(r: PipelineResult, transitions: number): CostScenario {
-  const m = r.meter;
-  const perM = 1e6 / r.events;
-  const lines: CostLine[] = [];
-  const line = (service: string, item: string, quantity: number, unit: string, price: number) =>
-    lines.push({ service, item, quantity: quantity * perM, unit, usdPerMillion: quantity * perM * price });
-
-  // Kinesis
-  const shardCount = r.stages.reduce((a, s) => a + s.shards, 0);
-  line('Kinesis', `shard-hours (${r.stages.map((s) => `${s.stage}: ${s.shards}`).join(', ')})`, (shardCount * r.seconds) / 3600, 'shard-h', PRICES.kinesis.shardHour);
-  line('Kinesis', 'PUT payload units: producers → source stream', m.get('kinesis.put.source').units, 'units', PRICES.kinesis.putPayloadUnit);
-  line('Kinesis', 'PUT payload units: stage → stage (packed)', m.get('kinesis.put.data').units, 'units', PRICES.kinesis.putPayloadUnit);
-  line('Kinesis', 'PUT payload units: barriers', m.get('kinesis.put.control').units, 'units', PRICES.kinesis.putPayloadUnit);
-
-  // Lambda
-  const invocations = r.stages.reduce((a, s) => a + s.invocations, 0);
-  const cpuMs = r.stages.reduce((a, s) => a + s.cpuMs, 0) * (ASSUMPTIONS.fullVcpuMb / ASSUMPTIONS.stageMemoryMb);
-  const d = (k: string) => m.sum(k).requests;
-  // requests an invocation waits on, one after another (applyRows runs 32 at a time)
-  const ioMs =
-    ASSUMPTIONS.dynamoMs * (d('dynamodb.read') + d('dynamodb.write.position') + d('dynamodb.write.pointer') + d('dynamodb.write.ack') + d('dynamodb.write.delta') + d('dynamodb.write.takeover')) +
-    ASSUMPTIONS.dynamoMs * Math.ceil(d('dynamodb.write.state') / ASSUMPTIONS.stateWriteConcurrency) +
-    ASSUMPTIONS.kinesisPutMs * d('kinesis.put.data') +
-    ASSUMPTIONS.s3Ms * (d('s3.put') + d('s3.get'));
-  const gbS = ((cpuMs + ioMs) / 1000) * (ASSUMPTIONS.stageMemoryMb / 1024);
-  const coordInvocations = m.get('lambda.coordinator').requests;
-  const coordGbS = coordInvocations * (ASSUMPTIONS.coordinatorTaskMs / 1000) * (ASSUMPTIONS.coordinatorMemoryMb / 1024);
-  line('Lambda', 'stage invocations (ESM batches)', invocations, 'requests', PRICES.lambda.request);
-  line('Lambda', `stage GB-s (${ASSUMPTIONS.stageMemoryMb} MB, measured CPU + modelled I/O wait)`, gbS, 'GB-s', PRICES.lambda.gbSecondArm);
-  line('Lambda', 'coordinator invocations (4 tasks per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
-  line('Lambda', `coordinator GB-s (${ASSUMPTIONS.coordinatorMemoryMb} MB)`, coordGbS, 'GB-s', PRICES.lambda.gbSecondArm);
-
-  // DynamoDB
-  const w = (k: string) => m.get(`dynamodb.write.${k}`).units;
-  line('DynamoDB', 'writes: state items (each packed item holding a dirty key, per checkpoint)', w('state'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'writes: checkpoint deltas (inline ≤ 8 KB)', w('delta'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'writes: lease position (one per batch)', w('position'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'writes: snapshot pointers, acks, takeovers', w('pointer') + w('ack') + w('takeover'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'writes: coordinator', w('coordinator'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'writes: upsert sink', w('sink'), 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'reads: leases (one per batch)', m.get('dynamodb.read.lease').units, 'RRU', PRICES.dynamodb.readRequestUnit);
-  line('DynamoDB', 'reads: state rows (cache misses)', m.get('dynamodb.read.state').units, 'RRU', PRICES.dynamodb.readRequestUnit);
-  line('DynamoDB', 'reads: coordinator, deltas', m.get('dynamodb.read.coordinator').units + m.get('dynamodb.read.delta').units, 'RRU', PRICES.dynamodb.readRequestUnit);
-
-  // Step Functions, S3
-  line('Step Functions', `state transitions (${transitions} per checkpoint)`, r.checkpoints * transitions, 'transitions', PRICES.stepFunctions.stateTransition);
-  line('S3', 'PUT (deltas above 8 KB, dead letters)', m.sum('s3.put').requests, 'requests', PRICES.s3.put);
-  line('S3', 'GET (deltas in S3, on restore)', m.sum('s3.get').requests, 'requests', PRICES.s3.get);
-
-  const usdPerMillion = lines.reduce((a, l) => a + l.usdPerMillion, 0);
-  const eps = r.events / r.seconds;
-  return {
-    eventsPerSecond: eps,
-    checkpointIntervalS: r.seconds / Math.max(1, r.checkpoints),
-    shards: Object.fromEntries(r.stages.map((s) => [s.stage, s.shards])),
-    lines,
-    usdPerMillion,
-    usdPerMonth: (usdPerMillion * eps * SECONDS_PER_MONTH) / 1e6,
-    flinkFloorPerMonth: FLINK_FLOOR_PER_MONTH,
-    lambda: {
-      invocationsPerMillion: invocations * perM,
-      msPerInvocation: (cpuMs + ioMs) / invocations,
-      cpuMsPerInvocation: cpuMs / invocations,
-      ioMsPerInvocation: ioMs / invocations,
-    },
-  };
 }

@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { measureCheckpoint, type CheckpointFigures } from './checkpoint.js';
 import { measureComponents, type ComponentFigures } from './components.js';
-import { costOf, transitionsPerCheckpoint, type AslState, type CostScenario } from './cost.js';
+import { byService, type MonthlyCost } from './cost.js';
 import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
 import { FairCount, FairSource, FairWindow } from './fair-loops.js';
@@ -99,7 +99,8 @@ export interface BenchResults {
   nexmark?: { figures: NexmarkFigures[]; events: number; checkpointEvery: number; batch: number; ratePerSecond: number };
   /** the monthly cost line of `--only cost` (bench/cost-part.ts) */
   costLine?: string;
-  cost?: { transitionsPerCheckpoint: number; transitionsPath: string[]; scenarios: CostScenario[]; prices: typeof PRICES; assumptions: typeof ASSUMPTIONS };
+  /** the cost model's scenarios (bench/cost.ts): idle, 1,000 ev/s at 10 s and at 60 s checkpoints */
+  cost?: { transitionsPerCheckpoint: number; transitionsPath: string[]; scenarios: MonthlyCost[]; prices: typeof PRICES; assumptions: typeof ASSUMPTIONS };
   emulated?: { rawCold: RawRate; raw: RawRate; stage1: EmulatedStage1; e2e: EndToEnd; startMs: number } | { error: string };
   summary?: string;
 }
@@ -157,14 +158,6 @@ function wireOf(r: PipelineResult, batch: number): WireFigures {
     eventsPerRecord: r.events / r.exchange.records,
     sourceBytesPerEvent: r.sourceBytes / r.events,
   };
-}
-
-/** The coordinator's state transitions per checkpoint, from the synthesized workflow (cached after the first synthesis). */
-async function coordinatorTransitions(quick: boolean): Promise<{ count: number; path: string[] }> {
-  if (quick) return { count: 7, path: ['(quick: not synthesized)'] };
-  const { cachedCoordinatorDefinition } = await import('../local/coordinator-cache.js');
-  const def = cachedCoordinatorDefinition(e2eJob());
-  return transitionsPerCheckpoint(def.definition.States as unknown as Record<string, AslState>);
 }
 
 const pct = (x: number) => `${(100 * x).toFixed(1)} %`;
@@ -310,16 +303,12 @@ const RUNNERS: Record<PartName, Runner> = {
     }
     r.nexmark = { figures, ...s.nexmark };
   },
-  // the cost model's part: its figures come from metering.ts and prices.ts
-  async cost(s, r, log, quick) {
-    const transitions = await coordinatorTransitions(quick);
-    const p = await pipelines(s, log);
-    const scenarios = p.map((x) => costOf(x, transitions.count));
-    r.cost = { transitionsPerCheckpoint: transitions.count, transitionsPath: transitions.path, scenarios, prices: PRICES, assumptions: ASSUMPTIONS };
-    log(`  ${scenarios.map((c) => `${fmt(c.eventsPerSecond)} ev/s: $${c.usdPerMillion.toFixed(4)} per 1 M events`).join('; ')}`);
-    // the monthly bill, idle and at 1,000 ev/s, with every item priced (bench/monthly-cost.ts)
+  // the cost model's part (bench/cost.ts): monthly bills from metered runs (metering.ts) at list prices (prices.ts)
+  async cost(_s, r, log, quick) {
     const { runCostPart } = await import('./cost-part.js');
-    r.costLine = await runCostPart(log, quick);
+    const c = await runCostPart(log, quick);
+    r.cost = { transitionsPerCheckpoint: c.transitions.count, transitionsPath: c.transitions.path, scenarios: c.scenarios, prices: PRICES, assumptions: ASSUMPTIONS };
+    r.costLine = c.line;
   },
   async emulated(_s, r, log) {
     const { startEmulators, rawKinesisRate, emulatedStage1, emulatorClients, endToEnd } = await import('./emulated.js');
@@ -455,19 +444,18 @@ function pathRows(add: (...c: string[]) => void, name: string, f: PathFigures): 
   );
 }
 
-/** The cost model's rows (its own section of the table). */
+/** The cost model's rows (its own section of the table): dollars per month by service, per scenario. */
 function renderCost(r: BenchResults, out: string[]): void {
   if (!r.cost) return;
   const sc = r.cost.scenarios;
-  out.push('', `Cost per 1 M events by service (us-east-1 list prices, ${PRICES.date}; Managed Flink floor ${usd(FLINK_FLOOR_PER_MONTH)}/month):`, '');
-  const name = (c: CostScenario) => `${fmt(c.eventsPerSecond)} ev/s, ${c.checkpointIntervalS} s`;
-  out.push(`| service | item | ${sc.map((c) => `${name(c)}: quantity`).join(' | ')} | ${sc.map((c) => `${name(c)}: $`).join(' | ')} |`);
-  out.push(`|---|---|${sc.map(() => '---').join('|')}|${sc.map(() => '---').join('|')}|`);
-  sc[0]!.lines.forEach((l, i) => {
-    out.push(`| ${l.service} | ${l.item} | ${sc.map((c) => `${fmt(c.lines[i]!.quantity)} ${c.lines[i]!.unit}`).join(' | ')} | ${sc.map((c) => usd(c.lines[i]!.usdPerMillion)).join(' | ')} |`);
-  });
-  out.push(`| **total** | | ${sc.map(() => '').join(' | ')} | ${sc.map((c) => `**${usd(c.usdPerMillion)}**`).join(' | ')} |`);
-  out.push(`| **per month** | | ${sc.map(() => '').join(' | ')} | ${sc.map((c) => `**${usd(c.usdPerMonth)}**`).join(' | ')} |`);
+  out.push('', `Monthly cost by service (bench/cost.ts; us-east-1 list prices, ${PRICES.date}; Managed Flink floor ${usd(FLINK_FLOOR_PER_MONTH)}/month):`, '');
+  const name = (c: MonthlyCost) => (c.eventsPerSecond ? `${fmt(c.eventsPerSecond)} ev/s, ${c.checkpointIntervalS} s` : 'idle');
+  const services = [...new Set(sc.flatMap((c) => byService(c).map(([s]) => s)))];
+  out.push(`| service | ${sc.map(name).join(' | ')} |`);
+  out.push(`|---|${sc.map(() => '---').join('|')}|`);
+  for (const service of services) out.push(`| ${service} | ${sc.map((c) => usd(byService(c).find(([s]) => s === service)?.[1] ?? 0)).join(' | ')} |`);
+  out.push(`| **total** (without shards and producers' PUTs) | ${sc.map((c) => `**${usd(c.usd)}**`).join(' | ')} |`);
+  out.push(`| shard-hours (apart) | ${sc.map((c) => usd(c.shardsUsd)).join(' | ')} |`);
 }
 
 export function renderTable(r: BenchResults): string {

@@ -8,6 +8,7 @@
  *   npx cdk deploy -c sluice:prefix=clicks-dev     # another copy of the job, under other names
  *   npx cdk deploy -c sluice:removalPolicy=destroy # a throw-away copy: cdk destroy deletes its data
  *   npx cdk deploy -c sluice:job=path/to/job.ts    # any job module (what `sluice deploy` runs)
+ *   npx cdk deploy -c sluice:dashboard=true        # with the job's CloudWatch dashboard ($3 a month)
  *
  * cdk-nag's AWS Solutions pack runs at every synth; an unacknowledged finding stops the synth.
  */
@@ -44,7 +45,8 @@ export async function loadJobModule(path: string): Promise<{ job: Job; jobModule
 /**
  * Adds the selected example's stack to `app` and registers cdk-nag's AWS Solutions checks on it.
  * Context: `sluice:example` (default `clickstream`), `sluice:prefix` (default `sluice-<job>`),
- * `sluice:removalPolicy` (`retain`, the default, or `destroy`).
+ * `sluice:removalPolicy` (`retain`, the default, or `destroy`), `sluice:dashboard` (`true` for the
+ * job's dashboard).
  */
 export async function buildApp(app: App): Promise<SluiceJobStack> {
   const example = String(app.node.tryGetContext('sluice:example') ?? 'clickstream');
@@ -55,12 +57,15 @@ export async function buildApp(app: App): Promise<SluiceJobStack> {
   if (removal !== 'retain' && removal !== 'destroy') {
     throw new Error(`context sluice:removalPolicy must be "retain" or "destroy", got "${removal}"`);
   }
+  const dashboard = String(app.node.tryGetContext('sluice:dashboard') ?? 'false');
+  if (dashboard !== 'true' && dashboard !== 'false') throw new Error(`context sluice:dashboard must be "true" or "false", got "${dashboard}"`);
   const stack = new SluiceJobStack(app, stackIdFor(job.name), {
     description: `Sluice stream processing job "${job.name}" (${given ?? `examples/${example}`})`,
     job,
     jobModule,
     ...(prefix ? { prefix } : {}),
     removalPolicy: removal === 'destroy' ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN,
+    dashboard: dashboard === 'true',
   });
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
   return stack;

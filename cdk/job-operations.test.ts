@@ -32,7 +32,8 @@ const kmsStatement = (statements: Statement[], keyId: string) => statements.filt
 describe('outputs', () => {
   it('names everything a user and the CLI need, under fixed keys', () => {
     const outputs = click.template.toJSON().Outputs as Record<string, { Value: unknown }>;
-    for (const key of Object.values(OUTPUT_KEYS)) expect(outputs[key], key).toBeDefined();
+    for (const key of Object.values(OUTPUT_KEYS)) if (key !== OUTPUT_KEYS.dashboardUrl) expect(outputs[key], key).toBeDefined();
+    expect(outputs[OUTPUT_KEYS.dashboardUrl]).toBeUndefined(); // no dashboard unless asked
     expect(outputs[OUTPUT_KEYS.bucket]!.Value).toEqual({ Ref: logicalId(click.job.bucket) });
     expect(outputs[OUTPUT_KEYS.stateMachineArn]!.Value).toEqual({ Ref: logicalId(click.job.stateMachine) });
     expect(outputs[OUTPUT_KEYS.prefix]!.Value).toBe('sluice-clickstream');
@@ -41,7 +42,8 @@ describe('outputs', () => {
       expect(outputs[outputKeyOfStage('function', stage)]!.Value).toEqual({ Ref: logicalId(click.job.stageFunctions.get(stage)!) });
       expect(outputs[outputKeyOfStage('mapping', stage)]!.Value).toEqual({ Ref: logicalId(click.job.eventSourceMappings.get(stage)!) });
     }
-    expect(JSON.stringify(outputs[OUTPUT_KEYS.dashboardUrl]!.Value)).toContain('#dashboards:name=sluice-clickstream');
+    const withDashboard = synthJob(clickstream, { dashboard: true }).template.findOutputs('*');
+    expect(JSON.stringify(withDashboard[OUTPUT_KEYS.dashboardUrl]!.Value)).toContain('#dashboards:name=sluice-clickstream');
   });
 });
 

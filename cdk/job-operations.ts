@@ -30,7 +30,8 @@ export interface JobParts {
   readonly coordinatorFunction: lambda.IFunction;
   readonly stateMachineArn: string;
   readonly stateMachineName: string;
-  readonly dashboardName: string;
+  /** set when the job has a dashboard */
+  readonly dashboardName?: string;
   readonly alarmArns: readonly string[];
   readonly logGroupArns: readonly string[];
   readonly keys: readonly kms.IKey[];
@@ -48,11 +49,13 @@ export function addJobOutputs(scope: Construct, p: JobParts): void {
   out(OUTPUT_KEYS.controlTable, p.controlTable.tableName, 'checkpoints, leases, savepoints');
   out(OUTPUT_KEYS.stateMachineArn, p.stateMachineArn, 'checkpoint coordinator workflow');
   out(OUTPUT_KEYS.coordinatorFunction, p.coordinatorFunction.functionName, 'coordinator function (tasks, watchdog, savepoint requests)');
-  out(
-    OUTPUT_KEYS.dashboardUrl,
-    `https://${stack.region}.console.aws.amazon.com/cloudwatch/home?region=${stack.region}#dashboards:name=${p.dashboardName}`,
-    'CloudWatch dashboard of the job',
-  );
+  if (p.dashboardName !== undefined) {
+    out(
+      OUTPUT_KEYS.dashboardUrl,
+      `https://${stack.region}.console.aws.amazon.com/cloudwatch/home?region=${stack.region}#dashboards:name=${p.dashboardName}`,
+      'CloudWatch dashboard of the job',
+    );
+  }
   for (const [stageId, stream] of p.streams) out(outputKeyOfStage('stream', stageId), stream.streamName, `input stream of stage ${stageId}`);
   for (const [stageId, fn] of p.stageFunctions) out(outputKeyOfStage('function', stageId), fn.functionName, `function of stage ${stageId}`);
   for (const [stageId, esm] of p.eventSourceMappings) {

@@ -75,6 +75,26 @@ describe('streams', () => {
     template.allResourcesProperties('AWS::Kinesis::Stream', { RetentionPeriodHours: 72 });
   });
 
+  it('onDemandSources creates those source streams on demand (no shard count); the streams between stages stay provisioned', () => {
+    const { template } = synthJob(threeStageJob(), { onDemandSources: ['orders'] });
+    const streams = Object.values(template.findResources('AWS::Kinesis::Stream')).map((r) => r.Properties as Record<string, unknown>);
+    expect(streams.map((p) => [p.Name, (p.StreamModeDetails as { StreamMode: string }).StreamMode, p.ShardCount]).sort()).toEqual([
+      ['sluice-orders-s1', 'PROVISIONED', 2],
+      ['sluice-orders-s2', 'PROVISIONED', 4],
+      ['sluice-orders-src-orders', 'ON_DEMAND', undefined],
+    ]);
+  });
+
+  it('onDemandSources refuses an unknown source and a source reading an existing stream, naming the field', () => {
+    expect(() => synthJob(threeStageJob(), { onDemandSources: ['clicks'] })).toThrow(/onDemandSources names "clicks", but the job's sources are orders/);
+    const j = defineJob('existing-od');
+    j.source({ name: 'in', streamName: 'team-clicks' })
+      .keyBy((x) => String(x))
+      .reduce((a) => a)
+      .sinkTo(dynamoUpsertSink({ name: 'out', key: String }));
+    expect(() => synthJob(j, { onDemandSources: ['in'] })).toThrow(/onDemandSources: source "in" reads the existing stream team-clicks, whose capacity mode is its own/);
+  });
+
   it('imports a source stream given by name instead of creating it', () => {
     const j = defineJob('existing');
     j.source({ name: 'in', streamName: 'team-clicks' })
@@ -225,7 +245,7 @@ describe('functions', () => {
   });
 
   it('uses the prefix for every physical name', () => {
-    const { template } = synthJob(clickstream, { prefix: 'clicks-dev' });
+    const { template } = synthJob(clickstream, { prefix: 'clicks-dev', dashboard: true });
     template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'clicks-dev-s0' });
     template.hasResourceProperties('AWS::Kinesis::Stream', { Name: 'clicks-dev-src-clicks' });
     template.hasResourceProperties('AWS::DynamoDB::Table', { TableName: 'clicks-dev-state' });
@@ -506,8 +526,13 @@ describe('coordinator', () => {
 });
 
 describe('observability', () => {
-  it('creates a dashboard with per-stage and per-job metrics', () => {
-    const { template } = click;
+  it('creates no dashboard unless asked (it bills $3 a month, idle or not)', () => {
+    click.template.resourceCountIs('AWS::CloudWatch::Dashboard', 0);
+    expect(click.job.dashboard).toBeUndefined();
+  });
+
+  it('dashboard: true creates a dashboard with per-stage and per-job metrics', () => {
+    const { template } = synthJob(clickstream, { dashboard: true });
     const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard'));
     for (const needle of [
       "SELECT SUM(RecordsIn) FROM Sluice WHERE job = 'clickstream' AND stage = 's0'",

@@ -5,7 +5,7 @@
  * exchanges; `resourceNames(plan, prefix)` gives every physical name, the same names the functions
  * and the local runner derive from `SLUICE_PREFIX`. Per stage it creates the input stream, the
  * function and its event source mapping; per job the state and control tables, the sink tables,
- * the data bucket, the coordinator function and workflow, a dashboard and alarms.
+ * the data bucket, the coordinator function and workflow, alarms and (with `dashboard`) a dashboard.
  *
  * IAM is written out statement by statement (each role has one inline policy, so a function never
  * starts before its permissions exist): no managed policies, and every wildcard says why.
@@ -108,7 +108,7 @@ export interface SluiceJobProps {
    * @default RemovalPolicy.RETAIN
    */
   readonly removalPolicy?: RemovalPolicy;
-  /** actions of every alarm (an SNS topic, say); @default no actions (the alarms still show on the dashboard) */
+  /** actions of every alarm (an SNS topic, say); @default no actions (the alarms still show in the CloudWatch console and `sluice status`) */
   readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
   /** per stage id (`s0`, `s1`, ...): function and event source mapping settings; @default STAGE_DEFAULTS for every stage */
   readonly stageSettings?: Readonly<Record<string, StageSettings>>;
@@ -153,6 +153,25 @@ export interface SluiceJobProps {
    * @default none (imported resources use AWS-owned or AWS-managed keys)
    */
   readonly importedResourceKeys?: { readonly sources?: Readonly<Record<string, kms.IKey>>; readonly sinks?: Readonly<Record<string, kms.IKey>> };
+  /**
+   * Sources (by name) whose stream the job creates in on-demand capacity mode: Kinesis adds and
+   * removes shards as traffic changes, and the job adopts each new shard the way it adopts the
+   * children of its own rescale (the child rebuilds its parents' final state; the checkpoint in
+   * flight across the reshard aborts and the next one expects the new shards). The source's
+   * `shards` is then only the estimate the cost model uses, and `sluice rescale` refuses the stage.
+   * An existing stream (`streamName`) keeps its own mode, on-demand included, and is not named
+   * here. Streams between stages are always provisioned: the job routes records between stages by
+   * key group and reshards them only at a checkpoint boundary.
+   * @default none (every stream the job creates is provisioned)
+   */
+  readonly onDemandSources?: readonly string[];
+  /**
+   * A CloudWatch dashboard of the job (rates, lag, checkpoints, state cache, alarms). It is billed
+   * $3 a month whether or not anything runs — more than everything else an idle job costs — so it
+   * is asked for, not given: `sluice status` prints the same lag, checkpoints and alarms.
+   * @default false
+   */
+  readonly dashboard?: boolean;
   /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
   readonly tracing?: boolean;
   /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */
@@ -307,7 +326,8 @@ export class SluiceJob extends Construct {
   readonly stateMachine: sfn.StateMachine;
   /** restarts a failed coordinator execution; undefined when `restartCoordinatorOnFailure` is false */
   readonly restartRule?: events.Rule;
-  readonly dashboard: cloudwatch.Dashboard;
+  /** the job's dashboard; undefined unless `dashboard` is true */
+  readonly dashboard?: cloudwatch.Dashboard;
   readonly alarms: SluiceJobAlarms;
   /** starts the coordinator when none is running (scheduled) */
   readonly watchdogRule: events.Rule;
@@ -336,6 +356,7 @@ export class SluiceJob extends Construct {
     this.sourceKeys = importedKeys(plan, 'sources', props.importedResourceKeys?.sources ?? {});
     this.sinkKeys = importedKeys(plan, 'sinks', props.importedResourceKeys?.sinks ?? {});
     this.keys = [...new Set([...(key ? [key] : []), ...this.sourceKeys.values(), ...this.sinkKeys.values()])];
+    const onDemand = onDemandSourceIds(plan, props.onDemandSources ?? []);
     const idle = props.idleCoordinator ?? true;
     const tracing = props.tracing ?? false;
     const dataRemoval = props.removalPolicy ?? RemovalPolicy.RETAIN;
@@ -381,8 +402,7 @@ export class SluiceJob extends Construct {
         } else {
           stream = new kinesis.Stream(this, `Stream-${stage.id}`, {
             streamName,
-            streamMode: kinesis.StreamMode.PROVISIONED,
-            shardCount: stage.parallelism,
+            ...(source && onDemand.has(source.id) ? { streamMode: kinesis.StreamMode.ON_DEMAND } : { streamMode: kinesis.StreamMode.PROVISIONED, shardCount: stage.parallelism }),
             encryption: key ? kinesis.StreamEncryption.KMS : kinesis.StreamEncryption.MANAGED,
             ...(key ? { encryptionKey: key } : {}),
             retentionPeriod: props.streamRetention ?? Duration.hours(24),
@@ -711,7 +731,7 @@ export class SluiceJob extends Construct {
 
     // ── Observability ──────────────────────────────────────────────────────────────────────────
     this.alarms = this.createAlarms(props, idle);
-    this.dashboard = this.createDashboard();
+    if (props.dashboard) this.dashboard = this.createDashboard();
 
     // ── Running and operating ──────────────────────────────────────────────────────────────────
     this.logGroupArns.push(this.coordinator.logGroup.logGroupArn);
@@ -831,7 +851,7 @@ export class SluiceJob extends Construct {
       coordinatorFunction: this.coordinatorFunction,
       stateMachineArn: this.stateMachine.stateMachineArn,
       stateMachineName: this.names.stateMachine,
-      dashboardName: this.names.prefix,
+      ...(this.dashboard ? { dashboardName: this.names.prefix } : {}),
       alarmArns: this.alarms.all.map((a) => a.alarmArn),
       logGroupArns: this.logGroupArns,
       keys: this.keys,
@@ -1101,6 +1121,20 @@ function importedKeys(plan: Plan, kind: 'sources' | 'sinks', given: Readonly<Rec
       if (!imported) throw new Error(`importedResourceKeys.sinks.${name}: the sink does not import an existing table or stream (tableName/streamName), so it needs no key of its own`);
     }
     out.set(name, k);
+  }
+  return out;
+}
+
+/** Ids of the sources named by `onDemandSources`, checked against the plan: each must exist and create its stream. */
+function onDemandSourceIds(plan: Plan, given: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const name of given) {
+    const src = plan.sources.find((x) => x.name === name);
+    if (!src) throw new Error(`onDemandSources names "${name}", but the job's sources are ${plan.sources.map((x) => x.name).join(', ')}`);
+    if (src.streamName !== undefined) {
+      throw new Error(`onDemandSources: source "${name}" reads the existing stream ${src.streamName}, whose capacity mode is its own (on-demand streams are adopted as they are); list only sources whose stream the job creates`);
+    }
+    out.add(src.id);
   }
   return out;
 }

@@ -1,11 +1,11 @@
 /**
  * `sluice cost <job> --rate <events/s>`: a monthly estimate per service from the job's plan
- * (bench/monthly-cost.ts): every item a deployment bills, with the Kinesis shards and the
+ * (bench/cost.ts): every item a deployment bills, with the Kinesis shards and the
  * producers' PUTs reported apart. The stage functions' activity per event is what the bench
  * measured for its keyed job, scaled by the job's stages; `npm run bench -- --only cost` meters it.
  */
 import { InvalidArgumentError, type Command } from 'commander';
-import { formatMonthlyCost, monthlyCost } from '../bench/monthly-cost.js';
+import { formatMonthlyCost, monthlyCost } from '../bench/cost.js';
 import { planJob } from '../shared/plan/planner.js';
 import { loadJob } from './load-job.js';
 
@@ -23,11 +23,12 @@ export function addCostCommand(program: Command): void {
     .requiredOption('--rate <events/s>', 'events per second into the sources (0: idle)', positive('--rate'))
     .option('--event-bytes <n>', 'bytes per event', positive('--event-bytes'), 200)
     .option('--keys <n>', 'distinct keys held in state (storage)', positive('--keys'), 10_000)
-    .option('--on-demand', 'Kinesis on-demand streams instead of provisioned shards')
+    .option('--on-demand', 'the source streams in on-demand mode (SluiceJob onDemandSources); the streams between stages stay provisioned')
+    .option('--dashboard', 'the job\'s CloudWatch dashboard (SluiceJob dashboard: true)')
     .option('--customer-key', 'a customer-managed KMS key (encryptionKey)')
     .option('--no-idle', 'the coordinator checkpoints even with no input (idleCoordinator: false)')
     .option('--json', 'print the estimate as JSON')
-    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; customerKey?: boolean; idle: boolean; json?: boolean }) => {
+    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean }) => {
       const plan = planJob(await loadJob(jobPath));
       const c = monthlyCost({
         plan,
@@ -37,6 +38,7 @@ export function addCostCommand(program: Command): void {
         kinesisMode: o.onDemand ? 'on-demand' : 'provisioned',
         customerKey: o.customerKey ?? false,
         idleCoordinator: o.idle,
+        dashboard: o.dashboard ?? false,
       });
       if (o.json) {
         console.log(JSON.stringify(c, null, 2));

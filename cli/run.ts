@@ -4,6 +4,9 @@
  * watermark fires every window and the job finishes, then shows everything: every sink's records,
  * every dead letter with its input file and line, the checkpoint statistics — and with --out writes
  * them all to one JSON file. A run whose every record was dead-lettered fails.
+ *
+ * With --chaos <seed> the job runs under that seed's fault schedule and again without faults, and
+ * every sink is compared key by key (local/chaos/check.ts); any difference fails the command.
  */
 import { existsSync, statSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
@@ -12,6 +15,8 @@ import { sleep } from '../shared/adapters/aws/clients.js';
 import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import type { LocalJobRunner, LocatedDeadLetter } from '../local/runner.js';
+import { formatRunOutput, readRunOutput } from '../local/run-output.js';
+import type { Job } from '../shared/api/job.js';
 import { formatCheckpoints } from './lifecycle.js';
 import { loadJob } from './load-job.js';
 import { typecheckJob } from './typecheck.js';
@@ -28,14 +33,11 @@ interface RunOptions {
   timeout: number;
   typecheck: boolean;
   listCheckpoints?: boolean;
+  chaos?: number;
 }
 
 /** What `--out` holds. */
-export interface RunOutput {
-  readonly sinks: Record<string, unknown[]>;
-  readonly deadLetters: LocatedDeadLetter[];
-  readonly checkpoints: { completed: number; aborted: number; meanDurationMs: number; recordsIn: number; finished: boolean };
-}
+export type { RunOutput } from '../local/run-output.js';
 
 /** `--events` values as (source, file) pairs: `source=file`, or a bare file for the job's first source. */
 export function runInputs(plan: Plan, specs: readonly string[]): Array<{ source: string; file: string }> {
@@ -110,6 +112,11 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
     .option('--timeout <s>', 'seconds to wait for the job to finish', int('--timeout'), 300)
     .option('--no-typecheck', 'do not typecheck the job module first')
     .option('--list-checkpoints', 'print the checkpoint records (status, duration, bytes, keys) at the end')
+    .option(
+      '--chaos <seed>',
+      'run the job under the seed\'s fault schedule (crashes, zombies, partial writes, throttling, redelivery, coordinator failures) and again without faults; compare every sink key by key and the dead letters; print the faults by kind and a line with faults=<n>; exit 1 on any difference, naming the function that broke determinism when one did (--out: the faulted run\'s results)',
+      int('--chaos'),
+    )
     .action(async (jobPath: string, opts: RunOptions) => {
       if (opts.typecheck) {
         const t = Date.now();
@@ -120,6 +127,7 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
       const job = await loadJob(jobPath);
       const plan = planJob(job);
       const inputs = runInputs(plan, opts.events);
+      if (opts.chaos !== undefined) return runChaos(job, inputs, opts.chaos, opts);
       const { LocalJobRunner } = await import('../local/runner.js');
       const t0 = Date.now();
       process.stderr.write(`starting the emulated AWS stack and deploying ${plan.job} (${plan.stages.length} stages)…\n`);
@@ -148,23 +156,17 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
             last = n;
           });
         }
-        const sinks: Record<string, unknown[]> = {};
-        for (const sink of plan.sinks) sinks[sink.name] = await runner.readSink(sink.name);
-        const deadLetters = await runner.deadLettersWithLines();
-        const s = await runner.stats();
-        const output: RunOutput = {
-          sinks,
-          deadLetters,
-          checkpoints: { completed: s.completed, aborted: s.aborted, meanDurationMs: Math.round(s.meanCheckpointMs), recordsIn: s.recordsIn, finished: !opts.unbounded },
-        };
-        if (opts.out) writeFileSync(opts.out, `${JSON.stringify(output, null, 2)}\n`);
+        const output = await readRunOutput(runner, !opts.unbounded);
+        const { sinks, deadLetters } = output;
+        const c = output.checkpoints;
+        if (opts.out) writeFileSync(opts.out, formatRunOutput(output));
 
         for (const sink of plan.sinks) printSink(sink.name, sink.kind, sink.guarantee, sinks[sink.name]!, opts.limit);
         printDeadLetters(deadLetters, opts.limit);
         if (opts.listCheckpoints) console.log(`\n${formatCheckpoints(await runner.coordinator.list(), plan.checkpoint.retained)}`);
         console.log(
-          `\ncheckpoints: completed=${s.completed} aborted=${s.aborted} mean_duration_ms=${Math.round(s.meanCheckpointMs)} ` +
-            `records_in=${s.recordsIn} batches=${s.batches} cache_hit_rate=${s.cacheHitRate.toFixed(2)} dead_letters=${deadLetters.length}`,
+          `\ncheckpoints: completed=${c.completed} aborted=${c.aborted} mean_duration_ms=${c.meanDurationMs} ` +
+            `records_in=${c.recordsIn} batches=${output.batches} cache_hit_rate=${output.cacheHitRate.toFixed(2)} dead_letters=${deadLetters.length}`,
         );
         if (opts.out) console.log(`everything above, unabridged: ${opts.out}`);
         allDead = allDeadLettered(fed.reduce((a, f) => a + f.records, 0), deadLetters);
@@ -173,4 +175,37 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
       }
       if (allDead) throw new Error(allDead);
     });
+}
+
+/**
+ * `sluice run --chaos <seed>`: the job under the seed's faults and without, every sink compared; the
+ * faulted run's sinks and dead letters printed as a plain run prints them. Fails on any difference.
+ */
+async function runChaos(job: Job, inputs: Array<{ source: string; file: string }>, seed: number, opts: RunOptions): Promise<void> {
+  if (opts.unbounded) throw new Error('--chaos compares two complete runs: it needs bounded input (leave out --unbounded)');
+  const { chaosCheck, formatChaosReport } = await import('../local/chaos/check.js');
+  const plan = planJob(job);
+  const t0 = Date.now();
+  const report = await chaosCheck(job, {
+    seed,
+    files: inputs,
+    environments: opts.environments,
+    checkpointIntervalMs: opts.interval ?? 500,
+    timeoutMs: opts.timeout * 1000,
+    progress: (line) => process.stderr.write(`${line}\n`),
+  });
+  if (opts.out) writeFileSync(opts.out, formatRunOutput(report.faulted));
+  for (const sink of plan.sinks) printSink(sink.name, sink.kind, sink.guarantee, report.faulted.sinks[sink.name] ?? [], opts.limit);
+  printDeadLetters(report.faulted.deadLetters, opts.limit);
+  console.log('');
+  for (const line of formatChaosReport(report, opts.limit)) console.log(line);
+  process.stderr.write(`chaos check took ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
+  if (opts.out) console.log(`the faulted run's results, unabridged: ${opts.out}`);
+  if (!report.ok) {
+    const culprits = report.determinism?.functions.map((f) => f.operator) ?? [];
+    throw new Error(
+      `under the faults of seed ${seed} the job's results differ from a fault-free run (${report.differences.length} key(s)${report.replayConflicts ? `, ${report.replayConflicts} replay conflict(s)` : ''})` +
+        (culprits.length ? `; not deterministic: ${[...new Set(culprits)].join(', ')}` : ''),
+    );
+  }
 }

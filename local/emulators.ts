@@ -336,6 +336,9 @@ function startKinesis(logDir: string, readyMs: number): Promise<Started> {
           REGISTER_STREAM_CONSUMER_DURATION: '0ms',
           DEREGISTER_STREAM_CONSUMER_DURATION: '0ms',
           LOG_LEVEL: 'ERROR',
+          // kinesis-mock's own default is 50 open shards per account, below AWS's quota (500 in the
+          // large regions): seeds or runs sharing one emulator would hit it
+          SHARD_LIMIT: '500',
           AWS_REGION: LOCAL_REGION,
           AWS_ACCOUNT_ID: LOCAL_ACCOUNT_ID,
         },

@@ -232,7 +232,10 @@ export class LocalJobRunner {
           }
           return handleKinesisBatch(e.runner, event);
         };
-        return { id: e.id, handler: o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler };
+        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler;
+        // tracked so that stop() waits for every invocation, a zombie the poller gave up on included:
+        // one still writing when the emulators stop would fail against a closed store
+        return { id: e.id, handler: (event: KinesisStreamEvent) => this.track(invoke(event)) };
       });
       const poller = new EventSourcePoller({
         kinesis: this.clients.kinesis,
@@ -278,6 +281,14 @@ export class LocalJobRunner {
         .finally(() => (restarting = false));
     }, 1_000);
     this.restartTimer.unref();
+  }
+
+  /** Remembers a running task until it settles (stop() waits for all of them). */
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.tasks.add(p);
+    const untrack = () => this.tasks.delete(p);
+    p.then(untrack, untrack);
+    return p;
   }
 
   /** Deletes the inner stages' streams (a restore creates them again with the plan's parallelism). */

@@ -11,7 +11,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
-import { FAULT_KINDS } from './faults.js';
+import { FAULT_KINDS } from '../../local/chaos/faults.js';
 import { runChaos } from './harness.js';
 
 const CI_SEEDS = [1, 2, 3, 4, 5];

@@ -12,7 +12,7 @@
  * poison records, or when a seed stopped completing checkpoints.
  */
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { FAULT_KINDS, PROFILE_NAMES, type FaultKind } from './faults.js';
+import { FAULT_KINDS, PROFILE_NAMES, type FaultKind } from '../../local/chaos/faults.js';
 import { runChaos, type SeedResult } from './harness.js';
 import { describeLoad, parseLoad, type ChaosLoad } from './load.js';
 import type { ChaosVariant } from './job.js';

@@ -10,14 +10,14 @@
  * 3. the verdict: lost / duplicated / mismatched outputs, dead letters vs poison records, upsert rows
  *    that moved backwards while the job ran, and liveness (checkpoints kept completing).
  */
-import { DeleteStreamCommand } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
+import { deleteJobStreams } from '../../local/chaos/check.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
-import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from './faults.js';
+import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
 import { slowedHandler, startCpuHogs, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
@@ -397,16 +397,11 @@ export class ChaosRun {
     };
   }
 
-  /** Stops the job and deletes its streams (kinesis-mock allows 50 shards per account; many seeds share one emulator). */
+  /** Stops the job and deletes its streams (many seeds share one emulator). */
   async stop(): Promise<void> {
     await this.stopMonitor();
     await this.runner.stop().catch(() => undefined);
-    const r = this.runner;
-    await Promise.all(
-      r.plan.stages.map((stage) =>
-        r.clients.kinesis.send(new DeleteStreamCommand({ StreamName: r.names.streamOf(stage), EnforceConsumerDeletion: true })).catch(() => undefined),
-      ),
-    );
+    await deleteJobStreams(this.runner);
   }
 }
 
@@ -606,7 +601,7 @@ export function holdNewShards(
 /** The line printed for a seed. */
 export function seedLine(r: SeedResult): string {
   const faults = [...r.faults].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
-  const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|CacheMiss|PutRecordsRetried|InvocationErrors/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
+  const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|lost-response|CacheMiss|PutRecordsRetried|InvocationErrors/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
   const v = r.verdict;
   const bad = v.lost || v.duplicated || v.mismatched || r.deadLettered !== r.poison || !r.live || r.error !== undefined;
   return (

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
-import { ChaosCrash, FaultSchedule, trimmedReplayFault, type FaultKind } from './faults.js';
+import { ChaosCrash, FaultSchedule, trimmedReplayFault, type FaultKind } from '../../local/chaos/faults.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, ChaosRun, inputRecord, runSeed, seedLine, type ChaosOptions, type SeedResult } from './harness.js';
 import { OUTPUTS_SINK, type ChaosOutput } from './job.js';
 
@@ -58,6 +58,19 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
     expectClean(r);
     expectFired(r, 'zombie');
     expect(r.observed.get('fenced-write-rejected') ?? 0, seedLine(r)).toBeGreaterThan(0);
+  }, 240_000);
+
+  // A lost response: a PutRecords call or a conditional DynamoDB write is applied, its response is
+  // lost, and the SDK sends the same request again. The PutRecords entries land twice on the keyed
+  // stage's stream, under the same (producer, epoch, seq): the keyed stage's dedupe set drops the
+  // second copies. A conditional write's retry meets its own earlier write and fails its condition;
+  // the invocation fails and the batch is retried from the lease. Without the dedupe set: every
+  // re-sent record is counted twice (duplicated outputs, wrong sums).
+  it('a lost response re-sent by the SDK: PutRecords entries land twice and the dedupe set by (producer, epoch, seq) drops the copies', async () => {
+    const r = await seed(311, { variant: 'two-stage', records: 80, input: { bursts: 6, gapMs: 600, keys: 4 }, rates: { 'lost-response': 0.3 } });
+    expectClean(r);
+    expectFired(r, 'lost-response');
+    expect(r.observed.get('lost-response:PutRecordsCommand') ?? 0, seedLine(r)).toBeGreaterThan(0);
   }, 240_000);
 
   // §6 "a PutRecords call with partial failure (retried records land after later ones, or after the

@@ -25,7 +25,7 @@ import { CHECKPOINT_IN_FLIGHT } from '../../shared/coordinator/protocol.js';
 import { planJob } from '../../shared/plan/planner.js';
 import { resourceNames } from '../../shared/plan/resources.js';
 import { instanceIdOf } from '../../shared/runtime/stage-instance.js';
-import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from '../chaos/faults.js';
+import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from '../../local/chaos/faults.js';
 import { chaosJob } from '../chaos/job.js';
 
 type Outcome = 'completed' | 'aborted' | 'crashed' | 'busy';

@@ -15,7 +15,7 @@ import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import type { RescaleRecord } from '../../shared/coordinator/rescale.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, CHAOS_INVOCATION_TIMEOUT_MS } from '../chaos/harness.js';
-import { chaosHooks, FaultSchedule } from '../chaos/faults.js';
+import { chaosHooks, FaultSchedule } from '../../local/chaos/faults.js';
 import { windowJob, type Ev, type UserCount, type WindowCount } from './jobs.js';
 import { makeEvents, totalsOracle, windowOracle } from './oracles.js';
 

@@ -13,7 +13,7 @@ import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import type { CoordinatorTaskInput } from '../../shared/coordinator/protocol.js';
 import { planJob } from '../../shared/plan/planner.js';
 import { resourceNames } from '../../shared/plan/resources.js';
-import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from '../chaos/faults.js';
+import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from '../../local/chaos/faults.js';
 import { chaosJob } from '../chaos/job.js';
 
 describe('savepoint request: a crash at each write', () => {

@@ -18,7 +18,7 @@ import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { startEmulators } from '../../local/emulators.js';
 import type { LocalJobRunner } from '../../local/runner.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
-import { FaultSchedule, prng, type FaultRates } from '../chaos/faults.js';
+import { FaultSchedule, prng, type FaultRates } from '../../local/chaos/faults.js';
 import { ChaosRun, inputRecord, type InputRecord } from '../chaos/harness.js';
 import { OUTPUTS_SINK, SOURCE_NAME, type ChaosVariant } from '../chaos/job.js';
 import type { PublishedOutput } from '../chaos/oracle.js';

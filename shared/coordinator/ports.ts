@@ -140,9 +140,18 @@ export interface ShardPeek {
   pagesAfter(stream: string, shardId: string, sequenceNumber: string): AsyncIterable<{ readonly records: readonly Uint8Array[]; readonly caughtUp: boolean }>;
 }
 
+/** A Kinesis stream's capacity mode: an on-demand stream reshards itself and cannot be rescaled in place. */
+export type StreamCapacityMode = 'PROVISIONED' | 'ON_DEMAND';
+
+export interface StreamSummary {
+  readonly status: string;
+  readonly open: number;
+  readonly mode: StreamCapacityMode;
+}
+
 /** Resharding a stream (an in-place rescale). */
 export interface StreamScaler {
-  describe(stream: string): Promise<{ readonly status: string; readonly open: number }>;
+  describe(stream: string): Promise<StreamSummary>;
   updateShardCount(stream: string, target: number): Promise<void>;
 }
 

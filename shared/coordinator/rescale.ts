@@ -19,7 +19,7 @@
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { SluiceError } from '../util/errors.js';
-import type { CheckpointStore, StreamScaler } from './ports.js';
+import type { CheckpointStore, StreamScaler, StreamSummary } from './ports.js';
 import type { RescalePhase, RescaleRecord } from './records.js';
 
 export type { RescalePhase, RescaleRecord } from './records.js';
@@ -50,6 +50,9 @@ export class InPlaceRescale {
     const max = this.plan.maxParallelism;
     if (!Number.isInteger(shards) || shards < 1 || shards > max) throw new SluiceError(`shards must be an integer in [1, ${max}] (the job's maxParallelism), got ${shards}`, 'BAD_INPUT');
     const current = await this.describe(this.names.streamOf(stage));
+    if (current.mode === 'ON_DEMAND') {
+      throw new SluiceError(`stream ${this.names.streamOf(stage)} of stage ${stageId} is in on-demand mode: Kinesis scales it by itself and refuses UpdateShardCount, so it cannot be rescaled in place`, 'BAD_INPUT');
+    }
     if (current.status !== 'ACTIVE') throw new SluiceError(`stream ${this.names.streamOf(stage)} is ${current.status}, not ACTIVE`, 'RESCALE_PENDING', true);
     if (shards === current.open) throw new SluiceError(`stage ${stageId} already has ${shards} shards`, 'BAD_INPUT');
     if (shards > 2 * current.open || shards < Math.ceil(current.open / 2)) {
@@ -114,7 +117,7 @@ export class InPlaceRescale {
     await this.store.updateRescale({ phase, ...extra });
   }
 
-  private async describe(stream: string): Promise<{ status: string; open: number }> {
+  private describe(stream: string): Promise<StreamSummary> {
     return this.scaler.describe(stream);
   }
 }

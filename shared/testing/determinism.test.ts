@@ -22,12 +22,34 @@ const input = { in: Array.from({ length: 60 }, (_, i) => ({ k: `k${i % 5}` })) }
 
 describe('checkDeterminism', () => {
   it('passes a function that draws randomness from the context', async () => {
-    expect(await checkDeterminism(counter(false), input)).toEqual({ deterministic: true, differences: [] });
+    expect(await checkDeterminism(counter(false), input)).toEqual({ deterministic: true, differences: [], functions: [] });
   });
 
   it('catches a function that calls Math.random()', async () => {
     const report = await checkDeterminism(counter(true), input);
     expect(report.deterministic).toBe(false);
     expect(report.differences.join('\n')).toMatch(/same id with other content|different outputs/);
+    // a process function cannot be called twice: it is named as the suspect of the sink it reaches
+    expect(report.functions.map((f) => f.operator)).toEqual([expect.stringMatching(/^process "process" \(op\d+-process\)$/)]);
+  });
+
+  const stamped = (how: 'clock' | 'random' | 'pure') => {
+    const j = job(`stamp-${how}`, { maxParallelism: 8 });
+    j.source<{ k: string }>({ name: 'in', shards: 2 })
+      .map((e) => ({ ...e, at: how === 'clock' ? Date.now() : how === 'random' ? Math.random() : e.k.length }), { name: 'stamp' })
+      .filter((e) => e.k !== 'none', { name: 'keep' })
+      .sinkTo(collectSink('out'));
+    return j;
+  };
+
+  it.each(['clock', 'random'] as const)('names the map that reads the %s (the map is called twice per record, the first time with the clock moved on)', async (how) => {
+    const report = await checkDeterminism(stamped(how), input);
+    expect(report.deterministic).toBe(false);
+    expect(report.functions).toEqual([{ operator: 'map "stamp" (op1-map)', function: 'map function', example: expect.stringMatching(/^on \{"k":"k\d"\} it returned \{"at":/) }]);
+    expect(report.differences.join('\n')).toContain('map "stamp" (op1-map): its map function is not deterministic');
+  });
+
+  it('names no function of a deterministic job with maps and filters', async () => {
+    expect(await checkDeterminism(stamped('pure'), input)).toEqual({ deterministic: true, differences: [], functions: [] });
   });
 });

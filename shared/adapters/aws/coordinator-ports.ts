@@ -3,12 +3,12 @@
  * source streams and resharding (Kinesis), delta objects and savepoint files (S3), task tokens and
  * executions (Step Functions). `awsCoordinator` wires the one Coordinator class to them.
  */
-import { DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
+import { GetRecordsCommand, GetShardIteratorCommand, PutRecordCommand, UpdateShardCountCommand } from '@aws-sdk/client-kinesis';
 import { DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { ListExecutionsCommand, SendTaskFailureCommand, SendTaskHeartbeatCommand, SendTaskSuccessCommand, StartExecutionCommand } from '@aws-sdk/client-sfn';
 import { Coordinator, type CoordinatorOptions } from '../../coordinator/coordinator.js';
 import type { LoopPorts } from '../../coordinator/loop.js';
-import type { CoordinatorPorts, DeltaObjects, SavepointWriter, ShardPeek, SourceInjector, StreamScaler, Workflow } from '../../coordinator/ports.js';
+import type { CoordinatorPorts, DeltaObjects, SavepointWriter, ShardPeek, SourceInjector, StreamScaler, StreamSummary, Workflow } from '../../coordinator/ports.js';
 import type { CommitTarget } from '../../coordinator/protocol.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
@@ -19,6 +19,7 @@ import { DynamoCheckpointStore } from './dynamo-checkpoint-store.js';
 import { deltaObjectPrefix } from './dynamo-control-store.js';
 import { KinesisShardDirectory } from './kinesis.js';
 import { savepointPrefix, writeSavepoint } from './savepoints.js';
+import { describeStreamSummary } from './stream-mode.js';
 import { CoordinatorWake } from '../../coordinator/wake.js';
 import { SfnTaskNotifier } from './sfn-notifier.js';
 
@@ -33,10 +34,8 @@ export class KinesisSourceInjector implements SourceInjector {
 export class KinesisStreamScaler implements StreamScaler {
   constructor(private readonly clients: AwsClients) {}
 
-  async describe(stream: string): Promise<{ status: string; open: number }> {
-    const r = await withThrottleRetry(() => this.clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: stream })));
-    const d = r.StreamDescriptionSummary!;
-    return { status: d.StreamStatus ?? 'UNKNOWN', open: d.OpenShardCount ?? 0 };
+  describe(stream: string): Promise<StreamSummary> {
+    return describeStreamSummary(this.clients, stream);
   }
 
   async updateShardCount(stream: string, target: number): Promise<void> {

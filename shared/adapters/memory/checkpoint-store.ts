@@ -20,6 +20,7 @@ import type {
   ShardPeek,
   SourceInjector,
   StreamScaler,
+  StreamSummary,
   Workflow,
 } from '../../coordinator/ports.js';
 import type { CommitTarget } from '../../coordinator/protocol.js';
@@ -331,8 +332,8 @@ export class MemorySourceInjector implements SourceInjector {
 export class MemoryStreamScaler implements StreamScaler {
   constructor(private readonly kinesis: MemoryKinesis) {}
 
-  async describe(stream: string): Promise<{ status: string; open: number }> {
-    return { status: 'ACTIVE', open: this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined).length };
+  async describe(stream: string): Promise<StreamSummary> {
+    return { status: 'ACTIVE', open: this.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined).length, mode: 'PROVISIONED' };
   }
 
   async updateShardCount(stream: string, target: number): Promise<void> {

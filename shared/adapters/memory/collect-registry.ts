@@ -15,6 +15,8 @@ export class CollectRegistry implements CollectSinkStore {
   private readonly out = new Map<string, unknown[]>();
   /** how often a staged id was rewritten with different content (must stay 0: determinism) */
   conflicts = 0;
+  /** the sinks whose staged ids were rewritten with different content */
+  readonly conflictedSinks = new Set<string>();
 
   async stage(sink: string, outputs: readonly StagedOutput[]): Promise<void> {
     let m = this.staged.get(sink);
@@ -22,7 +24,10 @@ export class CollectRegistry implements CollectSinkStore {
     for (const o of outputs) {
       const id = `${o.producer}/${o.epoch}/${o.seq}`;
       const prev = m.get(id);
-      if (prev && JSON.stringify(prev.value) !== JSON.stringify(o.value)) this.conflicts++;
+      if (prev && JSON.stringify(prev.value) !== JSON.stringify(o.value)) {
+        this.conflicts++;
+        this.conflictedSinks.add(sink);
+      }
       if (!prev) m.set(id, o);
     }
   }
