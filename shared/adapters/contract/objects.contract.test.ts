@@ -3,13 +3,14 @@
  * tests run against the in-memory twin and against the S3 emulator (started here on a free port,
  * stopped by PID).
  */
-import { CreateBucketCommand } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../../local/emulators.js';
 import { localS3Client } from '../../../local/aws-env.js';
+import { createBucket } from '../../../local/provision.js';
 import { s3ObjectApi } from '../aws/s3-objects.js';
 import { MemoryObjects } from '../memory/memory-objects.js';
 import { ObjectBlobStore, ObjectSpillStore, type ObjectApi } from '../objects.js';
+import { contractTarget } from './target.js';
 
 interface ObjectsTarget {
   bucket(): Promise<ObjectApi>;
@@ -27,7 +28,7 @@ const targets: Array<{ name: string; start(): Promise<ObjectsTarget> }> = [
       return {
         async bucket() {
           const name = `contract-objects-${++n}`;
-          await s3.send(new CreateBucketCommand({ Bucket: name }));
+          await createBucket({ s3 }, name);
           return s3ObjectApi({ s3 }, name);
         },
         stop: async () => {
@@ -43,16 +44,10 @@ const bytes = (s: string) => new TextEncoder().encode(s);
 const text = (b: Uint8Array) => new TextDecoder().decode(b);
 
 describe.each(targets)('objects contract: $name', (target) => {
-  let t: ObjectsTarget;
-  beforeAll(async () => {
-    t = await target.start();
-  });
-  afterAll(async () => {
-    await t?.stop();
-  });
+  const side = contractTarget(target.start);
 
   it('puts, gets, overwrites; a missing key fails with NoSuchKey', async () => {
-    const o = await t.bucket();
+    const o = await side().bucket();
     await o.put('a/1', bytes('one'));
     expect(text(await o.get('a/1'))).toBe('one');
     await o.put('a/1', bytes('uno'));
@@ -61,7 +56,7 @@ describe.each(targets)('objects contract: $name', (target) => {
   });
 
   it('lists the keys under a prefix in key order, and deletes (missing keys are no error)', async () => {
-    const o = await t.bucket();
+    const o = await side().bucket();
     for (const k of ['p/b', 'p/a', 'p/c/d', 'q/a']) await o.put(k, bytes(k));
     expect(await o.list('p/')).toEqual(['p/a', 'p/b', 'p/c/d']);
     await o.delete(['p/a', 'p/zz']);
@@ -70,7 +65,7 @@ describe.each(targets)('objects contract: $name', (target) => {
   });
 
   it('spill store: parts per instance and fence; a drop forgets only that fence', async () => {
-    const o = await t.bucket();
+    const o = await side().bucket();
     const spill = new ObjectSpillStore(o);
     await spill.put('s1:shardId-000000000000', 3, '1-0', bytes('old'));
     await spill.put('s1:shardId-000000000000', 4, '1-0', bytes('new'));
