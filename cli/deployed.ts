@@ -3,6 +3,12 @@
  * read from the stack's Outputs by stack name (`--stack`, default `Sluice-<job>`, the stack id
  * `cdk/app.ts` uses). `--prefix`/`--bucket` (or SLUICE_BUCKET) override; without a stack, a
  * missing bucket is an error, never a guess: bucket names are global.
+ *
+ * A local stack (`sluice dev`, the local runner) has no CloudFormation: its names come from
+ * SLUICE_PREFIX/SLUICE_BUCKET and its endpoints from AWS_ENDPOINT_URL_*, and its workflow has the
+ * ARN the local Step Functions gives it (the emulators' account, 000000000000, as
+ * cdk/coordinator-definition.ts resolves the stack's tokens). It has no event source mappings,
+ * CloudWatch metrics, alarms or logs: the commands say so instead of asking AWS.
  */
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { createAwsClients, type AwsClients } from '../shared/adapters/aws/clients.js';
@@ -35,6 +41,16 @@ export interface DeployedJob {
   readonly stateMachineArn?: string;
   /** per stage id: the UUID of its event source mapping, when the stack names it */
   readonly mappings: ReadonlyMap<string, string>;
+  /** a local stack: no stack was read and the Step Functions endpoint is a local one */
+  readonly local: boolean;
+}
+
+/** The emulators' account: the local stack's ARNs carry it. */
+export const LOCAL_ACCOUNT = '000000000000';
+
+/** The ARN of a local stack's coordinator workflow. */
+export function localStateMachineArn(names: ResourceNames, region: string): string {
+  return `arn:aws:states:${region}:${LOCAL_ACCOUNT}:stateMachine:${names.stateMachine}`;
 }
 
 /** Outputs of a stack by name; undefined when the stack does not exist (or CloudFormation cannot be reached). */
@@ -77,7 +93,8 @@ export async function deployedJob(jobPath: string, opts: DeployedOptions): Promi
     const uuid = outputs[outputKeyOfStage('mapping', stage.id)];
     if (uuid) mappings.set(stage.id, uuid);
   }
-  const stateMachineArn = outputs[OUTPUT_KEYS.stateMachineArn];
+  const local = Object.keys(outputs).length === 0 && Boolean(process.env.AWS_ENDPOINT_URL_SFN ?? process.env.AWS_ENDPOINT_URL);
+  const stateMachineArn = outputs[OUTPUT_KEYS.stateMachineArn] ?? (local ? localStateMachineArn(names, await clients.sfn.config.region()) : undefined);
   return {
     job,
     plan,
@@ -88,6 +105,7 @@ export async function deployedJob(jobPath: string, opts: DeployedOptions): Promi
     stackName,
     outputs,
     mappings,
+    local,
     ...(stateMachineArn ? { stateMachineArn } : {}),
   };
 }

@@ -51,7 +51,8 @@ async function stopWorkflow(t: Target): Promise<number | undefined> {
   for (const e of r.executions ?? []) {
     await t.clients.sfn.send(new StopExecutionCommand({ executionArn: e.executionArn!, cause: 'sluice savepoint --stop' }));
   }
-  await setMappings(t, false).catch((err: unknown) => process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`));
+  // a local stack has no mappings: its stages stop with the process that runs them
+  if (!t.local) await setMappings(t, false).catch((err: unknown) => process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`));
   return r.executions?.length ?? 0;
 }
 
@@ -163,7 +164,7 @@ export function addLifecycleCommands(program: Command): void {
       if (opts.stop) {
         const n = await stopWorkflow(t);
         console.log(
-          `${n === undefined ? `could not find the ${t.names.stateMachine} workflow: stop its executions by hand (the job takes no checkpoint anyway)` : `stopped ${n} coordinator execution(s) and the event source mappings`}. ` +
+          `${n === undefined ? `could not find the ${t.names.stateMachine} workflow: stop its executions by hand (the job takes no checkpoint anyway)` : `stopped ${n} coordinator execution(s)${t.local ? '' : ' and the event source mappings'}`}. ` +
             '`sluice restore` enables them again.',
         );
       }

@@ -47,34 +47,47 @@ async function runningExecutions(t: DeployedJob): Promise<string[]> {
 }
 
 /** Lifts an operator's stop, enables the mappings, starts the workflow unless one runs. */
-export async function startJob(t: DeployedJob): Promise<void> {
+export async function startJob(t: DeployedJob, print: (line: string) => void = console.log): Promise<void> {
   await setOperatorStop(t.clients, t.names, false);
-  await setMappings(t, true);
+  if (!t.local) await setMappings(t, true); // a local stack has none: its pollers run with its process
   if ((await runningExecutions(t)).length) {
-    console.log('the coordinator workflow is already running');
+    print('the coordinator workflow is already running');
     return;
   }
   const r = await t.clients.sfn.send(new StartExecutionCommand({ stateMachineArn: requireWorkflow(t), input: JSON.stringify({ iteration: 0 }) }));
-  console.log(`started the coordinator workflow: ${r.executionArn}`);
+  print(`started the coordinator workflow: ${r.executionArn}`);
 }
 
-async function stopJob(t: DeployedJob, savepoint: boolean): Promise<void> {
+/**
+ * Asks for a stop-with-savepoint; returns its id. On AWS the coordinator function records the
+ * request (its role may write the control table, an operator's need not); a local stack's control
+ * table is the operator's own.
+ */
+async function requestStopSavepoint(t: DeployedJob): Promise<string> {
+  if (t.local) return (await t.coordinator.requestSavepoint({ stop: true })).id;
+  const lambda = new LambdaClient({});
+  const fn = t.outputs[OUTPUT_KEYS.coordinatorFunction] ?? t.names.coordinatorFunction;
+  const r = await lambda.send(new InvokeCommand({ FunctionName: fn, Payload: new TextEncoder().encode(JSON.stringify({ action: 'savepoint', stop: true })) }));
+  const out = JSON.parse(new TextDecoder().decode(r.Payload ?? new Uint8Array())) as { id?: string; errorMessage?: string };
+  if (r.FunctionError || !out.id) throw new Error(`the savepoint request failed: ${out.errorMessage ?? 'no id returned'}`);
+  return out.id;
+}
+
+/** Where a command's report goes (standard output; a test collects it). */
+export type Print = (line: string) => void;
+
+export async function stopJob(t: DeployedJob, savepoint: boolean, print: Print = console.log): Promise<void> {
   if (savepoint) {
-    // the coordinator function records the request (its role may write the control table)
-    const lambda = new LambdaClient({});
-    const fn = t.outputs[OUTPUT_KEYS.coordinatorFunction] ?? t.names.coordinatorFunction;
-    const r = await lambda.send(new InvokeCommand({ FunctionName: fn, Payload: new TextEncoder().encode(JSON.stringify({ action: 'savepoint', stop: true })) }));
-    const out = JSON.parse(new TextDecoder().decode(r.Payload ?? new Uint8Array())) as { id?: string; errorMessage?: string };
-    if (r.FunctionError || !out.id) throw new Error(`the savepoint request failed: ${out.errorMessage ?? 'no id returned'}`);
-    process.stderr.write(`savepoint ${out.id} requested; waiting for a checkpoint to take it…\n`);
+    const id = await requestStopSavepoint(t);
+    process.stderr.write(`savepoint ${id} requested; waiting for a checkpoint to take it…\n`);
     for (const deadline = Date.now() + 300_000; ; await sleep(1000)) {
-      const sp = await t.coordinator.getSavepoint(out.id);
+      const sp = await t.coordinator.getSavepoint(id);
       if (sp?.status === 'COMPLETED') {
-        console.log(`savepoint ${sp.id}: checkpoint ${sp.checkpointId} at ${sp.location}`);
+        print(`savepoint ${sp.id}: checkpoint ${sp.checkpointId} at ${sp.location}`);
         break;
       }
-      if (sp?.status === 'FAILED') throw new Error(`savepoint ${out.id} failed: ${sp.reason ?? 'unknown reason'}`);
-      if (Date.now() > deadline) throw new Error(`savepoint ${out.id} is still ${sp?.status ?? 'REQUESTED'} after 5 minutes`);
+      if (sp?.status === 'FAILED') throw new Error(`savepoint ${id} failed: ${sp.reason ?? 'unknown reason'}`);
+      if (Date.now() > deadline) throw new Error(`savepoint ${id} is still ${sp?.status ?? 'REQUESTED'} after 5 minutes`);
     }
   }
   // first the flag, so the watchdog does not start what is being stopped
@@ -83,18 +96,28 @@ async function stopJob(t: DeployedJob, savepoint: boolean): Promise<void> {
     await t.clients.sfn.send(new StopExecutionCommand({ executionArn: arn, cause: 'sluice stop' }));
     process.stderr.write(`  stopped ${arn}\n`);
   }
+  if (t.local) {
+    // the local stack's pollers belong to the process that runs it (sluice dev); nothing to disable here
+    print(`stopped ${t.plan.job}: no coordinator. A local stack has no event source mappings: its stages stop with the process that runs them.`);
+    return;
+  }
   await setMappings(t, false);
-  console.log(`stopped ${t.plan.job}: no coordinator, mappings disabled. \`sluice start\` (or \`sluice restore\`) runs it again.`);
+  print(`stopped ${t.plan.job}: no coordinator, mappings disabled. \`sluice start\` (or \`sluice restore\`) runs it again.`);
 }
 
-async function status(t: DeployedJob): Promise<void> {
+export async function status(t: DeployedJob, print: Print = console.log): Promise<void> {
   const arn = requireWorkflow(t);
   const running = await t.clients.sfn.send(new ListExecutionsCommand({ stateMachineArn: arn, maxResults: 5 }));
-  console.log(`job ${t.plan.job} (stack ${t.stackName})`);
-  console.log('\nexecutions');
-  for (const e of running.executions ?? []) console.log(`  ${e.status?.padEnd(9)} ${e.startDate?.toISOString()}  ${e.name}`);
+  print(`job ${t.plan.job} (${t.local ? 'local stack' : `stack ${t.stackName}`})`);
+  print('\nexecutions');
+  for (const e of running.executions ?? []) print(`  ${e.status?.padEnd(9)} ${e.startDate?.toISOString()}  ${e.name}`);
+  if (!running.executions?.length) print('  none');
   const list = await t.coordinator.list();
-  console.log(`\nlast checkpoints\n${list.length ? formatCheckpoints(list.slice(-5), t.plan.checkpoint.retained) : '  none yet'}`);
+  print(`\nlast checkpoints\n${list.length ? formatCheckpoints(list.slice(-5), t.plan.checkpoint.retained) : '  none yet'}`);
+  if (t.local) {
+    print('\nlag per stage and alarms: CloudWatch is not part of a local stack (sluice dev shows the lag of every shard)');
+    return;
+  }
   const cw = new CloudWatchClient({});
   const end = new Date();
   const start = new Date(end.getTime() - 15 * 60_000);
@@ -104,18 +127,36 @@ async function status(t: DeployedJob): Promise<void> {
   });
   if (queries.length) {
     const m = await cw.send(new GetMetricDataCommand({ StartTime: start, EndTime: end, MetricDataQueries: queries }));
-    console.log('\nlag per stage (IteratorAge, max of the last minute with data)');
-    for (const r of m.MetricDataResults ?? []) console.log(`  ${r.Label}: ${r.Values?.length ? `${Math.round(r.Values[0]!)} ms` : 'no data (idle)'}`);
+    print('\nlag per stage (IteratorAge, max of the last minute with data)');
+    for (const r of m.MetricDataResults ?? []) print(`  ${r.Label}: ${r.Values?.length ? `${Math.round(r.Values[0]!)} ms` : 'no data (idle)'}`);
   }
   const alarms = await cw.send(new DescribeAlarmsCommand({ AlarmNamePrefix: `${t.names.prefix}-` }));
-  console.log('\nalarms');
-  for (const a of [...(alarms.MetricAlarms ?? [])]) console.log(`  ${a.StateValue?.padEnd(17)} ${a.AlarmName}`);
+  print('\nalarms');
+  for (const a of [...(alarms.MetricAlarms ?? [])]) print(`  ${a.StateValue?.padEnd(17)} ${a.AlarmName}`);
 }
 
-async function logs(t: DeployedJob, stage: string, follow: boolean, sinceMs: number): Promise<void> {
+export interface LogsOptions {
+  readonly follow: boolean;
+  readonly sinceMs: number;
+  /** @default a client from the environment */
+  readonly client?: CloudWatchLogsClient;
+  /** @default standard output */
+  readonly write?: (text: string) => void;
+  /** how long to wait between polls with `follow`; @default 2 s */
+  readonly pollMs?: number;
+  /** ends a `follow` (a test; the command runs until interrupted) */
+  readonly signal?: AbortSignal;
+}
+
+export async function logs(t: DeployedJob, stage: string, o: LogsOptions): Promise<void> {
   const fn = stage === 'coordinator' ? t.names.coordinatorFunction : t.plan.stages.some((s) => s.id === stage) ? `${t.names.prefix}-${stage}` : undefined;
   if (!fn) throw new Error(`no stage "${stage}": the job's stages are ${t.plan.stages.map((s) => s.id).join(', ')}, or coordinator`);
-  const client = new CloudWatchLogsClient({});
+  if (t.local && !o.client && !process.env.AWS_ENDPOINT_URL_CLOUDWATCH_LOGS) {
+    throw new Error(`a local stack keeps no CloudWatch Logs: sluice dev shows the functions' logs (its page and its output)`);
+  }
+  const client = o.client ?? new CloudWatchLogsClient({});
+  const write = o.write ?? ((text: string) => process.stdout.write(text));
+  const { follow, sinceMs } = o;
   let startTime = Date.now() - sinceMs;
   const seen = new Set<string>();
   for (;;) {
@@ -129,11 +170,12 @@ async function logs(t: DeployedJob, stage: string, follow: boolean, sinceMs: num
     for (const e of events.sort((a, b) => (a.timestamp ?? 0) - (b.timestamp ?? 0))) {
       if (seen.has(e.eventId!)) continue;
       seen.add(e.eventId!);
-      process.stdout.write(`${new Date(e.timestamp ?? 0).toISOString()} ${e.message?.trimEnd()}\n`);
+      write(`${new Date(e.timestamp ?? 0).toISOString()} ${e.message?.trimEnd()}\n`);
       startTime = Math.max(startTime, e.timestamp ?? 0);
     }
-    if (!follow) return;
-    await sleep(2000);
+    if (!follow || o.signal?.aborted) return;
+    await sleep(o.pollMs ?? 2000);
+    if (o.signal?.aborted) return;
   }
 }
 
@@ -188,6 +230,6 @@ export function addOperateCommands(program: Command): void {
     .option('-f, --follow', 'keep printing new lines')
     .option('--since <minutes>', 'how far back to start', (v) => Number(v), 10)
     .action(async (jobPath: string, stage: string, opts: DeployedOptions & { follow?: boolean; since: number }) =>
-      logs(await deployedJob(jobPath, opts), stage, opts.follow ?? false, opts.since * 60_000),
+      logs(await deployedJob(jobPath, opts), stage, { follow: opts.follow ?? false, sinceMs: opts.since * 60_000 }),
     );
 }

@@ -1,0 +1,55 @@
+/**
+ * The cost model (bench/cost.ts, what `sluice cost` prints) against the template SluiceJob
+ * synthesizes: the alarms and the dashboard it prices are the ones the stack bills, and the idle
+ * figure stays within its target. A resource added to the stack without its price fails here.
+ */
+import { describe, expect, it } from 'vitest';
+import clickstream from '../examples/clickstream/job.js';
+import { monthlyCost, type MonthlyCost } from '../bench/cost.js';
+import { planJob } from '../shared/plan/planner.js';
+import { synthJob, threeStageJob } from './test-support.js';
+
+const quantity = (c: MonthlyCost, prefix: string) => c.lines.filter((l) => l.item.startsWith(prefix)).reduce((a, l) => a + l.quantity, 0);
+
+/** The stack's alarms: on AWS metrics, and on Metrics Insights queries (with the series each query matches). */
+function alarmsOf(template: ReturnType<typeof synthJob>['template']): { standard: number; insights: string[] } {
+  const alarms = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map((r) => r.Properties as { Metrics?: Array<{ Expression?: string }> });
+  const insights = alarms.flatMap((a) => (a.Metrics ?? []).map((m) => m.Expression).filter((e): e is string => e?.startsWith('SELECT') ?? false));
+  return { standard: alarms.length - insights.length, insights };
+}
+
+describe('the cost model prices what the stack bills', () => {
+  for (const [name, job, idleCoordinator] of [
+    ['clickstream', clickstream, true],
+    ['three stages, idle coordinator off', threeStageJob(), false],
+  ] as const) {
+    it(`alarms and dashboard: ${name}`, () => {
+      const plan = planJob(job);
+      const { template } = synthJob(job, { idleCoordinator });
+      const c = monthlyCost({ plan, eventsPerSecond: 0, idleCoordinator });
+      const { standard, insights } = alarmsOf(template);
+      expect(quantity(c, 'alarms on AWS metrics')).toBe(standard);
+      // a query over the coordinator's metrics matches its one series; over DeadLetters, one per stage
+      const series = insights.reduce((a, q) => a + (q.includes('DeadLetters') ? plan.stages.length : 1), 0);
+      expect(quantity(c, 'Metrics Insights alarms')).toBe(series);
+      expect(quantity(c, 'dashboard')).toBe(Object.keys(template.findResources('AWS::CloudWatch::Dashboard')).length);
+      expect(quantity(monthlyCost({ plan, eventsPerSecond: 0, idleCoordinator, dashboard: true }), 'dashboard')).toBe(1);
+    });
+  }
+
+  it('an idle job costs at most $1 a month beyond its shards', () => {
+    const c = monthlyCost({ plan: planJob(clickstream), eventsPerSecond: 0 });
+    expect(c.usd).toBeLessThanOrEqual(1);
+  });
+
+  it('on-demand source streams: their stream-hours are reported apart, the streams between stages stay priced per shard', () => {
+    const plan = planJob(threeStageJob());
+    const provisioned = monthlyCost({ plan, eventsPerSecond: 1000 });
+    const onDemand = monthlyCost({ plan, eventsPerSecond: 1000, kinesisMode: 'on-demand' });
+    const inner = plan.stages.filter((s) => s.input.kind !== 'source').reduce((a, s) => a + s.parallelism, 0);
+    const all = plan.stages.reduce((a, s) => a + s.parallelism, 0);
+    expect(provisioned.shardsUsd).toBeCloseTo(all * 730 * 0.015, 6);
+    expect(onDemand.shardsUsd).toBeCloseTo(inner * 730 * 0.015 + 730 * 0.04, 6);
+    expect(quantity(onDemand, 'on-demand retrieval')).toBeGreaterThan(0);
+  });
+});
