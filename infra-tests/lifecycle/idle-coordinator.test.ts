@@ -58,6 +58,8 @@ describe('idle coordinator on the emulated stack', () => {
   it('parks after a checkpoint with no input, runs no coordinator task while parked, and the first input wakes it', async () => {
     await until(parked, 'the coordinator parks with no input');
     const completed = (await runner!.coordinator.list()).filter((c) => c.status === 'COMPLETED').length;
+    const metricBefore = runner!.telemetry.get('CheckpointCompleted');
+    expect(metricBefore).toBeGreaterThan(0);
     const before = tasks.length;
     // ten pauses' worth: an unparked coordinator would have run ~30 tasks by now
     await sleep(2_000);
@@ -71,5 +73,7 @@ describe('idle coordinator on the emulated stack', () => {
     expect(rows.reduce((a, r) => a + r.clicks, 0)).toBe(6);
     // and once that input is checkpointed, it parks again
     await until(parked, 'the coordinator parks again');
+    // the tasks ran through the coordinator function's own factory: its metric is counted locally too
+    expect(runner!.telemetry.get('CheckpointCompleted')).toBeGreaterThan(metricBefore);
   }, 200_000);
 });
