@@ -1,0 +1,31 @@
+// Mutation testing of the modules that carry the exactly-once protocol: `npm run mutate` (all of them,
+// about an hour on two cores) or `npm run mutate -- --mutate shared/runtime/outbox.ts` (one file).
+// The surviving mutants are listed in the terminal and in reports/mutation/index.html.
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'vitest.mutate.config.ts', related: false },
+  coverageAnalysis: 'perTest',
+  mutate: [
+    'shared/runtime/barrier-handler.ts', // alignment (exactly-once) and tracking (at-least-once)
+    'shared/runtime/record-dedupe.ts',
+    'shared/codec/snapshot.ts',
+    'shared/runtime/outbox.ts',
+    'shared/runtime/packed-state.ts',
+    'shared/coordinator/coordinator.ts',
+  ],
+  // static initialisers run once per process: each would need its own run, for little insight
+  ignoreStatic: true,
+  concurrency: 2,
+  timeoutFactor: 3,
+  timeoutMS: 30_000,
+  incremental: true,
+  incrementalFile: 'reports/mutation/incremental.json',
+  reporters: ['clear-text', 'progress', 'html', 'json'],
+  htmlReporter: { fileName: 'reports/mutation/index.html' },
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  clearTextReporter: { allowColor: false, logTests: false, reportMutants: true, reportScoreTable: true },
+  thresholds: { high: 85, low: 70, break: null },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+};
