@@ -11,7 +11,7 @@
  * starts before its permissions exist): no managed policies, and every wildcard says why.
  */
 import { existsSync } from 'node:fs';
-import { dirname, isAbsolute, join, resolve } from 'node:path';
+import { isAbsolute, resolve } from 'node:path';
 import { Annotations, ArnFormat, Duration, RemovalPolicy, Stack, Validations } from 'aws-cdk-lib';
 import type { StackProps } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -22,15 +22,13 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
-import type { BundlingOptions } from 'aws-cdk-lib/aws-lambda-nodejs';
+import type { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import type { IConstruct } from 'constructs';
-import type { Job } from '../shared/api/job.js';
-import type { Plan, PlanSink, PlanSource, PlanStage } from '../shared/plan/plan.js';
+import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/resources.js';
 import { KINESIS_SINK_SHARDS, kinesisSinkStream } from '../shared/plan/sink-names.js';
@@ -40,178 +38,16 @@ import { TRACING_ENV } from '../functions/telemetry.js';
 import { CoordinatorStateMachine } from './coordinator-state-machine.js';
 import { addCoordinatorStart, addJobOutputs, operateStatements, type JobParts } from './job-operations.js';
 import { REPO_ROOT, defaultEntriesDir, writeFunctionEntries } from './function-entry.js';
+import { createAlarms, createDashboard, jobMetric } from './job-monitoring.js';
+import { importedKeys, onDemandSourceIds, resolveStageSettings, sourceOf, truncate, validateNames, validatePrefix } from './job-validation.js';
+import { BUCKET_PREFIXES, METRICS_NAMESPACE } from './sluice-job-props.js';
+import type { SluiceJobAlarms, SluiceJobProps, SluiceMetricOptions } from './sluice-job-props.js';
+import { sluiceFunction } from './sluice-function.js';
 
-/** CloudWatch namespace of the metrics the functions publish (EMF). */
-export const METRICS_NAMESPACE = 'Sluice';
-
-export interface SluiceMetricOptions {
-  /** restrict to one stage (`s0`, ..., or `coordinator`); @default every stage and the coordinator */
-  readonly stage?: string;
-  /** Metrics Insights aggregate; @default 'SUM' */
-  readonly aggregate?: 'SUM' | 'AVG' | 'MAX' | 'MIN' | 'COUNT';
-  /** @default Duration.minutes(1) */
-  readonly period?: Duration;
-  /** @default the metric name */
-  readonly label?: string;
-}
-
-/** Settings of one stage's function and event source mapping. */
-export interface StageSettings {
-  /** @default 1024 (MB) */
-  readonly memorySize?: number;
-  /** @default Duration.seconds(60) */
-  readonly timeout?: Duration;
-  /** records per invocation; @default 500 */
-  readonly batchSize?: number;
-  /** how long the event source mapping gathers records before invoking; @default no batching window */
-  readonly maxBatchingWindow?: Duration;
-  /**
-   * Reserved concurrency of the stage function; at least the stage's parallelism (one invocation
-   * per shard at a time), or shards would wait for each other.
-   * @default no reservation (the account's unreserved pool)
-   */
-  readonly reservedConcurrency?: number;
-}
-
-export const STAGE_DEFAULTS = {
-  memorySize: 1024,
-  timeout: Duration.seconds(60),
-  batchSize: 500,
-} as const;
-
-/** Bucket prefixes the functions use (DESIGN §1); `state-blobs/` holds state rows too large for an item. */
-export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/', 'state-blobs/', 'spill/'] as const;
-
-export interface SluiceJobProps {
-  /** the user's job (`export default` of the job module); planned once by the construct */
-  readonly job: Job;
-  /** path of the job's module file, bundled into every function; relative paths start at the repo root */
-  readonly jobModule: string;
-  /**
-   * Starts every physical name (`<prefix>-state`, `<prefix>-s1`, ...); lower-case letters, digits
-   * and dashes. Two deployments of one job need two prefixes.
-   * @default defaultPrefix(plan): `sluice-<job name>`
-   */
-  readonly prefix?: string;
-  /**
-   * Customer-managed key for the streams, tables and bucket. The functions and the producers
-   * granted by `grantWriteSource` get the KMS permissions they need. Log groups and the workflow's
-   * history stay under AWS-owned keys.
-   * @default AWS-managed encryption everywhere: `alias/aws/kinesis` for streams, `alias/aws/dynamodb`
-   *   for tables, SSE-S3 for the bucket
-   */
-  readonly encryptionKey?: kms.IKey;
-  /**
-   * What happens to the job's data (streams, tables, bucket) when it leaves the stack. With RETAIN,
-   * delete the retained resources (or pick another prefix) before deploying the job again: their
-   * names are fixed. Log groups are always destroyed.
-   * @default RemovalPolicy.RETAIN
-   */
-  readonly removalPolicy?: RemovalPolicy;
-  /** actions of every alarm (an SNS topic, say); @default no actions (the alarms still show in the CloudWatch console and `sluice status`) */
-  readonly alarmActions?: readonly cloudwatch.IAlarmAction[];
-  /** per stage id (`s0`, `s1`, ...): function and event source mapping settings; @default STAGE_DEFAULTS for every stage */
-  readonly stageSettings?: Readonly<Record<string, StageSettings>>;
-  /** retention of the functions' and the workflow's logs; @default logs.RetentionDays.ONE_MONTH */
-  readonly logRetention?: logs.RetentionDays;
-  /**
-   * Retention of every stream the job creates. A stage stalled for longer than this cannot replay
-   * and fails loudly (DESIGN §6), so longer is safer and costs more.
-   * @default Duration.hours(24)
-   */
-  readonly streamRetention?: Duration;
-  /** iterator age of a stage's input stream that raises its alarm; @default Duration.minutes(5) */
-  readonly iteratorAgeAlarmThreshold?: Duration;
-  /** no completed checkpoint for this long raises the stalled-checkpoints alarm; @default max(15 minutes, 10 checkpoint intervals) */
-  readonly checkpointStallAlarmAfter?: Duration;
-  /** what the coordinator workflow logs; @default sfn.LogLevel.ERROR (see CoordinatorStateMachineProps.logLevel) */
-  readonly coordinatorLogLevel?: sfn.LogLevel;
-  /**
-   * Start a new coordinator execution when one FAILS or TIMES OUT (an EventBridge rule on the
-   * workflow's status changes). A stopped (ABORTED) execution is not restarted: stopping is how an
-   * operator pauses checkpointing. The first execution starts on deploy (`startOnDeploy`), and the
-   * watchdog covers a lost status event.
-   * @default true
-   */
-  readonly restartCoordinatorOnFailure?: boolean;
-  /**
-   * Park the coordinator while no source shard receives input (no state transitions), woken by the
-   * first input a source stage function sees. Off, the coordinator checkpoints every interval.
-   * @default true
-   */
-  readonly idleCoordinator?: boolean;
-  /** start the coordinator when the stack deploys (a custom resource running the watchdog once); @default true */
-  readonly startOnDeploy?: boolean;
-  /** how often the watchdog starts a coordinator execution when none is running (and the job is not stopped); @default Duration.minutes(5) */
-  readonly watchdogPeriod?: Duration;
-  /**
-   * Customer-managed keys of resources the job imports by name (`streamName` of a source or a
-   * Kinesis sink, `tableName` of an upsert sink), by the source's or sink's logical name. Every role
-   * that touches the resource gets the KMS permissions it needs: the stage functions, the
-   * coordinator (injection, publishing), producers (`grantWriteSource`), readers
-   * (`grantReadResults`) and operators (`grantOperate`).
-   * @default none (imported resources use AWS-owned or AWS-managed keys)
-   */
-  readonly importedResourceKeys?: { readonly sources?: Readonly<Record<string, kms.IKey>>; readonly sinks?: Readonly<Record<string, kms.IKey>> };
-  /**
-   * Sources (by name) whose stream the job creates in on-demand capacity mode: Kinesis adds and
-   * removes shards as traffic changes, and the job adopts each new shard the way it adopts the
-   * children of its own rescale (the child rebuilds its parents' final state; the checkpoint in
-   * flight across the reshard aborts and the next one expects the new shards). The source's
-   * `shards` is then only the estimate the cost model uses, and `sluice rescale` refuses the stage.
-   * An existing stream (`streamName`) keeps its own mode, on-demand included, and is not named
-   * here. Streams between stages are always provisioned: the job routes records between stages by
-   * key group and reshards them only at a checkpoint boundary.
-   * @default none (every stream the job creates is provisioned)
-   */
-  readonly onDemandSources?: readonly string[];
-  /**
-   * A CloudWatch dashboard of the job (rates, lag, checkpoints, state cache, alarms). It is billed
-   * $3 a month whether or not anything runs — more than everything else an idle job costs — so it
-   * is asked for, not given: `sluice status` prints the same lag, checkpoints and alarms.
-   * @default false
-   */
-  readonly dashboard?: boolean;
-  /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
-  readonly tracing?: boolean;
-  /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */
-  readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
-  /** a stage function reading records this old (its own IteratorAge) raises the stalled-shard alarm; @default Duration.minutes(15) */
-  readonly stalledShardAlarmAfter?: Duration;
-  /** folder of the generated Lambda entry files; @default `<repo>/cdk.out/.sluice-entries/<job>` */
-  readonly entriesDir?: string;
-  /**
-   * Folder holding `functions/operator.ts` and `functions/coordinator.ts` (the handler factories).
-   * @default the repository root
-   */
-  readonly functionsRoot?: string;
-}
-
-/** The job's alarms. */
-export interface SluiceJobAlarms {
-  /** per stage id: the age of the records the stage function reads (its own `IteratorAge`, reported even while one batch is retried) */
-  readonly iteratorAge: ReadonlyMap<string, cloudwatch.Alarm>;
-  /** per stage id: a shard whose position has not moved for `stalledShardAlarmAfter` (the function reads records that old) */
-  readonly stalledShard: ReadonlyMap<string, cloudwatch.Alarm>;
-  /** the coordinator reports a checkpoint that cannot complete (`CheckpointStalled` > 0) */
-  readonly checkpointStalled: cloudwatch.Alarm;
-  /** the coordinator workflow failed (Step Functions `ExecutionsFailed`) */
-  readonly coordinatorFailed: cloudwatch.Alarm;
-  /** a checkpoint failed or was aborted (`CheckpointFailed`) */
-  readonly checkpointFailed: cloudwatch.Alarm;
-  /** records went to the dead letters (`DeadLetters` > 0) */
-  readonly deadLetters: cloudwatch.Alarm;
-  /**
-   * No checkpoint completed for a while (no `CheckpointCompleted`): the coordinator is not running,
-   * or it is stuck. Only with `idleCoordinator: false` (an idle job completes none on purpose).
-   */
-  readonly checkpointsStalled?: cloudwatch.Alarm;
-  /** every alarm above */
-  readonly all: readonly cloudwatch.Alarm[];
-}
-
-/** Lambda runtime of every function: Node.js 22 (the project pins Node 22 as the Lambda line). */
-export const LAMBDA_RUNTIME = lambda.Runtime.NODEJS_22_X;
+export { METRICS_NAMESPACE, STAGE_DEFAULTS, BUCKET_PREFIXES } from './sluice-job-props.js';
+export type { SluiceJobProps, SluiceJobAlarms, SluiceMetricOptions, StageSettings } from './sluice-job-props.js';
+export { sluiceFunction, LAMBDA_RUNTIME } from './sluice-function.js';
+export type { SluiceFunctionProps } from './sluice-function.js';
 
 const DDB_READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'];
 const DDB_READ_WRITE = [...DDB_READ, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'];
@@ -223,73 +59,6 @@ const KINESIS_READ = [
   'kinesis:GetShardIterator',
   'kinesis:ListShards',
 ];
-
-const MAX_NAME = { function: 64, stream: 128, table: 255, stateMachine: 80 } as const;
-
-/**
- * The project the functions are bundled from: this repository, or — where Sluice is an installed
- * package (its folder has no lockfile) — the user's project that runs the synth: the nearest folder
- * up from it that holds a package-lock.json (a workspace's root has the lockfile).
- */
-const PROJECT_ROOT = existsSync(join(REPO_ROOT, 'package-lock.json')) ? REPO_ROOT : userProjectRoot(process.cwd());
-
-function userProjectRoot(from: string): string {
-  for (let dir = from; ; dir = dirname(dir)) {
-    if (existsSync(join(dir, 'package-lock.json'))) return dir;
-    if (dirname(dir) === dir) return from;
-  }
-}
-
-/** esbuild, run locally (never Docker): ESM for Node 22, source maps, the AWS SDK bundled at the pinned versions. */
-function bundlingOptions(): BundlingOptions {
-  return {
-    forceDockerBundling: false,
-    format: OutputFormat.ESM,
-    target: 'node22',
-    mainFields: ['module', 'main'],
-    minify: true,
-    sourceMap: true,
-    sourcesContent: false,
-    // The runtime's SDK may be older than the one in package-lock.json: bundle ours.
-    externalModules: [],
-    // CommonJS dependencies inside an ESM bundle still call require().
-    banner: "import { createRequire as __sluiceRequire } from 'node:module'; const require = __sluiceRequire(import.meta.url);",
-    ...(existsSync(join(PROJECT_ROOT, 'tsconfig.json')) ? { tsconfig: join(PROJECT_ROOT, 'tsconfig.json') } : {}),
-  };
-}
-
-/** What differs between Sluice's functions; everything else is set alike by `sluiceFunction`. */
-export interface SluiceFunctionProps {
-  readonly functionName?: string;
-  readonly description: string;
-  /** the generated entry module (it exports `handler`) */
-  readonly entry: string;
-  readonly memorySize: number;
-  readonly timeout: Duration;
-  readonly role?: iam.IRole;
-  readonly logGroup: logs.ILogGroup;
-  readonly environment: Record<string, string>;
-  readonly reservedConcurrentExecutions?: number;
-  /** @default no active tracing */
-  readonly tracing?: lambda.Tracing;
-}
-
-/** A function of Sluice: Node.js 22 on ARM, bundled from the repository with `bundlingOptions()`. */
-export function sluiceFunction(scope: Construct, id: string, props: SluiceFunctionProps): NodejsFunction {
-  const { reservedConcurrentExecutions, functionName, role, ...rest } = props;
-  return new NodejsFunction(scope, id, {
-    ...rest,
-    ...(functionName !== undefined ? { functionName } : {}),
-    ...(role !== undefined ? { role } : {}),
-    ...(reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions } : {}),
-    handler: 'handler',
-    runtime: LAMBDA_RUNTIME,
-    architecture: lambda.Architecture.ARM_64,
-    depsLockFilePath: join(PROJECT_ROOT, 'package-lock.json'),
-    projectRoot: PROJECT_ROOT,
-    bundling: bundlingOptions(),
-  });
-}
 
 /**
  * One deployed Sluice job.
@@ -730,8 +499,17 @@ export class SluiceJob extends Construct {
     }
 
     // ── Observability ──────────────────────────────────────────────────────────────────────────
-    this.alarms = this.createAlarms(props, idle);
-    if (props.dashboard) this.dashboard = this.createDashboard();
+    const monitored = {
+      scope: this,
+      plan,
+      names,
+      stageFunctions: this.stageFunctions,
+      streams: this.streams,
+      stateMachine: this.stateMachine,
+      iteratorAgeThresholdMs: this.iteratorAgeThresholdMs,
+    };
+    this.alarms = createAlarms(monitored, props, idle);
+    if (props.dashboard) this.dashboard = createDashboard(monitored, this.alarms);
 
     // ── Running and operating ──────────────────────────────────────────────────────────────────
     this.logGroupArns.push(this.coordinator.logGroup.logGroupArn);
@@ -828,14 +606,7 @@ export class SluiceJob extends Construct {
    * dimension, and job-level alarms sum over stages and the coordinator without a 10-metric limit.
    */
   metric(metricName: string, options: SluiceMetricOptions = {}): cloudwatch.IMetric {
-    const aggregate = options.aggregate ?? 'SUM';
-    const where = [`job = '${this.plan.job}'`, ...(options.stage ? [`stage = '${options.stage}'`] : [])].join(' AND ');
-    return new cloudwatch.MathExpression({
-      expression: `SELECT ${aggregate}(${metricName}) FROM ${METRICS_NAMESPACE} WHERE ${where}`,
-      usingMetrics: {},
-      period: options.period ?? Duration.minutes(1),
-      label: options.label ?? metricName,
-    });
+    return jobMetric(this.plan.job, metricName, options);
   }
 
   private parts(): JobParts {
@@ -907,188 +678,6 @@ export class SluiceJob extends Construct {
       reason: 'Node.js 22 is the runtime the project builds and tests for (LAMBDA_RUNTIME); moving to a newer line is a deliberate change.',
     });
   }
-
-  private createAlarms(props: SluiceJobProps, idle: boolean): SluiceJobAlarms {
-    const p = this.names.prefix;
-    const iteratorAge = new Map<string, cloudwatch.Alarm>();
-    const stalledShard = new Map<string, cloudwatch.Alarm>();
-    const threshold = Duration.millis(this.iteratorAgeThresholdMs);
-    const stalledAfter = props.stalledShardAlarmAfter ?? Duration.minutes(15);
-    for (const stage of this.plan.stages) {
-      // The function's own IteratorAge, not the stream's GetRecords metric: while the mapping
-      // retries one batch it stops polling, and the stream-level metric is simply absent.
-      const age = this.stageFunctions.get(stage.id)!.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1) });
-      iteratorAge.set(
-        stage.id,
-        new cloudwatch.Alarm(this, `Alarm-iterator-age-${stage.id}`, {
-          alarmName: `${p}-${stage.id}-iterator-age`,
-          alarmDescription: `Stage ${stage.id} (${truncate(stage.name, 200)}) is more than ${threshold.toHumanString()} behind its input stream`,
-          metric: age,
-          threshold: this.iteratorAgeThresholdMs,
-          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-          evaluationPeriods: 3,
-          datapointsToAlarm: 3,
-          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        }),
-      );
-      // a shard whose position has not moved: the function keeps reading (retrying) records this old;
-      // missing data keeps the state, so a mapping that stops invoking does not clear the alarm
-      stalledShard.set(
-        stage.id,
-        new cloudwatch.Alarm(this, `Alarm-stalled-shard-${stage.id}`, {
-          alarmName: `${p}-${stage.id}-stalled-shard`,
-          alarmDescription: `A shard of stage ${stage.id} has not moved for ${stalledAfter.toHumanString()}: its function keeps reading records that old (a batch retried forever?)`,
-          metric: age,
-          threshold: stalledAfter.toMilliseconds(),
-          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-          evaluationPeriods: 1,
-          treatMissingData: cloudwatch.TreatMissingData.IGNORE,
-        }),
-      );
-    }
-    const checkpointStalled = new cloudwatch.Alarm(this, 'Alarm-checkpoint-stalled', {
-      alarmName: `${p}-checkpoint-stalled`,
-      alarmDescription: 'The coordinator reports a checkpoint that cannot complete (CheckpointStalled)',
-      metric: this.metric('CheckpointStalled', { period: Duration.minutes(5) }),
-      threshold: 0,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      evaluationPeriods: 1,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-    const coordinatorFailed = new cloudwatch.Alarm(this, 'Alarm-coordinator-failed', {
-      alarmName: `${p}-coordinator-failed`,
-      alarmDescription: `An execution of the ${this.names.stateMachine} workflow failed`,
-      metric: this.stateMachine.metricFailed({ statistic: cloudwatch.Stats.SUM, period: Duration.minutes(5) }),
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-    const checkpointFailed = new cloudwatch.Alarm(this, 'Alarm-checkpoint-failed', {
-      alarmName: `${p}-checkpoint-failed`,
-      alarmDescription: 'A checkpoint failed or was aborted (timeout, a task error); the next checkpoint covers its data',
-      metric: this.metric('CheckpointFailed', { period: Duration.minutes(5) }),
-      threshold: 1,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-      evaluationPeriods: 1,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-    const deadLetters = new cloudwatch.Alarm(this, 'Alarm-dead-letters', {
-      alarmName: `${p}-dead-letters`,
-      alarmDescription: `Records went to s3://<bucket>/dead-letters/ (poison policy: ${this.plan.poisonPolicy})`,
-      metric: this.metric('DeadLetters', { period: Duration.minutes(5) }),
-      threshold: 0,
-      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-      evaluationPeriods: 1,
-      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-    });
-    let checkpointsStalled: cloudwatch.Alarm | undefined;
-    if (!idle) {
-      const stallAfter =
-        props.checkpointStallAlarmAfter ??
-        Duration.seconds(Math.max(15 * 60, Math.ceil((10 * Math.max(this.plan.checkpoint.intervalMs, this.plan.checkpoint.minPauseMs)) / 1000)));
-      const periods = Math.min(288, Math.max(1, Math.ceil(stallAfter.toSeconds() / 300)));
-      checkpointsStalled = new cloudwatch.Alarm(this, 'Alarm-checkpoints-stalled', {
-        alarmName: `${p}-checkpoints-stalled`,
-        alarmDescription: `No checkpoint completed for ${periods * 5} minutes: is a coordinator execution running?`,
-        metric: this.metric('CheckpointCompleted', { period: Duration.minutes(5) }),
-        threshold: 1,
-        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
-        evaluationPeriods: periods,
-        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-      });
-    }
-    const all = [
-      ...iteratorAge.values(),
-      ...stalledShard.values(),
-      coordinatorFailed,
-      checkpointFailed,
-      checkpointStalled,
-      deadLetters,
-      ...(checkpointsStalled ? [checkpointsStalled] : []),
-    ];
-    for (const alarm of all) alarm.addAlarmAction(...(props.alarmActions ?? []));
-    return { iteratorAge, stalledShard, checkpointStalled, coordinatorFailed, checkpointFailed, deadLetters, ...(checkpointsStalled ? { checkpointsStalled } : {}), all };
-  }
-
-  private createDashboard(): cloudwatch.Dashboard {
-    const plan = this.plan;
-    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
-      dashboardName: this.names.prefix,
-      defaultInterval: Duration.hours(3),
-    });
-    dashboard.addWidgets(
-      new cloudwatch.TextWidget({
-        markdown: [
-          `# Sluice job \`${plan.job}\``,
-          `plan \`${plan.hash}\` · ${plan.mode} · checkpoint every ${plan.checkpoint.intervalMs} ms · poison policy \`${plan.poisonPolicy}\``,
-          '',
-          ...plan.stages.map((s) => `- **${s.id}** × ${s.parallelism}: ${s.name}`),
-        ].join('\n'),
-        width: 24,
-        height: 2 + Math.ceil(plan.stages.length / 2),
-      }),
-    );
-    dashboard.addWidgets(new cloudwatch.AlarmStatusWidget({ title: 'Alarms', alarms: [...this.alarms.all], width: 24, height: 3 }));
-    for (const stage of plan.stages) {
-      const fn = this.stageFunctions.get(stage.id)!;
-      const stream = this.streams.get(stage.id)!;
-      dashboard.addWidgets(
-        new cloudwatch.GraphWidget({
-          title: `${stage.id} records in / out`,
-          left: [
-            this.metric('RecordsIn', { stage: stage.id, label: 'in' }),
-            this.metric('RecordsOut', { stage: stage.id, label: 'out' }),
-          ],
-          width: 8,
-        }),
-        new cloudwatch.GraphWidget({
-          title: `${stage.id} iterator age (ms)`,
-          left: [
-            fn.metric('IteratorAge', { statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1), label: 'function' }),
-            stream.metricGetRecordsIteratorAgeMilliseconds({ statistic: cloudwatch.Stats.MAXIMUM, period: Duration.minutes(1), label: 'stream' }),
-          ],
-          leftAnnotations: [{ value: this.iteratorAgeThresholdMs, label: 'alarm' }],
-          width: 8,
-        }),
-        new cloudwatch.GraphWidget({
-          title: `${stage.id} function`,
-          left: [fn.metricInvocations({ period: Duration.minutes(1) }), fn.metricErrors({ period: Duration.minutes(1) }), fn.metricThrottles({ period: Duration.minutes(1) })],
-          right: [fn.metricDuration({ statistic: cloudwatch.Stats.p(99), period: Duration.minutes(1) })],
-          width: 8,
-        }),
-      );
-    }
-    dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
-        title: 'Checkpoints',
-        left: [
-          this.metric('CheckpointDurationMs', { aggregate: 'AVG', label: 'snapshot duration avg (ms)' }),
-          this.metric('CheckpointDurationMs', { aggregate: 'MAX', label: 'snapshot duration max (ms)' }),
-        ],
-        right: [
-          this.metric('CheckpointBytes', { label: 'delta bytes' }),
-          this.metric('CheckpointCompleted', { label: 'completed' }),
-        ],
-        width: 8,
-      }),
-      new cloudwatch.GraphWidget({
-        title: 'Failures',
-        left: [
-          this.metric('CheckpointFailed', { label: 'checkpoints failed/aborted' }),
-          this.stateMachine.metricFailed({ period: Duration.minutes(1), label: 'coordinator executions failed' }),
-          this.metric('DeadLetters', { label: 'dead letters' }),
-        ],
-        width: 8,
-      }),
-      new cloudwatch.GraphWidget({
-        title: 'State cache (invariant 5)',
-        left: [this.metric('CacheHit', { label: 'batches on a valid cache' }), this.metric('CacheMiss', { label: 'batches that restored' })],
-        width: 8,
-      }),
-    );
-    return dashboard;
-  }
 }
 
 function logStatement(logGroup: logs.LogGroup): iam.PolicyStatement {
@@ -1106,124 +695,6 @@ function importedKeyStatements(sid: string, keys: readonly kms.IKey[]): iam.Poli
   return arns.length ? [new iam.PolicyStatement({ sid, actions: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:DescribeKey'], resources: arns })] : [];
 }
 
-/** Keys given for imported sources or sinks, checked against the plan: the name must exist and name an existing resource. */
-function importedKeys(plan: Plan, kind: 'sources' | 'sinks', given: Readonly<Record<string, kms.IKey>>): Map<string, kms.IKey> {
-  const out = new Map<string, kms.IKey>();
-  for (const [name, k] of Object.entries(given)) {
-    if (kind === 'sources') {
-      const src = plan.sources.find((x) => x.name === name);
-      if (!src) throw new Error(`importedResourceKeys.sources names "${name}", but the job's sources are ${plan.sources.map((x) => x.name).join(', ')}`);
-      if (src.streamName === undefined) throw new Error(`importedResourceKeys.sources.${name}: the source creates its own stream (under encryptionKey); a key is only for a stream it imports (streamName)`);
-    } else {
-      const sink = plan.sinks.find((x) => x.name === name);
-      if (!sink) throw new Error(`importedResourceKeys.sinks names "${name}", but the job's sinks are ${plan.sinks.map((x) => x.name).join(', ')}`);
-      const imported = (sink.kind === 'dynamodb-upsert' && sink.tableName !== undefined) || (sink.kind === 'kinesis' && sink.streamName !== undefined);
-      if (!imported) throw new Error(`importedResourceKeys.sinks.${name}: the sink does not import an existing table or stream (tableName/streamName), so it needs no key of its own`);
-    }
-    out.set(name, k);
-  }
-  return out;
-}
-
-/** Ids of the sources named by `onDemandSources`, checked against the plan: each must exist and create its stream. */
-function onDemandSourceIds(plan: Plan, given: readonly string[]): Set<string> {
-  const out = new Set<string>();
-  for (const name of given) {
-    const src = plan.sources.find((x) => x.name === name);
-    if (!src) throw new Error(`onDemandSources names "${name}", but the job's sources are ${plan.sources.map((x) => x.name).join(', ')}`);
-    if (src.streamName !== undefined) {
-      throw new Error(`onDemandSources: source "${name}" reads the existing stream ${src.streamName}, whose capacity mode is its own (on-demand streams are adopted as they are); list only sources whose stream the job creates`);
-    }
-    out.add(src.id);
-  }
-  return out;
-}
-
-function sourceOf(plan: Plan, stage: PlanStage): PlanSource | undefined {
-  if (stage.input.kind !== 'source') return undefined;
-  const id = stage.input.sourceId;
-  return plan.sources.find((s) => s.id === id);
-}
-
-function truncate(s: string, max: number): string {
-  return s.length <= max ? s : `${s.slice(0, max - 1)}…`;
-}
-
-function validatePrefix(prefix: string): void {
-  if (!prefix || sanitizeName(prefix) !== prefix) {
-    throw new Error(
-      `prefix must be lower-case letters, digits and single dashes, not starting or ending with a dash (it starts every physical name), got "${prefix}"`,
-    );
-  }
-}
-
-function validateNames(plan: Plan, names: ResourceNames): void {
-  const check = (kind: keyof typeof MAX_NAME, name: string) => {
-    if (name.length > MAX_NAME[kind]) {
-      throw new Error(`${kind} name "${name}" has ${name.length} characters, more than the ${MAX_NAME[kind]} AWS allows: use a shorter prefix`);
-    }
-  };
-  check('function', names.coordinatorFunction);
-  check('stateMachine', names.stateMachine);
-  check('table', names.stateTable);
-  check('table', names.controlTable);
-  for (const stage of plan.stages) {
-    check('function', names.functionOf(stage));
-    check('stream', names.streamOf(stage));
-  }
-  for (const sink of plan.sinks as readonly PlanSink[]) {
-    if (sink.kind === 'dynamodb-upsert') check('table', names.sinkTable(sink));
-    if (sink.kind === 'kinesis') check('stream', kinesisSinkStream(names, sink));
-  }
-}
-
-interface ResolvedStageSettings {
-  readonly memorySize: number;
-  readonly timeout: Duration;
-  readonly batchSize: number;
-  readonly maxBatchingWindow?: Duration;
-  readonly reservedConcurrency?: number;
-}
-
-function resolveStageSettings(plan: Plan, given: Readonly<Record<string, StageSettings>>): Map<string, ResolvedStageSettings> {
-  const ids = plan.stages.map((s) => s.id);
-  for (const id of Object.keys(given)) {
-    if (!ids.includes(id)) throw new Error(`stageSettings names stage "${id}", but the job's stages are ${ids.join(', ')}`);
-  }
-  const out = new Map<string, ResolvedStageSettings>();
-  for (const stage of plan.stages) {
-    const g = given[stage.id] ?? {};
-    const where = `stageSettings.${stage.id}`;
-    const memorySize = g.memorySize ?? STAGE_DEFAULTS.memorySize;
-    if (!Number.isInteger(memorySize) || memorySize < 128 || memorySize > 10_240) {
-      throw new Error(`${where}.memorySize must be an integer between 128 and 10240 MB, got ${memorySize}`);
-    }
-    const timeout = g.timeout ?? STAGE_DEFAULTS.timeout;
-    if (timeout.toSeconds() < 1 || timeout.toSeconds() > 900) {
-      throw new Error(`${where}.timeout must be between 1 second and 15 minutes, got ${timeout.toHumanString()}`);
-    }
-    const batchSize = g.batchSize ?? STAGE_DEFAULTS.batchSize;
-    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
-      throw new Error(`${where}.batchSize must be an integer between 1 and 10000, got ${batchSize}`);
-    }
-    if (g.maxBatchingWindow && g.maxBatchingWindow.toSeconds() > 300) {
-      throw new Error(`${where}.maxBatchingWindow must be at most 5 minutes, got ${g.maxBatchingWindow.toHumanString()}`);
-    }
-    if (g.reservedConcurrency !== undefined && (!Number.isInteger(g.reservedConcurrency) || g.reservedConcurrency < stage.parallelism)) {
-      throw new Error(
-        `${where}.reservedConcurrency must be an integer of at least the stage's parallelism (${stage.parallelism}: one invocation per shard), got ${g.reservedConcurrency}`,
-      );
-    }
-    out.set(stage.id, {
-      memorySize,
-      timeout,
-      batchSize,
-      ...(g.maxBatchingWindow ? { maxBatchingWindow: g.maxBatchingWindow } : {}),
-      ...(g.reservedConcurrency !== undefined ? { reservedConcurrency: g.reservedConcurrency } : {}),
-    });
-  }
-  return out;
-}
 
 export interface SluiceJobStackProps extends StackProps, SluiceJobProps {}
 
