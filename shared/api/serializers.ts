@@ -1,4 +1,9 @@
-import type { Serializer } from './types.js';
+/** A value that can cross a process boundary as bytes. */
+export interface Serializer<T> {
+  readonly id: string;
+  encode(value: T): Uint8Array;
+  decode(bytes: Uint8Array): T;
+}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();

@@ -4,8 +4,7 @@
  * user API never sees a backend.
  */
 import type { PlanStateDecl } from '../plan/plan.js';
-import { jsonSerializer } from './serializers.js';
-import type { Serializer } from './types.js';
+import { jsonSerializer, type Serializer } from './serializers.js';
 
 /** Time-to-live of state values, measured in processing time (the coordinator's ticks). */
 export interface StateTtl {

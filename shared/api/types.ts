@@ -19,18 +19,13 @@ import type {
   ValueStateDescriptor,
 } from './state.js';
 
+export type { Serializer } from './serializers.js';
+
 /** Keys must be turned into a stable string: strings and numbers are, as themselves. */
 export type Key = string | number;
 
 export interface Collector<T> {
   collect(value: T): void;
-}
-
-/** A value that can cross a process boundary as bytes. */
-export interface Serializer<T> {
-  readonly id: string;
-  encode(value: T): Uint8Array;
-  decode(bytes: Uint8Array): T;
 }
 
 /** Names a side output; `stream.sideOutput(tag)` reads it. */
