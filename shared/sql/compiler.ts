@@ -43,6 +43,7 @@ import {
   type ScopeColumn,
 } from './expressions.js';
 import { compileJoin } from './joins.js';
+import type { Relation } from './relation.js';
 import { SourceText } from './source-text.js';
 
 // the Flink SQL grammar alone (a fraction of the package's size). It is CommonJS: Node hands it over
@@ -65,20 +66,6 @@ export interface SqlJobOptions {
   readonly parallelism?: number;
   /** job options (checkpoints, key groups, poison policy) */
   readonly job?: JobOptions;
-}
-
-/** A relation flowing through the compiler: a stream of rows and how to read their columns. */
-export interface Relation {
-  readonly stream: DataStream<Row>;
-  readonly scope: Scope;
-  /** the column whose value is the record's event time (windows and interval joins need it) */
-  readonly rowtime: ScopeColumn | undefined;
-  /** parallelism hint: the shard count upstream */
-  readonly shards: number;
-  /** rows are upserts `{ k, v }` by key (a non-windowed aggregate): only a sink can take them */
-  readonly updating?: boolean;
-  /** where the relation was named, for errors */
-  readonly label: string;
 }
 
 /** What a SELECT produces: rows as objects keyed by output column name. */

@@ -14,7 +14,7 @@ import type { DataStream } from '../api/job.js';
 import { listState } from '../api/state.js';
 import type { CompileContext } from './context.js';
 import { columnName, compileExpr, intervalMs, Scope, type AstNode, type Row, type ScopeColumn } from './expressions.js';
-import type { Relation } from './compiler.js';
+import type { Relation } from './relation.js';
 
 /* The join API as the compiler uses it (KeyedStream.intervalJoin / KeyedStream.connect). */
 interface IntervalJoinApi {
