@@ -8,37 +8,18 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import { sleep } from '../shared/adapters/aws/clients.js';
 import { readManifest, restoreIncompatibility, restoreSavepoint } from '../shared/adapters/aws/savepoints.js';
-import type { CheckpointRecord, SavepointRecord } from '../shared/coordinator/coordinator.js';
+import type { SavepointRecord } from '../shared/coordinator/coordinator.js';
 import { setOperatorStop } from '../shared/adapters/aws/coordinator-ports.js';
 import { deployedJob, type DeployedJob, type DeployedOptions } from './deployed.js';
 import { setMappings, startJob } from './operate.js';
+import { formatCheckpoints, kb } from './checkpoint-table.js';
+
+export { formatCheckpoints } from './checkpoint-table.js';
 
 type Target = DeployedJob;
 type TargetOptions = DeployedOptions;
 
 const target = deployedJob;
-
-const kb = (n: number | undefined) => (n === undefined ? '' : n < 1024 ? `${n} B` : `${(n / 1024).toFixed(1)} KiB`);
-
-/** One line per checkpoint: id, status, start, duration, bytes and keys flushed, instances. */
-export function formatCheckpoints(list: readonly CheckpointRecord[], retained: number): string {
-  const completed = list.filter((c) => c.status === 'COMPLETED').map((c) => c.checkpointId);
-  const kept = new Set(completed.slice(-retained));
-  const rows = list.map((c) => ({
-    id: c.checkpointId,
-    status: c.status + (c.savepointId ? ` (savepoint ${c.savepointId})` : '') + (c.restoredFrom ? ` (restored from ${c.restoredFrom})` : ''),
-    started: c.startedAt,
-    duration: c.durationMs !== undefined ? `${c.durationMs} ms` : '',
-    bytes: kb(c.bytes),
-    keys: c.keys ?? '',
-    instances: c.instances ? Object.keys(c.instances).length : c.acks,
-    retained: kept.has(c.checkpointId) ? 'yes' : '',
-  }));
-  const cols = ['id', 'status', 'started', 'duration', 'bytes', 'keys', 'instances', 'retained'] as const;
-  const width = Object.fromEntries(cols.map((k) => [k, Math.max(k.length, ...rows.map((r) => String(r[k]).length))]));
-  const line = (r: Record<string, unknown>) => cols.map((k) => String(r[k]).padEnd(width[k]!)).join('  ').trimEnd();
-  return [line(Object.fromEntries(cols.map((k) => [k, k]))), ...rows.map(line)].join('\n');
-}
 
 /** Stops the running coordinator executions and the mappings after a stop-with-savepoint (the watchdog leaves the job stopped). */
 async function stopWorkflow(t: Target): Promise<number | undefined> {

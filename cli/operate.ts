@@ -16,7 +16,7 @@ import { setOperatorStop } from '../shared/adapters/aws/coordinator-ports.js';
 import { sanitizeName } from '../shared/plan/resources.js';
 import { OUTPUT_KEYS, outputKeyOfStage } from '../shared/plan/stack-outputs.js';
 import { deployedJob, type DeployedJob, type DeployedOptions } from './deployed.js';
-import { formatCheckpoints } from './lifecycle.js';
+import { formatCheckpoints } from './checkpoint-table.js';
 import { loadJob } from './load-job.js';
 
 /** Enables or disables every stage's event source mapping named by the stack; returns how many changed. */
