@@ -1,6 +1,6 @@
 /**
  * A source with a backlog still checkpoints: its barriers go out at its read position, not behind the
- * backlog. The source stream holds 600 records before the job starts and the source stage is slow,
+ * backlog. The source stream holds 400 records before the job starts and the source stage is slow,
  * so draining the backlog takes many checkpoint intervals. The first checkpoint must complete while
  * most of the backlog is still unread (with barriers at the tail it completes only once everything
  * before the tail is read), and at the end the outputs still equal the oracle's.
@@ -15,7 +15,7 @@ import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK } from '../chaos/job.j
 import { expectedFrom, judge, type PublishedOutput, type UpsertRow } from '../chaos/oracle.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const RECORDS = 600;
+const RECORDS = 400;
 
 describe('barriers at the source read position', () => {
   let emulators: LocalEmulators;
@@ -31,9 +31,9 @@ describe('barriers at the source read position', () => {
       prefix: 'backlog',
       environments: 2,
       recycleProbability: 0,
-      batchSize: 10,
+      batchSize: 20,
       checkpointIntervalMs: 300,
-      // the source is slow: 60 batches of 10, each at least 150 ms
+      // the source is slow: 20 batches of 20, each at least 150 ms
       wrapHandler: (handler, ctx) =>
         ctx.stage.id === 's0'
           ? async (event: KinesisStreamEvent, ...rest: unknown[]) => {
