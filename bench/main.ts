@@ -39,7 +39,7 @@ export const PARTS = ['handler', 'window', 'source', 'components', 'checkpoint',
 export type PartName = (typeof PARTS)[number];
 
 const PART_HELP: Record<PartName, string> = {
-  handler: 'keyed count through the Lambda handler (StageRunner.handle, AWS event shape), emitting every update to a next stage, checkpoints included; against a fair hand-written loop; checkpoint CPU per dirty key',
+  handler: 'keyed count through the Lambda handler (handleKinesisBatch, AWS event shape), emitting every update to a next stage, checkpoints included; against a fair hand-written loop; checkpoint CPU per dirty key',
   window: 'tumbling event-time window aggregate through the handler, results to a next stage, checkpoints included; against a fair loop',
   source: 'the source stage through the handler: JSON records in, packed envelopes out, checkpoints included; against a fair loop',
   components: "a checkpoint's CPU per dirty key, piece by piece (rows, delta, spilling store, packed layout), and the payload writer; each piece alone, best run",

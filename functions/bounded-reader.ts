@@ -19,6 +19,7 @@ import type { Job } from '../shared/api/job.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
 import { optionalEnv, requireEnv } from '../shared/util/config.js';
+import { UsageError } from '../shared/util/errors.js';
 
 export type BoundedReaderTask =
   | { readonly action: 'list'; readonly source: string; readonly bucket?: string; readonly prefix: string }
@@ -45,7 +46,7 @@ export function boundedReaderHandler(job: Job) {
   const reader = new BoundedReader(store, writer);
   const streamOf = (name: string) => {
     const src = plan.sources.find((s) => s.name === name);
-    if (!src) throw new Error(`job "${plan.job}" has no source "${name}" (sources: ${plan.sources.map((s) => s.name).join(', ')})`);
+    if (!src) throw new UsageError(`job "${plan.job}"`, `source "${name}"`, `does not exist (sources: ${plan.sources.map((s) => s.name).join(', ')})`);
     return names.sourceStream(src);
   };
   const run = async (task: BoundedReaderTask): Promise<unknown> => {

@@ -25,11 +25,15 @@ export async function provisionJob(plan: Plan, names: ResourceNames, clients: Aw
   await Promise.all([
     ...streams.map((s) => createStream(clients, s.name, s.shards)),
     ...tables.map((t) => createTable(clients, t.name, t.key, t.sort)),
-    clients.s3.send(new CreateBucketCommand({ Bucket: names.bucket })).catch((err: unknown) => {
-      const name = (err as { name?: string }).name;
-      if (name !== 'BucketAlreadyOwnedByYou' && name !== 'BucketAlreadyExists') throw err;
-    }),
+    createBucket(clients, names.bucket),
   ]);
+}
+
+export async function createBucket(clients: Pick<AwsClients, 's3'>, name: string): Promise<void> {
+  await clients.s3.send(new CreateBucketCommand({ Bucket: name })).catch((err: unknown) => {
+    const code = (err as { name?: string }).name;
+    if (code !== 'BucketAlreadyOwnedByYou' && code !== 'BucketAlreadyExists') throw err;
+  });
 }
 
 export async function createStream(clients: Pick<AwsClients, 'kinesis'>, name: string, shards: number): Promise<void> {

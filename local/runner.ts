@@ -21,6 +21,7 @@ import { kinesisSourceWriter } from '../shared/adapters/aws/bounded-input.js';
 import { listAllShards, sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
 import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
 import { endInput } from '../shared/bounded/bounded-reader.js';
+import { UsageError } from '../shared/util/errors.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { restoreSavepoint, type RestoreResult } from '../shared/adapters/aws/savepoints.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
@@ -183,11 +184,7 @@ export class LocalJobRunner {
         idle: o.idleCoordinator ?? false,
       });
       // tracked so that stop() waits for a task still running (a commit must not outlive the run)
-      const p = loop.run(payload as LoopTaskInput);
-      this.tasks.add(p);
-      const untrack = () => this.tasks.delete(p);
-      p.then(untrack, untrack);
-      return p;
+      return this.track(loop.run(payload as LoopTaskInput));
     };
     this.stepFunctions = new LocalStepFunctions({
       definition: def.definition,
@@ -343,7 +340,7 @@ export class LocalJobRunner {
    */
   async produce(sourceName: string, records: ReadonlyArray<unknown>, options: { partitionKey?: (r: unknown, i: number) => string } = {}): Promise<RecordPosition[]> {
     const source = this.plan.sources.find((s) => s.name === sourceName);
-    if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}" (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
+    if (!source) throw new UsageError(`job "${this.plan.job}"`, `source "${sourceName}"`, `does not exist (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
     const stream = this.names.sourceStream(source);
     const enc = new TextEncoder();
     const entries = records.map((r, i): PutEntry => ({
@@ -429,7 +426,7 @@ export class LocalJobRunner {
   /** Puts an end marker into every open shard of a source: its watermark jumps to the end of time, firing every window. */
   async endInput(sourceName: string): Promise<void> {
     const source = this.plan.sources.find((s) => s.name === sourceName);
-    if (!source) throw new Error(`job "${this.plan.job}" has no source "${sourceName}"`);
+    if (!source) throw new UsageError(`job "${this.plan.job}"`, `source "${sourceName}"`, `does not exist (sources: ${this.plan.sources.map((s) => s.name).join(', ')})`);
     const stream = this.names.sourceStream(source);
     await endInput(kinesisSourceWriter(this.clients.kinesis), stream);
   }

@@ -3,7 +3,7 @@
  * while records arrive, and later its two children are merged back, at moments the job does not
  * choose (no announcing barrier, no drain) and under a seeded fault schedule. The job adopts the new
  * shards by the path of its own rescale: each child rebuilds its parents' final state
- * (StageRunner.inheritFromParents), the checkpoint that expected a closed shard aborts and the next
+ * (runtime/shard-inheritance.ts), the checkpoint that expected a closed shard aborts and the next
  * one expects the open shards. The windows and running counts must equal those computed from the
  * input without the engine, each once. Without the adoption no checkpoint completes after the split.
  */

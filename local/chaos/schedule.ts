@@ -285,6 +285,15 @@ export class FaultSchedule {
     this.observed.set(what, (this.observed.get(what) ?? 0) + n);
   }
 
+  /**
+   * From now on only `kinds` fire. A kind with one chance per commit (a coordinator that dies before
+   * the sinks' commit) never gets it while the other faults abort every checkpoint — on a busy
+   * machine they may abort them all; narrowing the schedule to the kinds still missing gives them one.
+   */
+  narrowTo(kinds: readonly FaultKind[]): void {
+    for (const k of FAULT_KINDS) if (!kinds.includes(k)) (this.rates as Record<FaultKind, number>)[k] = 0;
+  }
+
   /** kinds with a rate that have not fired yet (recycling is the runner's, not counted live) */
   missing(): FaultKind[] {
     return FAULT_KINDS.filter((k) => k !== 'env-recycled' && this.rates[k] > 0 && !this.counts.get(k));

@@ -7,6 +7,7 @@ import type { PlanSource, RecordFormat } from '../plan/plan.js';
 import type { ExchangeNode, LogicalNode, SinkDefinition, SourceNode, WatermarkStrategy } from './graph.js';
 import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './state.js';
 import { listState, mapState, valueState } from './state.js';
+import { UsageError } from '../util/errors.js';
 import type {
   Collector,
   Key,
@@ -265,7 +266,7 @@ export class KeyedStream<K extends Key, T> {
    */
   intervalJoin<U>(other: KeyedStream<K, U>, bounds: { lowerMs: number; upperMs: number }): IntervalJoined<K, T, U> {
     if (!Number.isInteger(bounds.lowerMs) || !Number.isInteger(bounds.upperMs) || bounds.lowerMs > bounds.upperMs) {
-      throw new Error(`intervalJoin: lowerMs and upperMs must be integers with lowerMs <= upperMs, got ${bounds.lowerMs} and ${bounds.upperMs}`);
+      throw new UsageError('intervalJoin', 'bounds', `must be integers with lowerMs <= upperMs, got lowerMs ${bounds.lowerMs} and upperMs ${bounds.upperMs}`);
     }
     return new IntervalJoined<K, T, U>(this.connect(other), bounds);
   }
@@ -469,13 +470,13 @@ export class JoinBuilder<L, R> {
       equalTo: (rightKey: (v: R) => K) => ({
         /** tumbling or sliding event-time windows; pairs of each window are joined when it closes */
         window: (assigner: WindowAssigner) => {
-          if (assigner.kind === 'session') throw new Error('window joins take tumbling or sliding windows, not session windows');
+          if (assigner.kind === 'session') throw new UsageError('window join', 'window', 'must be tumbling or sliding, not session windows');
           return {
             apply: <O>(fn: (left: L, right: R, window: TimeWindow) => O, opts: NameOption = {}): DataStream<O> => {
               const buf = mapState<string, [L[], R[]]>('window-join');
               const add = (ctx: import('./types.js').KeyedContext<K>, side: 0 | 1, v: unknown) => {
                 const t = ctx.timestamp;
-                if (t === undefined) throw new Error('window joins need event time: give the sources a timestamp');
+                if (t === undefined) throw new UsageError('window join', 'timestamp', 'is missing: window joins need event time, give the sources a `timestamp` function');
                 const state = ctx.getMapState(buf);
                 for (const w of assignWindows(assigner, t)) {
                   if (w.end - 1 <= ctx.currentWatermark()) continue; // the window is gone

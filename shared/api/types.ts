@@ -4,6 +4,7 @@
  * same outputs, which is what makes recovery local and output exactly-once. Time comes only from
  * the record (event time) and from the coordinator's ticks (processing time), never from the clock.
  */
+import { UsageError } from '../util/errors.js';
 import type {
   AggregatingState,
   AggregatingStateDescriptor,
@@ -37,7 +38,7 @@ export class OutputTag<T> {
   /** phantom field that carries T */
   declare readonly __type?: T;
   constructor(readonly id: string) {
-    if (!id) throw new Error('an OutputTag needs a non-empty id');
+    if (!id) throw new UsageError('OutputTag', 'id', 'must be a non-empty string');
   }
 }
 

@@ -13,7 +13,7 @@
  *
  * The children start from their parents: Kinesis (and the event source mapping) delivers a child's
  * records only after its parents' ended, and the child instance rebuilds each parent's final state
- * for its own key groups (StageRunner.inheritFromParents). A checkpoint n that aborts sends the
+ * for its own key groups (runtime/shard-inheritance.ts). A checkpoint n that aborts sends the
  * request back to phase 1.
  */
 import type { Plan } from '../plan/plan.js';

@@ -5,6 +5,7 @@
  * resharding moves whole groups: state rows are addressed by group, so a new owner finds them.
  */
 
+import { PlanError } from '../util/errors.js';
 import { operatorError, operatorLabel, UserFunctionError, type NamedOperator } from '../util/operator-errors.js';
 
 const HASH_SPACE = 1n << 128n;
@@ -167,7 +168,7 @@ export function hashKeyOfEvenShard(i: number, n: number): string {
  */
 export function checkedKeySelector(op: NamedOperator & { readonly keySelector?: (value: never) => unknown }): (value: unknown) => string | number {
   const selector = op.keySelector as ((value: unknown) => unknown) | undefined;
-  if (!selector) throw new Error(`${operatorLabel(op)} has no key selector`);
+  if (!selector) throw new PlanError(`${operatorLabel(op)}.keySelector`, 'is missing');
   return (value) => {
     let key: unknown;
     try {

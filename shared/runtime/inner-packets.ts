@@ -4,7 +4,7 @@
  */
 import { decodePacketViews, PacketDataEnvelope, type DataEnvelope, type EndEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
 import type { RecordMeta } from './operator-context.js';
-import type { KeyEntry } from './keyed-state.js';
+import type { KeyEntry } from './state-handles.js';
 import type { StoredRecord } from './ports.js';
 
 /** One envelope of an inner stage that belongs to an epoch (data, watermark, tick). */

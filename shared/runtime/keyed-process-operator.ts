@@ -21,6 +21,7 @@ import type { Collector, Key, OnTimerContext, OutputTag, TimerService } from '..
 import { keyFromString } from '../plan/key-groups.js';
 import { NO_META, OperatorContext, TimerMeta, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
 import type { TimeDomain } from './timers.js';
+import { UsageError } from '../util/errors.js';
 
 type KeyedProcessNode = Extract<LogicalNode, { kind: 'process' | 'coProcess' | 'broadcastProcess' }>;
 
@@ -37,7 +38,7 @@ const keyedOperator = (opId: string, declared: Set<string>, side: Map<string, Pu
   side,
   env,
   check: <D extends StateDescriptor<unknown>>(d: D): D => {
-    if (!declared.has(d.name)) throw new Error(`state "${d.name}" is not declared by ${opId}: list it in the function's \`state\``);
+    if (!declared.has(d.name)) throw new UsageError(opId, `state "${d.name}"`, "is not declared: list it in the function's `state`");
     return d;
   },
 });

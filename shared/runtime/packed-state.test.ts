@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { MemoryStateTable } from '../adapters/memory/memory-ports.js';
-import { decodeEntries, encodeEntries, groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
+import { decodeEntries, encodeEntries } from '../codec/packed-entries.js';
+import { groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
 import type { StateRow } from './ports.js';
 import { SpillingStateStore } from './spilling-state-store.js';
 
@@ -29,6 +30,11 @@ describe('packed entries', () => {
     expect(decodeEntries(d)).toEqual(m);
     // the names once per item, keys sharing their prefix: far below key + name + value per row
     expect(encodeEntries(new Map(Array.from({ length: 100 }, (_, i) => [`user-${i}`, { count: new Uint8Array([i]) }]))).length).toBeLessThan(100 * 8);
+  });
+
+  it('refuses a truncated item as corrupt state', () => {
+    const d = encodeEntries(new Map([['user-1', { count: new Uint8Array(40).fill(7) }]]));
+    for (const end of [1, 5, d.length - 1]) expect(() => decodeEntries(d.subarray(0, end))).toThrow(expect.objectContaining({ code: 'STATE_CORRUPT' }));
   });
 });
 

@@ -1,6 +1,6 @@
 /**
- * A child shard of an in-place reshard starts from its parents' final state (StageRunner
- * inheritFromParents): each parent restored from its last snapshot and replayed to the end of its
+ * A child shard of an in-place reshard starts from its parents' final state (shard-inheritance.ts):
+ * each parent restored from its last snapshot and replayed to the end of its
  * closed shard. Children run in any order, and a child may run (or run again, after a crash or a
  * recycled environment) after its sibling has already snapshotted past the reshard. These tests drive
  * a windowed stage through a reshard on the in-memory twins, with the children invoked in every order.

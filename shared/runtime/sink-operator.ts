@@ -7,6 +7,7 @@ import type { SinkNode } from '../api/graph.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { Push } from './operator-context.js';
 import type { Outbox } from './outbox.js';
+import { UsageError } from '../util/errors.js';
 
 export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox): Push {
   const spec = node.spec;
@@ -18,7 +19,7 @@ export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox
       const keyAttribute = spec.keyAttribute ?? 'pk';
       return (v) => {
         const item = itemOf ? itemOf(v) : (v as Record<string, unknown>);
-        if (!item || typeof item !== 'object') throw new Error(`sink "${spec.name}" needs an object per value, got ${typeof item}`);
+        if (!item || typeof item !== 'object') throw new UsageError(`sink "${spec.name}"`, 'value', `must be an object, got ${typeof item}`);
         outbox.upsert(spec.name, table, keyAttribute, keyOf(v), item);
       };
     }

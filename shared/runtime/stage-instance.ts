@@ -81,7 +81,7 @@ export class StageInstance {
   private readonly expectedProducers: (topology: readonly number[]) => number;
   private readonly dedupe = new RecordDedupe();
   private readonly barriers: BarrierHandler;
-  private readonly clock: WatermarkTracker;
+  private readonly watermarks: WatermarkTracker;
   private readonly timers = new TimerIndex();
   private readonly broadcastState = new BroadcastStateStore();
   private readonly operatorState = new OperatorStateStore();
@@ -135,12 +135,12 @@ export class StageInstance {
       this.expectedProducers = (topology) => (topology.length ? from.reduce((a, i) => a + (topology[i] ?? 0), 0) : fallback);
     }
     const send = (watermark: number, idle: boolean) => this.outbox.emitControl({ kind: 'watermark', epoch: this.epoch, watermark, idle });
-    this.clock = new WatermarkTracker(send, strategy, options.watermarkIntervalMs ?? 200);
+    this.watermarks = new WatermarkTracker(send, strategy, options.watermarkIntervalMs ?? 200);
   }
 
   /** the instance's event-time watermark */
   get watermark(): number {
-    return this.clock.watermark;
+    return this.watermarks.watermark;
   }
 
   private expectedCount(): number {
@@ -157,7 +157,7 @@ export class StageInstance {
       this.names,
       this.outbox,
       this.state,
-      { processingTime: () => this.processingTime, watermark: () => this.clock.watermark },
+      { processingTime: () => this.processingTime, watermark: () => this.watermarks.watermark },
       this.timers,
       this.broadcastState,
       this.operatorState,
@@ -177,7 +177,7 @@ export class StageInstance {
     this.skipThrough = pointer.replayPoint;
     if (extras) {
       for (const [domain, operatorId, key, keyGroup, time] of extras.timers) if (this.owns(keyGroup)) this.timers.add({ domain, operatorId, key, keyGroup, time });
-      this.clock.restore(extras);
+      this.watermarks.restore(extras);
       this.processingTime = extras.processingTime;
       for (const p of extras.ended ?? []) this.ended.add(p);
       this.finished = extras.finished ?? false;
@@ -254,7 +254,7 @@ export class StageInstance {
       } else if (control.kind === 'tick') {
         this.sourceTick(control.time);
       } else if (control.kind === 'end') {
-        this.clock.sourceEnded();
+        this.watermarks.sourceEnded();
         this.outbox.emitControl({ kind: 'end', epoch: this.epoch });
         this.finished = true;
       }
@@ -286,14 +286,14 @@ export class StageInstance {
         await this.deadLetters.record(r.sequenceNumber, i, bytes, `user function failed: ${errorMessage(err)}`);
         continue;
       }
-      this.clock.sourceRecord(timestamp);
+      this.watermarks.sourceRecord(timestamp);
     }
   }
 
   /** Forwards barrier n right after the record `after` and snapshots. */
   private async sourceBarrier(b: SourceBarrier, after: string): Promise<void> {
     this.sourceTick(b.time);
-    this.clock.emitSource(true);
+    this.watermarks.emitSource(true);
     await this.snapshot(b.checkpointId, b.topology, b.savepoint, { from: 'after', sequenceNumber: after }, b.reshard);
   }
 
@@ -314,7 +314,7 @@ export class StageInstance {
     if (time <= this.processingTime) return;
     this.processingTime = time;
     this.outbox.emitControl({ kind: 'tick', epoch: this.epoch, time });
-    this.clock.sourceTick(time);
+    this.watermarks.sourceTick(time);
   }
 
   // ---------------------------------------------------------------- inner stages
@@ -368,7 +368,7 @@ export class StageInstance {
   private async applyUnit(unit: Unit): Promise<void> {
     const env = unit.env;
     if (env.kind === 'watermark') {
-      this.clock.channel(unit.producer, env.watermark, env.idle);
+      this.watermarks.channel(unit.producer, env.watermark, env.idle);
       await this.advanceWatermark();
     } else if (env.kind === 'end') {
       // a bounded input ended upstream; once every producer ended, so does this instance
@@ -387,7 +387,7 @@ export class StageInstance {
   }
 
   private advanceWatermark(): Promise<void> {
-    return this.clock.advance(this.expectedCount(), (wm) => this.fireTimers('event-time', wm));
+    return this.watermarks.advance(this.expectedCount(), (wm) => this.fireTimers('event-time', wm));
   }
 
   private async fireTimers(domain: TimeDomain, upTo: number): Promise<void> {
@@ -450,7 +450,7 @@ export class StageInstance {
       // every producer of the checkpoint's topology sent barrier n: one that did not was a parent
       // shard's instance upstream, retired by a reshard — its last watermark must not hold ours back.
       // Dropped before the barrier goes on, so what it fires belongs to epoch n-1 (and replays alike).
-      const retired = this.clock.retainChannels((p) => cp.producers.has(p));
+      const retired = this.watermarks.retainChannels((p) => cp.producers.has(p));
       for (const p of [...this.ended]) if (!cp.producers.has(p)) this.ended.delete(p);
       if (retired) await this.advanceWatermark();
       const { info } = cp;
@@ -534,7 +534,7 @@ export class StageInstance {
       broadcast: this.broadcastState.toJSON(),
       dirtyRows: this.state.dirtyRows().filter((r) => this.owns(r.keyGroup)),
       timers: this.timers.toJSON().filter(([, , , keyGroup]) => this.owns(keyGroup)),
-      watermark: this.clock.handOver(this.source !== undefined),
+      watermark: this.watermarks.handOver(this.source !== undefined),
       seen: this.dedupe.handOver(),
       ended: [...this.ended],
       operatorLists: this.operatorState.toJSON(),
@@ -549,7 +549,7 @@ export class StageInstance {
     this.outbox.startEpoch(this.epoch, this.reshard);
     this.outbox.generation = s.generation;
     this.barriers.topology = s.topology;
-    this.clock.adopt(s.watermarks);
+    this.watermarks.adopt(s.watermarks);
     this.processingTime = s.processingTime;
     this.finished = s.finished;
     this.broadcastState.load(s.broadcast);
@@ -573,13 +573,13 @@ export class StageInstance {
     await this.drain();
     let rows = this.state.dirtyRows();
     if (this.spill.size) rows = rows.concat(await this.spill.readAll(this.fence)).sort(compareRows);
-    const clock = this.clock.snapshot(this.source !== undefined);
+    const time = this.watermarks.snapshot(this.source !== undefined);
     const delta = encodeDelta(rows, {
       timers: this.timers.toJSON(),
-      channels: clock.channels,
-      watermark: clock.watermark,
+      channels: time.channels,
+      watermark: time.watermark,
       processingTime: this.processingTime,
-      source: clock.source,
+      source: time.source,
       ended: [...this.ended],
       finished: this.finished,
       broadcast: this.broadcastState.toJSON(),

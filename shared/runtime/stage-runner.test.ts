@@ -14,7 +14,6 @@
  * must have published; all records are what the final upsert rows must show.
  */
 import fc from 'fast-check';
-import type { KinesisStreamEvent } from 'aws-lambda';
 import { describe, expect, it } from 'vitest';
 import { collectSink, dynamoUpsertSink, job, valueState } from '../api/index.js';
 import type { Job } from '../api/job.js';
@@ -751,7 +750,7 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
     for (let i = 0; i < 5; i++) s.produce({ kind: 'ok', user: 'a', v: 2 });
     const stage = s.stage(0);
     const shardId = s.shardsOf(stage)[0]!;
-    const event: KinesisStreamEvent = {
+    const event: Parameters<typeof handleKinesisBatch>[1] = {
       Records: s.records(stage, shardId).map((r) => ({
         eventID: `${shardId}:${r.sequenceNumber}`,
         eventName: 'aws:kinesis:record',

@@ -10,6 +10,7 @@ import { jsonSerializer } from '../api/serializers.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import { TimerMeta, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
+import { UsageError } from '../util/errors.js';
 
 /** a key's windows in state: [start, end, accumulator or elements], sorted by start */
 type Windows = Array<[number, number, unknown]>;
@@ -117,7 +118,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     const { sizeMs, offsetMs } = a;
     return (v, m) => {
       const ts = m.timestamp;
-      if (ts === undefined) throw new Error(`window ${opId} needs event time: give the source a \`timestamp\` function`);
+      if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
       const wm = clock.watermark();
       const start = ts - mod(ts - offsetMs, sizeMs);
       const end = start + sizeMs;
@@ -156,7 +157,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
 
   return (v, m) => {
     const ts = m.timestamp;
-    if (ts === undefined) throw new Error(`window ${opId} needs event time: give the source a \`timestamp\` function`);
+    if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
     const wm = clock.watermark();
     let list: Windows = [...((state.read(opId, m.key!, m.keyGroup, d) as Windows | undefined) ?? [])];
     const fireNow: TimeWindow[] = [];

@@ -1,5 +1,5 @@
 /** Where the compiler is in the SQL text, so every error it raises carries line:column. */
-import type { SqlError } from './errors.js';
+import type { SqlError, SqlErrorCode } from './errors.js';
 import type { SourceText, Statement } from './source-text.js';
 
 export class CompileContext {
@@ -13,7 +13,7 @@ export class CompileContext {
    * occurrence of `token` in the statement, else at the statement's start.
    */
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  error(node: any, message: string, code: string, token?: string): SqlError {
+  error(node: any, message: string, code: SqlErrorCode, token?: string): SqlError {
     return this.source.error(this.offsetOf(node, token), message, code);
   }
 

@@ -1,5 +1,7 @@
 /** Errors of the SQL front end: where (file:line:column) and what a user can do about it. */
-import { SluiceError } from '../util/errors.js';
+import { SluiceError, type ErrorCode } from '../util/errors.js';
+
+export type SqlErrorCode = Extract<ErrorCode, `SQL_${string}`>;
 
 /**
  * A statement that cannot be parsed or compiled. `code` is one of SQL_SYNTAX, SQL_UNKNOWN_TABLE,
@@ -13,7 +15,7 @@ export class SqlError extends SluiceError {
     readonly line: number,
     readonly column: number,
     readonly detail: string,
-    code: string,
+    code: SqlErrorCode,
   ) {
     super(`${origin}:${line}:${column}: ${detail}`, code);
   }

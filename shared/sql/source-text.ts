@@ -5,7 +5,7 @@
  * parser does not record positions for every node; an error about a column points at the first
  * occurrence of its token in the statement). This is a scanner for quotes and comments, not a parser.
  */
-import { SqlError } from './errors.js';
+import { SqlError, type SqlErrorCode } from './errors.js';
 
 export interface Statement {
   /** the statement's text, without the trailing semicolon */
@@ -99,7 +99,7 @@ export class SourceText {
     return undefined;
   }
 
-  error(offset: number, message: string, code: string): SqlError {
+  error(offset: number, message: string, code: SqlErrorCode): SqlError {
     const p = this.position(offset);
     return new SqlError(this.origin, p.line, p.column, message, code);
   }

@@ -42,7 +42,7 @@ describe('checkDeterminism', () => {
     return j;
   };
 
-  it.each(['clock', 'random'] as const)('names the map that reads the %s (the map is called twice per record, the first time with the clock moved on)', async (how) => {
+  it.each(['clock', 'random'] as const)('names the map that stamps records with the %s (the map is called twice per record, the first time with the clock moved on)', async (how) => {
     const report = await checkDeterminism(stamped(how), input);
     expect(report.deterministic).toBe(false);
     expect(report.functions).toEqual([{ operator: 'map "stamp" (op1-map)', function: 'map function', example: expect.stringMatching(/^on \{"k":"k\d"\} it returned \{"at":/) }]);

@@ -17,20 +17,11 @@ import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts } from '../runtime/ports.js';
 import { compareSeq } from '../runtime/positions.js';
 import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
-import { SpillingStateStore, type BlobStore } from '../runtime/spilling-state-store.js';
+import { SpillingStateStore } from '../runtime/spilling-state-store.js';
+import { MemoryBlobStore } from '../adapters/memory/memory-objects.js';
 
 /** Blobs in memory (the S3 of the twins). */
-export class MemoryBlobStore implements BlobStore {
-  readonly objects = new Map<string, Uint8Array>();
-  async put(key: string, bytes: Uint8Array): Promise<void> {
-    this.objects.set(key, new Uint8Array(bytes));
-  }
-  async get(key: string): Promise<Uint8Array> {
-    const b = this.objects.get(key);
-    if (!b) throw new Error(`no blob ${key}`);
-    return new Uint8Array(b);
-  }
-}
+export { MemoryBlobStore };
 
 export interface MemoryJobRunnerOptions {
   /** @default 1 */

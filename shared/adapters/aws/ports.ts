@@ -2,6 +2,7 @@
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
 import type { CollectSinkStore, RuntimePorts, Telemetry } from '../../runtime/ports.js';
+import { UsageError } from '../../util/errors.js';
 import type { AwsClients } from './clients.js';
 import { DynamoControlStore } from './dynamo-control-store.js';
 import { DynamoStateStore } from './dynamo-state-store.js';
@@ -17,7 +18,7 @@ import { S3StagingStore, StagedSinkRouter } from './staged-sinks.js';
 
 const noCollect: CollectSinkStore = {
   async stage(sink) {
-    throw new Error(`collect sink "${sink}" only works where the job runs in one process (tests, local runner)`);
+    throw new UsageError(`collect sink "${sink}"`, 'deployment', 'only works where the job runs in one process (tests, local runner)');
   },
 };
 

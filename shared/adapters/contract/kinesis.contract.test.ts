@@ -3,7 +3,7 @@
  * run against the in-memory twin and against the Kinesis emulator (started here, on a free port,
  * stopped by PID). What passes here against both is what the twin may be trusted for.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../../local/emulators.js';
 import { localKinesisClient } from '../../../local/aws-env.js';
 import { createStream } from '../../../local/provision.js';
@@ -13,6 +13,7 @@ import { MemoryKinesis, memoryKinesisApi, yieldTurn } from '../memory/memory-por
 import { PutRecordsStreamWriter, type KinesisApi, type PutResult } from '../put-records.js';
 import { KinesisApiShardReader, type ShardReaderOptions } from '../shard-reader.js';
 import { CountingTelemetry } from '../telemetry.js';
+import { contractTarget } from './target.js';
 
 interface KinesisTarget {
   readonly api: KinesisApi;
@@ -78,11 +79,11 @@ function rejecting(api: KinesisApi, reject: (data: string, attempt: number) => b
 }
 
 describe.each(targets)('Kinesis contract: $name', (target) => {
-  let t: KinesisTarget;
+  const side = contractTarget(target.start);
   let n = 0;
   const stream = async (shards = 1) => {
     const name = `contract-${++n}`;
-    await t.createStream(name, shards);
+    await side().createStream(name, shards);
     return name;
   };
   const readAll = async (reader: KinesisApiShardReader, s: string, shardId: string, from: ReplayPoint, until?: string) => {
@@ -91,16 +92,10 @@ describe.each(targets)('Kinesis contract: $name', (target) => {
     return pages;
   };
 
-  beforeAll(async () => {
-    t = await target.start();
-  });
-  afterAll(async () => {
-    await t?.stop();
-  });
 
   it('creates N shards splitting the hash space evenly and contiguously, all open', async () => {
     const s = await stream(3);
-    const shards = await t.api.listShards(s);
+    const shards = await side().api.listShards(s);
     expect(shards).toHaveLength(3);
     expect(shards[0]!.startingHashKey).toBe('0');
     expect(shards[2]!.endingHashKey).toBe(((1n << 128n) - 1n).toString());
@@ -110,10 +105,10 @@ describe.each(targets)('Kinesis contract: $name', (target) => {
 
   it('the writer puts records into the shard their hash key names, and the reader reads them back in order', async () => {
     const s = await stream(2);
-    const [a, b] = await t.api.listShards(s);
+    const [a, b] = await side().api.listShards(s);
     const records = Array.from({ length: 1_100 }, (_, i) => ({ hashKey: (i % 2 ? b! : a!).startingHashKey, data: enc.encode(`r${i}`) }));
-    await new PutRecordsStreamWriter(t.api, undefined, { pause: t.readerOptions.throttlePause ?? (async () => {}) }).putAll(s, records);
-    const reader = new KinesisApiShardReader(t.api, { ...t.readerOptions, pageSize: 200 });
+    await new PutRecordsStreamWriter(side().api, undefined, { pause: side().readerOptions.throttlePause ?? (async () => {}) }).putAll(s, records);
+    const reader = new KinesisApiShardReader(side().api, { ...side().readerOptions, pageSize: 200 });
     const onA = texts(await readAll(reader, s, a!.shardId, { from: 'start' }));
     const onB = texts(await readAll(reader, s, b!.shardId, { from: 'start' }));
     expect(onA).toEqual(records.filter((_, i) => i % 2 === 0).map((r) => dec.decode(r.data)));
@@ -124,12 +119,12 @@ describe.each(targets)('Kinesis contract: $name', (target) => {
     const s = await stream(1);
     const seen = new Set<string>();
     // each record is rejected the first time it is offered, every third one twice
-    const api = rejecting(t.api, (d, attempt) => (attempt === 0 && !seen.has(d) ? (seen.add(d), true) : attempt === 1 && Number(d.slice(1)) % 3 === 0));
+    const api = rejecting(side().api, (d, attempt) => (attempt === 0 && !seen.has(d) ? (seen.add(d), true) : attempt === 1 && Number(d.slice(1)) % 3 === 0));
     const telemetry = new CountingTelemetry();
-    const [shard] = await t.api.listShards(s);
+    const [shard] = await side().api.listShards(s);
     const records = Array.from({ length: 30 }, (_, i) => ({ hashKey: shard!.startingHashKey, data: enc.encode(`r${i}`) }));
     await new PutRecordsStreamWriter(api, telemetry, { pause: async () => {} }).putAll(s, records);
-    const got = texts(await readAll(new KinesisApiShardReader(t.api, t.readerOptions), s, shard!.shardId, { from: 'start' }));
+    const got = texts(await readAll(new KinesisApiShardReader(side().api, side().readerOptions), s, shard!.shardId, { from: 'start' }));
     expect([...got].sort()).toEqual(records.map((r) => dec.decode(r.data)).sort());
     expect(api.rejected).toBe(30 + 10);
     expect(telemetry.counters.get('PutRecordsRetried')).toBe(40);
@@ -137,13 +132,13 @@ describe.each(targets)('Kinesis contract: $name', (target) => {
 
   it('replays at a record, just after it, and up to (not including) a bound', async () => {
     const s = await stream(1);
-    const [shard] = await t.api.listShards(s);
-    const results = await t.api.putRecords(
+    const [shard] = await side().api.listShards(s);
+    const results = await side().api.putRecords(
       s,
       Array.from({ length: 6 }, (_, i) => ({ data: enc.encode(`r${i}`), partitionKey: 'p' })),
     );
     const seq = results.map((r) => r.sequenceNumber!);
-    const reader = new KinesisApiShardReader(t.api, { ...t.readerOptions, pageSize: 2 });
+    const reader = new KinesisApiShardReader(side().api, { ...side().readerOptions, pageSize: 2 });
     const read = async (from: ReplayPoint, until?: number) => texts(await readAll(reader, s, shard!.shardId, from, until === undefined ? undefined : seq[until]));
     expect(await read({ from: 'at', sequenceNumber: seq[1]! })).toEqual(['r1', 'r2', 'r3', 'r4', 'r5']);
     expect(await read({ from: 'after', sequenceNumber: seq[1]! })).toEqual(['r2', 'r3', 'r4', 'r5']);
@@ -154,10 +149,10 @@ describe.each(targets)('Kinesis contract: $name', (target) => {
 
   it('reports a replay that can never reach its bound (REPLAY_STALLED, retryable)', async () => {
     const s = await stream(1);
-    const [shard] = await t.api.listShards(s);
-    const [r] = await t.api.putRecords(s, [{ data: enc.encode('a'), partitionKey: 'p' }]);
+    const [shard] = await side().api.listShards(s);
+    const [r] = await side().api.putRecords(s, [{ data: enc.encode('a'), partitionKey: 'p' }]);
     const beyond = (BigInt(r!.sequenceNumber!) + 10n ** 20n).toString();
-    const reader = new KinesisApiShardReader(t.api, { ...t.readerOptions, stallPolls: 3 });
+    const reader = new KinesisApiShardReader(side().api, { ...side().readerOptions, stallPolls: 3 });
     await expect(readAll(reader, s, shard!.shardId, { from: 'start' }, beyond)).rejects.toMatchObject({ code: 'REPLAY_STALLED', retryable: true });
   });
 
@@ -165,6 +160,6 @@ describe.each(targets)('Kinesis contract: $name', (target) => {
   // and it cannot trim a shard (a made-up sequence number fails with ResourceNotFoundException).
   // The twin's tests cover both as Kinesis behaves (memory-ports.test.ts).
   it('refuses a write to an unknown stream', async () => {
-    await expect(t.api.putRecords('no-such-stream', [{ data: enc.encode('x'), partitionKey: 'p' }])).rejects.toMatchObject({ name: 'ResourceNotFoundException' });
+    await expect(side().api.putRecords('no-such-stream', [{ data: enc.encode('x'), partitionKey: 'p' }])).rejects.toMatchObject({ name: 'ResourceNotFoundException' });
   });
 });

@@ -4,7 +4,7 @@
  * tests run against the in-memory twin and against DynamoDB's emulator (dynalite, started here on
  * a free port and closed in teardown).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../../local/emulators.js';
 import { createTable } from '../../../local/provision.js';
 import { PackedStateStore, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
@@ -12,6 +12,7 @@ import type { StateRow } from '../../runtime/ports.js';
 import { createAwsClients } from '../aws/clients.js';
 import { DynamoPackedTable } from '../aws/dynamo-state-store.js';
 import { MemoryStateTable } from '../memory/memory-ports.js';
+import { contractTarget } from './target.js';
 
 interface TableTarget {
   table(): Promise<PackedTable>;
@@ -52,16 +53,10 @@ const item = (sk: string, r: number, d = 'x'): StoredItem => ({ sk, f: 1, c: 1, 
 const bySk = (items: readonly StoredItem[]) => [...items].sort((a, b) => (a.sk < b.sk ? -1 : 1)).map((i) => [i.sk, i.r, text(i.d)]);
 
 describe.each(targets)('state table contract: $name', (target) => {
-  let t: TableTarget;
-  beforeAll(async () => {
-    t = await target.start();
-  });
-  afterAll(async () => {
-    await t?.stop();
-  });
+  const side = contractTarget(target.start);
 
   it('puts an item only at the version it expects (or only if absent)', async () => {
-    const table = await t.table();
+    const table = await side().table();
     expect(await table.put('g#1', item('a', 1), undefined)).toBe(true);
     expect(await table.put('g#1', item('a', 1, 'again'), undefined)).toBe(false);
     expect(await table.put('g#1', item('a', 2, 'two'), 7)).toBe(false);
@@ -70,7 +65,7 @@ describe.each(targets)('state table contract: $name', (target) => {
   });
 
   it('queries one partition, every item of it; gets the items asked for that exist', async () => {
-    const table = await t.table();
+    const table = await side().table();
     for (const sk of ['b', 'a', 'c']) await table.put('g#1', item(sk, 1, sk), undefined);
     await table.put('g#2', item('a', 1, 'other'), undefined);
     expect(bySk(await table.query('g#1'))).toEqual([
@@ -88,7 +83,7 @@ describe.each(targets)('state table contract: $name', (target) => {
   });
 
   it('deletes an item (at a version, when one is given)', async () => {
-    const table = await t.table();
+    const table = await side().table();
     await table.put('g#1', item('a', 3), undefined);
     await table.put('g#1', item('b', 1), undefined);
     await table.delete('g#1', 'a', 2);
@@ -100,12 +95,12 @@ describe.each(targets)('state table contract: $name', (target) => {
   });
 
   it('refuses an item over 400 KB', async () => {
-    const table = await t.table();
+    const table = await side().table();
     await expect(table.put('g#1', { sk: 'big', f: 1, c: 1, r: 1, d: new Uint8Array(401 * 1024) }, undefined)).rejects.toThrow(/size/i);
   });
 
   it('under the packed state store: rows round-trip, and a write of an older checkpoint is dropped on an item a later one wrote', async () => {
-    const store = new PackedStateStore(await t.table(), { splitBytes: 256 });
+    const store = new PackedStateStore(await side().table(), { splitBytes: 256 });
     const row = (key: string, v: string): StateRow => ({ operatorId: 'op1', keyGroup: 3, key, values: { count: bytes(v) } });
     // enough keys to split the group into several items
     await store.applyRows(5, 1, Array.from({ length: 40 }, (_, i) => row(`k${String(i).padStart(2, '0')}`, `v${i}`)));

@@ -31,14 +31,14 @@ import type { ResourceNames } from '../../plan/resources.js';
 import type { AnnouncedBarrier, ShardInfo, SnapshotPointer } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
 import { SluiceError } from '../../util/errors.js';
-import { ackSetComplete, isThrottlingError, serviceCall, yieldTurn, type MemoryCheckpoint, type MemoryControlStore, type MemoryKinesis, type MemoryPorts, type MemoryTaskNotifier } from './memory-ports.js';
+import { putRecordsUntilAccepted } from '../put-records.js';
+import { memoryKinesisApi, memoryRetry } from './memory-kinesis.js';
+import { ackSetComplete, type MemoryCheckpoint, type MemoryControlStore, type MemoryKinesis, type MemoryPorts, type MemoryTaskNotifier } from './memory-ports.js';
 
 const pad = (n: number) => String(n).padStart(12, '0');
 const inlineDeltaKey = (instanceId: string, n: number) => `delta#${instanceId}|${pad(n)}`;
 const deltaObjectPrefix = (instanceId: string) => `deltas/${instanceId.replace(':', '/')}/`;
 
-/** a test whose hooks throttle forever must not hang */
-const MAX_PUT_ATTEMPTS = 10_000;
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -329,19 +329,9 @@ export class MemorySourceInjector implements SourceInjector {
   constructor(private readonly kinesis: MemoryKinesis) {}
 
   async putControl(stream: string, shard: ShardInfo, data: Uint8Array): Promise<void> {
-    // throttled puts are retried, as the AWS adapter's
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const r = await serviceCall(this.kinesis.faults, 'kinesis.putRecords', { stream, shardId: shard.shardId, size: 1, attempt }, () =>
-          this.kinesis.putRecord(stream, { data, partitionKey: 'barrier', explicitHashKey: shard.startingHashKey }, attempt),
-        );
-        this.injected.push({ stream, shardId: shard.shardId, sequenceNumber: r.sequenceNumber });
-        return;
-      } catch (err) {
-        if (!isThrottlingError(err) || attempt >= MAX_PUT_ATTEMPTS) throw err;
-        await yieldTurn();
-      }
-    }
+    // the writers' own retry loop over the twin service (throttles and rejected entries go again)
+    const [r] = await putRecordsUntilAccepted(memoryKinesisApi(this.kinesis), stream, [{ data, partitionKey: 'barrier', explicitHashKey: shard.startingHashKey }], memoryRetry);
+    this.injected.push({ stream, shardId: r!.shardId, sequenceNumber: r!.sequenceNumber });
   }
 }
 

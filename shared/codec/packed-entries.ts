@@ -1,0 +1,84 @@
+/**
+ * The packed state table's item codec: the entries (key → states) of one item as its binary
+ * attribute `d`, keys sorted and prefix-compressed, state names written once per item.
+ */
+import { SluiceError } from '../util/errors.js';
+import { ByteReader, ByteWriter } from './varint.js';
+
+/** the format marker of packed items (`f`, and the first byte of `d`) */
+export const PACKED_FORMAT = 1;
+
+/** a key's states: name → serialized value */
+type Values = Record<string, Uint8Array>;
+const utf8 = new TextEncoder();
+const utf8d = new TextDecoder();
+
+export const compareKeys = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * `d`: format byte, state names (count, then each), entry count, then per entry (keys ascending):
+ * bytes shared with the previous key, the rest of the key, the number of states, and per state its
+ * name's index and its bytes. Lengths are LEB128 varints.
+ */
+export function encodeEntries(entries: ReadonlyMap<string, Values>): Uint8Array {
+  const keys = [...entries.keys()].sort(compareKeys);
+  const names = new Map<string, number>();
+  for (const k of keys) for (const n of Object.keys(entries.get(k)!)) if (!names.has(n)) names.set(n, names.size);
+  const w = new ByteWriter(256);
+  w.varint(PACKED_FORMAT);
+  w.varint(names.size);
+  for (const n of names.keys()) w.bytes(utf8.encode(n));
+  w.varint(keys.length);
+  let prev = new Uint8Array(0);
+  for (const k of keys) {
+    const kb = utf8.encode(k);
+    let shared = 0;
+    const max = Math.min(prev.length, kb.length);
+    while (shared < max && prev[shared] === kb[shared]) shared++;
+    w.varint(shared);
+    w.bytes(kb.subarray(shared));
+    const values = entries.get(k)!;
+    const vn = Object.keys(values);
+    w.varint(vn.length);
+    for (const n of vn) {
+      w.varint(names.get(n)!);
+      w.bytes(values[n]!);
+    }
+    prev = kb;
+  }
+  return w.finish();
+}
+
+export function decodeEntries(d: Uint8Array): Map<string, Values> {
+  try {
+    return readEntries(new ByteReader(d));
+  } catch (err) {
+    if (err instanceof RangeError) throw new SluiceError('packed state item is truncated', 'STATE_CORRUPT', false, { cause: err });
+    throw err;
+  }
+}
+
+function readEntries(r: ByteReader): Map<string, Values> {
+  const format = r.varint();
+  if (format !== PACKED_FORMAT) throw new SluiceError(`packed state item has format ${format}, this version reads ${PACKED_FORMAT}`, 'STATE_CORRUPT');
+  const names: string[] = [];
+  for (let i = r.varint(); i > 0; i--) names.push(utf8d.decode(r.bytes()));
+  const out = new Map<string, Values>();
+  let prev = new Uint8Array(0);
+  for (let i = r.varint(); i > 0; i--) {
+    const shared = r.varint();
+    const rest = r.bytes();
+    const kb = new Uint8Array(shared + rest.length);
+    kb.set(prev.subarray(0, shared));
+    kb.set(rest, shared);
+    const values: Values = {};
+    for (let j = r.varint(); j > 0; j--) {
+      const name = names[r.varint()];
+      if (name === undefined) throw new SluiceError('packed state item names an unknown state', 'STATE_CORRUPT');
+      values[name] = r.bytes().slice();
+    }
+    out.set(utf8d.decode(kb), values);
+    prev = kb;
+  }
+  return out;
+}
