@@ -1,5 +1,5 @@
 /**
- * Targeted chaos tests: one per hazard of DESIGN §6 (the comment on each names it). Each drives the
+ * Targeted chaos tests: one per hazard of the protocol (docs/guarantees.md) (the comment on each names it). Each drives the
  * chaos job on the emulated stack with faults aimed at one mechanism and checks the result against
  * the oracle; each was also run against a copy of the engine with that mechanism removed, and failed
  * there (noted as "without it").
@@ -29,7 +29,7 @@ function expectFired(r: SeedResult, ...kinds: FaultKind[]): void {
   for (const k of kinds) expect(r.faults.get(k) ?? 0, `${k} never fired: ${seedLine(r)}`).toBeGreaterThan(0);
 }
 
-describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
+describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   let emulators: LocalEmulators;
   const seed = (n: number, o: Omit<ChaosOptions, 'seeds' | 'emulators'>) => runSeed(n, emulators, { prefixTag: '-hz', records: 80, ...o });
 
@@ -304,7 +304,7 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
     }
   }, 240_000);
 
-  // DESIGN §4 "a crash between 'n is open' and 'n's record exists'". Allocate opens n in the
+  // The hazard "a crash between 'n is open' and 'n's record exists'". Allocate opens n in the
   // coordinator's state, then writes n's record; it dies in between (a Lambda timeout; on AWS also an
   // SDK retry of the first write that fails its own condition). The next allocate finds n open with
   // no record and aborts it: barrier n must still reach every source shard, or inner instances wait
@@ -390,7 +390,7 @@ describe('chaos: DESIGN §6 hazards on the emulated stack', () => {
   // somewhere durable or trigger an earlier checkpoint". With room for 2 dirty keys per instance,
   // every batch moves the excess to the spill store (S3); snapshots take it back into their delta,
   // and environments recycled or crashing mid-flush lose nothing. Without the spill, dirty keys
-  // would pile up in memory (the count checked below), the crash loop DESIGN warns of.
+  // would pile up in memory (the count checked below), a crash loop.
   it('dirty state larger than memory waits in the spill store: bounded memory, nothing lost', async () => {
     const s = 317;
     const schedule = new FaultSchedule({ seed: s, rates: { 'env-recycled': 0.3, 'crash-mid-apply': 0.2, 'crash-after-delta': 0.2 } });

@@ -483,7 +483,7 @@ export class StageInstance {
   // ---------------------------------------------------------------- memory
 
   /**
-   * Moves dirty keys beyond `keep` out of memory until the next snapshot (DESIGN: dirty state may
+   * Moves dirty keys beyond `keep` out of memory until the next snapshot (dirty state may
    * outgrow the function's memory). They are not committed anywhere: the snapshot reads them back
    * into its delta, and a key used before that is loaded back from the spill.
    */
