@@ -1,6 +1,6 @@
 /**
  * The coordinator workflow as plain ASL JSON, taken from the synthesized stack, for the local runner
- * (DESIGN §7): it executes *this* definition in an ASL interpreter, so the loop that runs locally is
+ * (docs/architecture.md): it executes *this* definition in an ASL interpreter, so the loop that runs locally is
  * the loop that deploys.
  *
  * The stack is synthesized in memory with cdk.json's context and bundling skipped (no esbuild run),

@@ -1,5 +1,5 @@
 /**
- * The checkpoint coordinator workflow (DESIGN §4), defined once with the Step Functions L2
+ * The checkpoint coordinator workflow, defined once with the Step Functions L2
  * constructs. `cdk deploy` deploys it, and the local runner executes the very same synthesized
  * definition (see `coordinator-definition.ts`), so there is no second copy of the loop to drift.
  *

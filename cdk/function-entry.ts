@@ -1,5 +1,5 @@
 /**
- * Lambda entry files for one job. Every function of a job bundles the same job module (DESIGN §1);
+ * Lambda entry files for one job. Every function of a job bundles the same job module;
  * the handlers in `functions/` are factories that take the job, so each entry is three lines:
  * import the job, import the factory, export `handler`. The files are generated at synth time into
  * a build folder (never committed) with absolute import paths, and rewritten only when their text

@@ -5,7 +5,7 @@
  * failures around the commit). Seeds 1–5 cover the five profiles and both job shapes, and the
  * schedule makes every kind of its profile fire at least once, so together they fire every kind.
  *
- * The targeted tests, one per hazard of DESIGN §6, are in hazards.test.ts.
+ * The targeted tests, one per hazard of the protocol (docs/guarantees.md), are in hazards.test.ts.
  *
  * Larger runs: `npm run chaos -- --seeds 20`.
  */

@@ -945,7 +945,7 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
   // ENGINE BUG (stage-instance.ts restore / stage-runner.ts): an instance acks checkpoint n once,
   // right after applying its rows. If it crashes after publishing the pointer and before the ack,
   // the restored instance starts in epoch n, never sees barrier n again, and never acks: checkpoint
-  // n can only time out and abort, although its snapshot is durable everywhere. DESIGN §4 expects
+  // n can only time out and abort, although its snapshot is durable everywhere. the protocol expects
   // "a restored instance may ack twice"; fix: after restoring a pointer, ack its checkpoint again
   // (the ack set makes it idempotent, and a finished checkpoint ignores it).
   it('a restored instance acks the checkpoint of its snapshot again', async () => {
@@ -1047,7 +1047,7 @@ interface Scenario {
   focus: string;
 }
 
-/** Crash points biased toward the hazards (DESIGN §6): uniform faults find them in too few seeds. */
+/** Crash points biased toward the hazards (docs/guarantees.md): uniform faults find them in too few seeds. */
 const FOCUS = [
   '',
   'after:writer.putAll',

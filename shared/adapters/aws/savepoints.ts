@@ -1,6 +1,6 @@
 /**
  * Savepoints: a checkpoint's state in a portable, versioned format that a job with another
- * parallelism can restore from (DESIGN §4).
+ * parallelism can restore from.
  *
  * Layout in the job's bucket:
  *

@@ -1,6 +1,6 @@
 /**
  * Transactional sinks on AWS: outputs are *staged* per epoch by the instances and *published* by the
- * coordinator when a checkpoint commits (DESIGN §5).
+ * coordinator when a checkpoint commits.
  *
  * Staging (instances, `CollectSinkStore.stage`): each drain writes one S3 object per (sink, epoch,
  * producer, batch of seqs) under `sinks/_staged/<sink>/<epoch>/<producer>/<first>-<last>.json`. It
