@@ -43,22 +43,12 @@ import { importedKeys, onDemandSourceIds, resolveStageSettings, sourceOf, trunca
 import { BUCKET_PREFIXES, METRICS_NAMESPACE } from './sluice-job-props.js';
 import type { SluiceJobAlarms, SluiceJobProps, SluiceMetricOptions } from './sluice-job-props.js';
 import { sluiceFunction } from './sluice-function.js';
+import { DDB_READ, DDB_READ_WRITE, DDB_SINK_WRITE, KINESIS_READ, importedKeyStatements, logStatement } from './job-iam.js';
 
 export { METRICS_NAMESPACE, STAGE_DEFAULTS, BUCKET_PREFIXES } from './sluice-job-props.js';
 export type { SluiceJobProps, SluiceJobAlarms, SluiceMetricOptions, StageSettings } from './sluice-job-props.js';
 export { sluiceFunction, LAMBDA_RUNTIME } from './sluice-function.js';
 export type { SluiceFunctionProps } from './sluice-function.js';
-
-const DDB_READ = ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'];
-const DDB_READ_WRITE = [...DDB_READ, 'dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchWriteItem', 'dynamodb:DeleteItem'];
-const DDB_SINK_WRITE = ['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:BatchWriteItem'];
-const KINESIS_READ = [
-  'kinesis:DescribeStream',
-  'kinesis:DescribeStreamSummary',
-  'kinesis:GetRecords',
-  'kinesis:GetShardIterator',
-  'kinesis:ListShards',
-];
 
 /**
  * One deployed Sluice job.
@@ -679,22 +669,6 @@ export class SluiceJob extends Construct {
     });
   }
 }
-
-function logStatement(logGroup: logs.LogGroup): iam.PolicyStatement {
-  // logGroupArn ends in ":*" (the log streams of this one group, which Lambda names per environment)
-  return new iam.PolicyStatement({
-    sid: 'OwnLogGroup',
-    actions: ['logs:CreateLogStream', 'logs:PutLogEvents'],
-    resources: [logGroup.logGroupArn],
-  });
-}
-
-/** KMS use of an imported stream or table: read, write and publish under its key. */
-function importedKeyStatements(sid: string, keys: readonly kms.IKey[]): iam.PolicyStatement[] {
-  const arns = [...new Set(keys.map((k) => k.keyArn))];
-  return arns.length ? [new iam.PolicyStatement({ sid, actions: ['kms:Decrypt', 'kms:Encrypt', 'kms:GenerateDataKey', 'kms:DescribeKey'], resources: arns })] : [];
-}
-
 
 export interface SluiceJobStackProps extends StackProps, SluiceJobProps {}
 
