@@ -48,7 +48,7 @@ export const STAGE_DEFAULTS = {
   batchSize: 500,
 } as const;
 
-/** Bucket prefixes the functions use (DESIGN §1); `state-blobs/` holds state rows too large for an item. */
+/** Bucket prefixes the functions use; `state-blobs/` holds state rows too large for an item. */
 export const BUCKET_PREFIXES = ['deltas/', 'dead-letters/', 'savepoints/', 'sinks/', 'state-blobs/', 'spill/'] as const;
 
 export interface SluiceJobProps {
@@ -85,7 +85,7 @@ export interface SluiceJobProps {
   readonly logRetention?: logs.RetentionDays;
   /**
    * Retention of every stream the job creates. A stage stalled for longer than this cannot replay
-   * and fails loudly (DESIGN §6), so longer is safer and costs more.
+   * and fails loudly, so longer is safer and costs more.
    * @default Duration.hours(24)
    */
   readonly streamRetention?: Duration;

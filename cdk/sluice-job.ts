@@ -1,5 +1,5 @@
 /**
- * `SluiceJob`: the L3 construct that deploys one planned job (DESIGN §1, §3.8, §4).
+ * `SluiceJob`: the L3 construct that deploys one planned job.
  *
  * It reads nothing but the plan: `planJob(job)` gives the stages, their parallelism and their
  * exchanges; `resourceNames(plan, prefix)` gives every physical name, the same names the functions
@@ -374,7 +374,7 @@ export class SluiceJob extends Construct {
         bisectBatchOnError: true,
         reportBatchItemFailures: true,
         // -1: retry until the batch succeeds. An ESM that gives up skips the batch and loses data;
-        // poison records are the engine's business (DESIGN §3.8).
+        // poison records are the engine's business (dead letters).
         retryAttempts: -1,
       });
       // The L2 takes maxRecordAge as a Duration between 60 s and 7 days and cannot express -1
