@@ -3,6 +3,7 @@
  * time; stage s0 parses the JSON and keys the stream; stage s1 holds the keyed state.
  */
 import { collectSink, job, TumblingEventTimeWindows, valueState, WatermarkStrategies, type Job, type KeyedProcessFunction } from '../shared/api/index.js';
+import { mulberry32 } from '../shared/runtime/random.js';
 
 export interface Ev {
   readonly k: string;
@@ -59,13 +60,10 @@ export function windowJob(o: BenchJobOptions = {}): Job {
 
 /** Deterministic events: `keys` users drawn by a small PRNG, event time 1 ms apart. */
 export function makeEvents(count: number, keys: number, seed = 7, start = Date.UTC(2026, 0, 1)): Ev[] {
-  let s = seed >>> 0;
+  const rnd = mulberry32(seed);
   const out: Ev[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    s = (s + 0x6d2b79f5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    const r = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    const r = rnd();
     out[i] = { k: `user-${Math.floor(r * keys)}`, v: 1 + (i % 7), ts: start + i };
   }
   return out;
@@ -149,13 +147,7 @@ export type KeyDistribution =
 
 /** Deterministic events whose keys follow `dist`, event time 1 ms apart. */
 export function makeEventsOf(count: number, dist: KeyDistribution, seed = 7, start = Date.UTC(2026, 0, 1)): Ev[] {
-  let s = seed >>> 0;
-  const rnd = () => {
-    s = (s + 0x6d2b79f5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const rnd = mulberry32(seed);
   let pick: () => number;
   if (dist.kind === 'uniform') pick = () => Math.floor(rnd() * dist.keys);
   else if (dist.kind === 'hot') pick = () => (rnd() < dist.share ? Math.floor(rnd() * dist.hot) : Math.floor(rnd() * dist.keys));

@@ -35,6 +35,7 @@ import {
   type _Record,
 } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
+import { mulberry32 } from '../shared/runtime/random.js';
 
 export type KinesisHandler = (event: KinesisStreamEvent) => Promise<KinesisStreamBatchResponse | void>;
 
@@ -165,17 +166,6 @@ interface ShardState {
 }
 
 class Stopped extends Error {}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function errorName(err: unknown): string {
   if (err && typeof err === 'object') {

@@ -47,6 +47,7 @@ import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
 import { compareKeys, INTERNAL_ATTRIBUTE, readNumberedLines, type LocatedDeadLetter, type RecordPosition } from './input-lines.js';
+import { mulberry32 } from '../shared/runtime/random.js';
 
 export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
 
@@ -139,13 +140,7 @@ export class LocalJobRunner {
     this.plan = planJob(job);
     this.names = resourceNames(this.plan, options.prefix);
     this.telemetry = new CountingTelemetry(options.log, 'info');
-    let s = (options.seed ?? 1) >>> 0;
-    this.rng = () => {
-      s = (s + 0x6d2b79f5) >>> 0;
-      let t = Math.imul(s ^ (s >>> 15), s | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
+    this.rng = mulberry32(options.seed ?? 1);
   }
 
   /** Starts the emulated stack, deploys the job into it and starts the coordinator. */

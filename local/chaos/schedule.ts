@@ -12,6 +12,7 @@
  * pointer, the apply and the ack, coordinator failures around the commit. Seeds cycle through the
  * profiles, so a handful of seeds covers every kind.
  */
+import { mulberry32 } from '../../shared/runtime/random.js';
 
 /** Every fault the harness can inject. */
 export const FAULT_KINDS = [
@@ -178,14 +179,8 @@ const ENSURE_AFTER: Partial<Record<FaultKind, number>> = {
 
 /** A small, fast, seedable PRNG (mulberry32). */
 export function prng(seed: number): () => number {
-  let a = (Math.imul(seed >>> 0, 2654435761) ^ 0x9e3779b9) >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  // the seed is spread first, so that neighbouring seeds start far apart
+  return mulberry32(Math.imul(seed >>> 0, 2654435761) ^ 0x9e3779b9);
 }
 
 export interface ScheduleOptions {

@@ -15,6 +15,7 @@ import { compareSeq } from '../../runtime/positions.js';
 import { PutRecordsStreamWriter, type KinesisApi, type PutEntry, type PutResult } from '../put-records.js';
 import { KinesisApiShardReader } from '../shard-reader.js';
 import { awsError, MAX_THROTTLE_RETRIES, serviceCall, yieldTurn, type MemoryFaults } from './memory-faults.js';
+import { mulberry32 } from '../../runtime/random.js';
 
 
 export const HASH_SPACE = 1n << 128n;
@@ -57,16 +58,8 @@ interface MemStream {
 
 const shardIdOf = (i: number) => `shardId-${String(i).padStart(12, '0')}`;
 
-/** A small deterministic PRNG (mulberry32) for the twins' own choices. */
-export function prng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) | 0;
-    let t = Math.imul(s ^ (s >>> 15), 1 | s);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small deterministic PRNG for the twins' own choices. */
+export const prng = mulberry32;
 
 export interface MemoryKinesisOptions {
   readonly faults?: MemoryFaults;
