@@ -11,6 +11,7 @@ import type { ListState, OperatorListStateDescriptor, ValueStateDescriptor } fro
 import type { Collector, OutputTag, RecordContext } from '../api/types.js';
 import { encodePayload } from '../codec/payload.js';
 import { checkedKeySelector, keyGroupOf, keyString } from '../plan/key-groups.js';
+import { PlanError, UsageError } from '../util/errors.js';
 import { withOperatorErrors } from '../util/operator-errors.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
@@ -101,7 +102,7 @@ export function compileChain(
   // compile from the exits backwards so every operator finds its consumers compiled
   for (const op of [...stage.operators].reverse()) {
     const node = graph.get(op.id);
-    if (!node) throw new Error(`operator ${op.id} of stage ${stage.id} is not in job "${job.name}": was the job changed after planning?`);
+    if (!node) throw new PlanError(`stages.${stage.id}.operators.${op.id}`, `not in job "${job.name}": was the job changed after planning?`);
     // pass-through nodes run no user code; every other operator's exceptions name it
     const push = compileOperator(node);
     compiled.set(op.id, node.kind === 'source' || node.kind === 'union' || node.kind === 'sideOutput' ? push : withOperatorErrors(node, push));
@@ -161,7 +162,7 @@ export function compileChain(
             v,
             Object.assign(context(m), {
               getOperatorListState<T>(d: OperatorListStateDescriptor<T>): ListState<T> {
-                if (!declared.has(d.name)) throw new Error(`operator state "${d.name}" is not declared by ${opId}: list it in the function's \`state\``);
+                if (!declared.has(d.name)) throw new UsageError(opId, 'state', `does not declare the operator state "${d.name}": list it in the function's \`state\``);
                 return operatorState.list(opId, d.name, d.mode) as ListState<T>;
               },
               output: <T>(tag: OutputTag<T>, value: T) => side.get(tag.id)?.(value, m),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { collectSink, EventTimeSessionWindows, job, OutputTag, valueState, type KeyedProcessFunction } from '../api/index.js';
+import { collectSink, EventTimeSessionWindows, job, operatorListState, OutputTag, valueState, type KeyedProcessFunction } from '../api/index.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
 import { SluiceError, UsageError, type ErrorCode } from './errors.js';
 
@@ -52,6 +52,29 @@ describe('usage errors name the operator and the field', () => {
     await r.drain();
     const [letter] = r.deadLetters();
     expect(letter?.reason).toMatch(/process "count" \(op\d+[^)]*\): UsageError: op\d+[^:]*: state "hidden" is not declared: list it in the function's `state`/);
+  });
+
+  it('operator state a function uses without declaring it: the dead letter names the operator and the field', async () => {
+    const declared = operatorListState<number>('declared');
+    const hidden = operatorListState<number>('hidden');
+    const j = job('undeclared-operator-state');
+    j.source<{ k: string }>({ name: 'ev', shards: 1 })
+      .process<{ k: string }>(
+        {
+          state: [declared],
+          processElement(e, ctx, out) {
+            ctx.getOperatorListState(hidden).add(1);
+            out.collect(e);
+          },
+        },
+        { name: 'tally' },
+      )
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    r.produce('ev', [{ k: 'a' }]);
+    await r.drain();
+    const [letter] = r.deadLetters();
+    expect(letter?.reason).toMatch(/UsageError: op\d+[^:]*: state does not declare the operator state "hidden"/);
   });
 
   it('codes are a closed set the type checker holds callers to', () => {
