@@ -7,16 +7,16 @@
  * idle token, commit marker).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
-import { createTable } from '../../local/provision.js';
-import type { CheckpointStore, NewCheckpoint } from '../coordinator/ports.js';
-import type { ControlStore, SnapshotPointer } from '../runtime/ports.js';
-import { FencedError } from '../util/errors.js';
-import { createAwsClients, type AwsClients } from './aws/clients.js';
-import { DynamoCheckpointStore } from './aws/dynamo-checkpoint-store.js';
-import { DynamoControlStore } from './aws/dynamo-control-store.js';
-import { MemoryCheckpointStore } from './memory/checkpoint-store.js';
-import { MemoryControlStore } from './memory/memory-ports.js';
+import { startEmulators, type LocalEmulators } from '../../../local/emulators.js';
+import { createTable } from '../../../local/provision.js';
+import type { CheckpointStore, NewCheckpoint } from '../../coordinator/ports.js';
+import type { ControlStore, SnapshotPointer } from '../../runtime/ports.js';
+import { FencedError } from '../../util/errors.js';
+import { createAwsClients, type AwsClients } from '../aws/clients.js';
+import { DynamoCheckpointStore } from '../aws/dynamo-checkpoint-store.js';
+import { DynamoControlStore } from '../aws/dynamo-control-store.js';
+import { MemoryCheckpointStore } from '../memory/checkpoint-store.js';
+import { MemoryControlStore } from '../memory/memory-ports.js';
 
 /** A fresh, empty control table seen from both sides: the coordinator's store and the instances' control store. */
 interface Subject {
