@@ -43,7 +43,14 @@ export function keyedCountJob(o: BenchJobOptions = {}): Job {
 /** Tumbling event-time window of 10 s per key: count and sum, emitted when the watermark passes. */
 export function windowJob(o: BenchJobOptions = {}): Job {
   const j = job('bench-window', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
-  j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
+  windowSums(j, o).sinkTo(collectSink('windows'));
+  return j;
+}
+
+/** The window job's stream: events keyed by user, 10 s tumbling windows of count and sum. */
+function windowSums(j: Job, o: BenchJobOptions) {
+  return j
+    .source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
     .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
     .window(TumblingEventTimeWindows.of(WINDOW_MS))
     .aggregate(
@@ -53,9 +60,7 @@ export function windowJob(o: BenchJobOptions = {}): Job {
         getResult: (a: { n: number; sum: number }) => a,
       },
       { name: 'window-sum', result: (key, w, a) => ({ k: key, start: w.start, n: a.n, sum: a.sum }) },
-    )
-    .sinkTo(collectSink('windows'));
-  return j;
+    );
 }
 
 /** Deterministic events: `keys` users drawn by a small PRNG, event time 1 ms apart. */
@@ -120,19 +125,7 @@ export function keyedCountEmitJob(o: BenchJobOptions = {}): Job {
 /** The tumbling window job, its results sent to a next stage (a rebalance) instead of a sink in the same stage. */
 export function windowEmitJob(o: BenchJobOptions = {}): Job {
   const j = job('bench-window-emit', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
-  j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
-    .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
-    .window(TumblingEventTimeWindows.of(WINDOW_MS))
-    .aggregate(
-      {
-        createAccumulator: () => ({ n: 0, sum: 0 }),
-        add: (e: Ev, a: { n: number; sum: number }) => ({ n: a.n + 1, sum: a.sum + e.v }),
-        getResult: (a: { n: number; sum: number }) => a,
-      },
-      { name: 'window-sum', result: (key, w, a) => ({ k: key, start: w.start, n: a.n, sum: a.sum }) },
-    )
-    .rebalance({ parallelism: 1 })
-    .sinkTo(collectSink('windows'));
+  windowSums(j, o).rebalance({ parallelism: 1 }).sinkTo(collectSink('windows'));
   return j;
 }
 

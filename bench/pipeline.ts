@@ -85,7 +85,7 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
   let sourceBytes = 0;
   const enc = new TextEncoder();
 
-  const runStage = async (i: number, until?: string): Promise<boolean> => {
+  const runStage = async (i: number): Promise<boolean> => {
     const stage = plan.stages[i]!;
     const stream = names.streamOf(stage);
     let progressed = false;
@@ -109,7 +109,6 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
         progressed = true;
       }
     }
-    void until;
     return progressed;
   };
   const runAll = async () => {
