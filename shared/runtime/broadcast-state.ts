@@ -5,38 +5,37 @@
  */
 import type { MapState, MapStateDescriptor } from '../api/state.js';
 import type { ReadOnlyBroadcastState } from '../api/types.js';
+import { UndoLog } from './undo-log.js';
 
 type Entries = Array<[string | number, unknown]>;
 
 export class BroadcastStateStore {
   private readonly ops = new Map<string, Map<string, Map<string | number, unknown>>>();
   /** while a record is applied: each map it changed, with its entries before the first change */
-  private recording = false;
-  private readonly saved = new Map<Map<string | number, unknown>, Entries>();
+  private readonly undo = new UndoLog<Map<string | number, unknown>, Entries>(
+    (m) => [...m.entries()],
+    (m, entries) => {
+      m.clear();
+      for (const [k, v] of entries) m.set(k, v);
+    },
+  );
 
   /** Starts a record: maps it changes keep their entries from before. */
   beginRecord(): void {
-    this.recording = true;
+    this.undo.begin();
   }
 
   commitRecord(): void {
-    this.recording = false;
-    if (this.saved.size) this.saved.clear();
+    this.undo.commit();
   }
 
   /** The record failed: the maps it changed get their entries back. */
   rollbackRecord(): void {
-    this.recording = false;
-    for (const [m, entries] of this.saved) {
-      m.clear();
-      for (const [k, v] of entries) m.set(k, v);
-    }
-    this.saved.clear();
+    this.undo.rollback();
   }
 
   private change<K, V>(m: Map<K, V>): Map<K, V> {
-    const any = m as unknown as Map<string | number, unknown>;
-    if (this.recording && !this.saved.has(any)) this.saved.set(any, [...any.entries()]);
+    this.undo.touch(m as unknown as Map<string | number, unknown>);
     return m;
   }
 

@@ -7,6 +7,7 @@
  * - `union` (UnionListState): every new instance gets all items of all old instances.
  */
 import type { ListState } from '../api/state.js';
+import { UndoLog } from './undo-log.js';
 
 export type OperatorListMode = 'split' | 'union';
 /** [operator, state name, mode, items] */
@@ -20,18 +21,17 @@ interface OperatorList {
 export class OperatorStateStore {
   private readonly lists = new Map<string, OperatorList>();
   /** while a record is applied: each list it changed, with its items before the first change */
-  private recording = false;
-  private readonly saved = new Map<OperatorList, unknown[]>();
+  private readonly undo = new UndoLog<OperatorList, unknown[]>(
+    (l) => l.items.slice(),
+    (l, items) => void (l.items = items),
+  );
 
   list<T>(operatorId: string, name: string, mode: OperatorListMode): ListState<T> {
     const id = `${operatorId}\u0000${name}`;
     let l = this.lists.get(id);
     if (!l) this.lists.set(id, (l = { mode, items: [] }));
     const cell = l;
-    const change = () => {
-      if (this.recording && !this.saved.has(cell)) this.saved.set(cell, cell.items.slice());
-      return cell;
-    };
+    const change = () => this.undo.touch(cell);
     return {
       get: () => [...cell.items] as T[],
       add: (v) => void change().items.push(v),
@@ -43,19 +43,16 @@ export class OperatorStateStore {
 
   /** Starts a record: lists it changes keep their items from before. */
   beginRecord(): void {
-    this.recording = true;
+    this.undo.begin();
   }
 
   commitRecord(): void {
-    this.recording = false;
-    if (this.saved.size) this.saved.clear();
+    this.undo.commit();
   }
 
   /** The record failed: the lists it changed get their items back. */
   rollbackRecord(): void {
-    this.recording = false;
-    for (const [l, items] of this.saved) l.items = items;
-    this.saved.clear();
+    this.undo.rollback();
   }
 
   toJSON(): OperatorListRow[] {

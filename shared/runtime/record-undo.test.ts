@@ -10,6 +10,7 @@ import {
   dynamoUpsertSink,
   EventTimeSessionWindows,
   job,
+  operatorListState,
   OutputTag,
   TumblingEventTimeWindows,
   WatermarkStrategies,
@@ -102,6 +103,29 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     expect([...r.upserts('table').keys()].sort()).toEqual(['a:1', 'b:3']);
     expect(r.published<string>('side').sort()).toEqual(['side:a:1', 'side:b:3']);
     expect(r.published<string>('same').sort()).toEqual(['same:a:1', 'same:b:3']);
+    expect(r.deadLetters()).toHaveLength(1);
+  });
+
+  it('operator list state: items added before the throw are gone (record undo: the list saved before its first change)', async () => {
+    const seen = operatorListState<number>('seen');
+    const j = job('undo-oplist', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    j.source<Ev>(source('ev'))
+      .process<string>({
+        state: [seen],
+        processElement(e, ctx, out) {
+          const list = ctx.getOperatorListState(seen);
+          list.add(e.ts);
+          if (e.bad) throw new Error('bad record');
+          out.collect(`${e.ts}:${list.get().join(',')}`);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = await run(j, [
+      { key: 'a', ts: 1, v: 1 },
+      { key: 'a', ts: 2, v: 2, bad: true },
+      { key: 'a', ts: 3, v: 3 },
+    ]);
+    expect(r.published<string>('out').sort()).toEqual(['1:1', '3:1,3']);
     expect(r.deadLetters()).toHaveLength(1);
   });
 
