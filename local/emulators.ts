@@ -407,13 +407,31 @@ async function startDynamo(logDir: string, readyMs: number): Promise<Started> {
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
   const endpoint = `http://127.0.0.1:${port}`;
+  // Requests being answered: dynalite closes its database once the server has closed, and an action
+  // still queued then throws "Database is closed" out of a callback, which ends this process.
+  let inFlight = 0;
+  let drained: (() => void) | undefined;
+  server.on('request', (_req: unknown, res: { once(event: 'close', fn: () => void): void }) => {
+    inFlight++;
+    res.once('close', () => {
+      if (--inFlight === 0) drained?.();
+    });
+  });
   let closed = false;
   const stop = async () => {
     if (closed) return;
     closed = true;
+    const done = new Promise<void>((resolve) => server.close(() => resolve()));
+    server.closeIdleConnections();
+    if (inFlight > 0) {
+      await new Promise<void>((resolve) => {
+        drained = resolve;
+        setTimeout(resolve, 10_000).unref();
+      });
+    }
     // Keep-alive sockets from SDK clients would hold close() open indefinitely.
     server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await done;
   };
   const client = localDynamoClient(endpoint);
   try {
