@@ -165,7 +165,7 @@ const EMF_PERIOD_S = 60;
  * assumption: the barrier's way through two stages whose mappings poll each shard once a second
  * takes about two seconds —; the memory an Express execution is billed at (its 64 MB minimum).
  */
-const ROUND_STANDARD_TRANSITIONS = 4;
+export const ROUND_STANDARD_TRANSITIONS = 4;
 const ROUND_POLLS_PER_CHECKPOINT = 3;
 const EXPRESS_BILLED_GB = 64 / 1024;
 /** coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, await, commit, close), measured by reading loop.ts/coordinator.ts */
