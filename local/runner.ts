@@ -71,12 +71,17 @@ export interface LocalRunOptions {
   readonly wrapPorts?: (ports: RuntimePorts, ctx: { stage: PlanStage; environment: string }) => RuntimePorts;
   /** wraps the SDK clients each environment's ports use (fault injection at the wire: throttling, partial PutRecords) */
   readonly wrapClients?: (clients: AwsClients, ctx: { stage: PlanStage; environment: string }) => AwsClients;
-  /** wraps each environment's handler (duplicate delivery, slow invocations that become zombies) */
-  readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }) => KinesisHandler;
+  /**
+   * wraps each environment's handler (duplicate delivery, slow invocations that become zombies);
+   * `reset` re-initialises the environment (its caches are gone), as Lambda does after a timeout
+   */
+  readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }) => KinesisHandler;
   /** wraps the coordinator function (task failures) */
   readonly wrapCoordinator?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
   /** an invocation running longer is treated as timed out: its batch is retried elsewhere while it goes on */
   readonly invocationTimeoutMs?: number;
+  /** the SDK clients' request timeout (a call without a response fails and is retried); @default the clients' */
+  readonly requestTimeoutMs?: number;
   /** where structured log lines go; @default nowhere */
   readonly log?: (line: string) => void;
   readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
@@ -183,6 +188,7 @@ export class LocalJobRunner {
       credentials: this.emulators.credentials,
       endpoints: { ...this.emulators.endpoints, sfn },
       maxAttempts: 3,
+      ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
     });
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
     tasks = coordinatorTasks({
@@ -221,7 +227,10 @@ export class LocalJobRunner {
           }
           return handleKinesisBatch(e.runner, event);
         };
-        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler;
+        const reset = () => {
+          e.runner = this.newRunner(stage, e.id);
+        };
+        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id, reset }) : handler;
         // tracked so that stop() waits for every invocation, a zombie the poller gave up on included:
         // one still writing when the emulators stop would fail against a closed store
         return { id: e.id, handler: (event: KinesisStreamEvent) => this.track(invoke(event)) };

@@ -29,6 +29,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
 import { decodePacket } from '../../shared/codec/envelope.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
@@ -99,6 +100,76 @@ export interface ChaosHooks {
   readonly options: Pick<LocalRunOptions, 'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'invocationTimeoutMs' | 'recycleProbability'>;
   /** gives the hooks the runner (needed to fake a coordinator that dies before its commit) */
   attach(runner: LocalJobRunner): void;
+  /** closes what the hooks started (the server that never answers) */
+  dispose(): Promise<void>;
+}
+
+/** The invocation a hard timeout cuts off at its `at`-th SDK call (see `hard-timeout`). */
+interface InvocationCut {
+  readonly at: number;
+  readonly when: 'before' | 'after';
+  calls: number;
+  /** the invocation has settled (work it left running in the background is not cut) */
+  ended: boolean;
+  cut(where: string): void;
+}
+
+const invocationCut = new AsyncLocalStorage<InvocationCut>();
+
+/** A promise that never settles: the rest of a cut-off invocation never runs. */
+const never = () => new Promise<never>(() => undefined);
+
+/**
+ * A TCP server on 127.0.0.1 that accepts connections, reads requests and never answers: a request
+ * sent to it hangs until the client gives up on it.
+ */
+function silentServer(onConnection: () => void): { port: () => Promise<number>; close: () => Promise<void> } {
+  let server: Server | undefined;
+  let listening: Promise<number> | undefined;
+  const sockets = new Set<Socket>();
+  return {
+    port() {
+      listening ??= new Promise<number>((resolve, reject) => {
+        server = createServer((socket) => {
+          sockets.add(socket);
+          onConnection();
+          socket.on('data', () => undefined);
+          socket.on('error', () => undefined);
+          socket.on('close', () => sockets.delete(socket));
+        });
+        server.on('error', reject);
+        server.listen(0, '127.0.0.1', () => resolve((server!.address() as AddressInfo).port));
+        server.unref();
+      });
+      return listening;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      if (server?.listening) await new Promise<void>((resolve) => server!.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * Sends the first attempt of `cmd` to the silent server (the SDK's retries go to the real endpoint):
+ * a middleware inside the retry loop rewrites the attempt's host.
+ */
+function hangFirstAttempt(cmd: object, port: number): void {
+  const stack = (cmd as { middlewareStack?: { add: (mw: unknown, opts: object) => void } }).middlewareStack;
+  if (!stack) return;
+  let attempts = 0;
+  stack.add(
+    (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
+      const req = args.request as { hostname?: string; port?: number; protocol?: string } | undefined;
+      if (attempts++ === 0 && req && typeof req === 'object' && 'hostname' in req) {
+        req.hostname = '127.0.0.1';
+        req.port = port;
+        req.protocol = 'http:';
+      }
+      return next(args);
+    },
+    { step: 'finalizeRequest', priority: 'low', name: 'chaosHangFirstAttempt' },
+  );
 }
 
 /** The hooks that inject the schedule's faults into a LocalJobRunner. */
@@ -125,6 +196,8 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     schedule.observe(`zombie@${point}`);
     await sleep(zombieDelay());
   };
+
+  const silent = silentServer(() => schedule.observe('sdk-hang-connections'));
 
   const observeFenced = (err: unknown) => {
     if ((err as { name?: string } | null)?.name === 'FencedError') schedule.observe('fenced-write-rejected');
@@ -227,7 +300,18 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     const wrap = <C extends object>(service: keyof AwsClients, client: C, before: (cmd: object) => Promise<unknown> | undefined): C => {
       const send = (client as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> }).send.bind(client);
       const wrapped = async (original: object, ...rest: unknown[]) => {
+        const cut = invocationCut.getStore();
+        if (cut && !cut.ended && ++cut.calls === cut.at) {
+          // a hard timeout at this call: the request is never sent, or applied with its response never read
+          if (cut.when === 'after') await send(original, ...rest).catch(() => undefined);
+          cut.cut(`${original.constructor.name}:${cut.when}`);
+          return never();
+        }
         const cmd = (opts.clientFault && (await opts.clientFault(service, original, ctx))) || original;
+        if (schedule.roll('sdk-hang')) {
+          schedule.observe(`sdk-hang:${cmd.constructor.name}`);
+          hangFirstAttempt(cmd, await silent.port());
+        }
         const r = await before(cmd);
         if (r !== undefined) return r;
         return send(cmd, ...rest);
@@ -274,7 +358,35 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     };
   };
 
-  const wrapHandler = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }): KinesisHandler => {
+  const wrapHandler = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }): KinesisHandler => {
+    const invoke = faultedInvocation(handler, ctx);
+    return async (event: KinesisStreamEvent) => {
+      if (!schedule.chance('hard-timeout')) return invoke(event);
+      // counted only when the invocation really reaches its cut (it may make fewer calls)
+      let kill: (err: Error) => void = () => undefined;
+      const killed = new Promise<never>((_, reject) => (kill = reject));
+      const cut: InvocationCut = {
+        at: 1 + schedule.int(12),
+        when: schedule.random() < 0.5 ? 'before' : 'after',
+        calls: 0,
+        ended: false,
+        cut(where) {
+          schedule.count('hard-timeout');
+          schedule.observe(`hard-timeout@${where}`);
+          // Lambda ends the runtime of a timed-out invocation: the next one there starts cold
+          ctx.reset();
+          kill(new ChaosCrash('hard-timeout', `${ctx.environment} at ${where}: Task timed out`));
+        },
+      };
+      try {
+        return await Promise.race([invocationCut.run(cut, () => invoke(event)), killed]);
+      } finally {
+        cut.ended = true;
+      }
+    };
+  };
+
+  const faultedInvocation = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }): KinesisHandler => {
     return async (event: KinesisStreamEvent) => {
       const st = envState(ctx.environment);
       if ((!opts.zombieStages || opts.zombieStages.includes(ctx.stage.id)) && schedule.chance('zombie')) {
@@ -339,6 +451,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       invocationTimeoutMs: opts.invocationTimeoutMs,
       recycleProbability: schedule.rates['env-recycled'],
     },
+    dispose: () => silent.close(),
     attach(r) {
       runner = r;
       crashCoordinatorWrites(r.clients, (where) => {
