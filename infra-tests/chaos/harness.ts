@@ -14,7 +14,7 @@ import type { KinesisStreamEvent } from 'aws-lambda';
 import aggModule from 'aws-kinesis-agg';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
-import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
+import { LocalJobRunner, type LocalRunOptions, type RecordPosition } from '../../local/runner.js';
 import { deleteJobStreams } from '../../local/chaos/check.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
@@ -283,8 +283,8 @@ export class ChaosRun {
    * Puts records on the source stream with their partition keys (and remembers them for the oracle).
    * The schedule may pack a few of them into a broken KPL aggregate (`malformed-kpl-aggregate`).
    */
-  async produce(input: readonly InputRecord[]): Promise<void> {
-    if (!input.length) return;
+  async produce(input: readonly InputRecord[]): Promise<RecordPosition[]> {
+    if (!input.length) return [];
     let records = input;
     if (this.schedule.chance('malformed-kpl-aggregate')) {
       const n = 1 + this.schedule.int(Math.min(3, input.length));
@@ -300,7 +300,7 @@ export class ChaosRun {
     }
     const keys = records.map((x) => x.produced.partitionKey);
     this.produced.push(...records.map((x) => x.produced));
-    await this.runner.produce(
+    return this.runner.produce(
       SOURCE_NAME,
       records.map((x) => x.payload),
       { partitionKey: (_v, i) => keys[i]! },
@@ -443,17 +443,26 @@ const kpl = aggModule as unknown as {
   RecordAggregator: new () => { addUserRecord(r: { partitionKey: string; data: Buffer }): void; build(): { partitionKey: string; data: Buffer } };
 };
 
-/**
- * A KPL aggregate of `records` (made by the KPL's own aggregation library), then broken: its MD5
- * checksum flipped, or its end cut off (a truncated protobuf).
- */
-export function brokenAggregate(records: readonly InputRecord[], schedule: FaultSchedule): { record: InputRecord; how: 'checksum' | 'truncated' } {
+/** A KPL aggregate of the records' payloads, made by the KPL's own aggregation library. */
+export function kplAggregate(records: readonly InputRecord[]): Buffer {
   const agg = new kpl.RecordAggregator();
   for (const r of records) agg.addUserRecord({ partitionKey: r.produced.partitionKey, data: Buffer.from(r.payload as Uint8Array) });
-  const data = Buffer.from(agg.build().data);
-  const how = schedule.random() < 0.5 ? 'checksum' : 'truncated';
+  return Buffer.from(agg.build().data);
+}
+
+/**
+ * A KPL aggregate of `records`, then broken: its MD5 checksum flipped, or its end cut off (a
+ * truncated protobuf); `how` is drawn by the schedule unless given.
+ */
+export function brokenAggregate(records: readonly InputRecord[], schedule: FaultSchedule, forced?: 'checksum' | 'truncated'): { record: InputRecord; how: 'checksum' | 'truncated' } {
+  const data = kplAggregate(records);
+  const how = forced ?? (schedule.random() < 0.5 ? 'checksum' : 'truncated');
   // the checksum is the last 16 bytes; a cut of 17–20 bytes also takes the end of the last record
-  const bytes = how === 'checksum' ? (data[data.length - 1 - schedule.int(16)]! ^= 0x5a, data) : data.subarray(0, data.length - 17 - schedule.int(4));
+  let bytes: Buffer = data;
+  if (how === 'checksum') {
+    const at = data.length - 1 - schedule.int(16);
+    data[at] = data[at]! ^ 0x5a;
+  } else bytes = data.subarray(0, data.length - 17 - schedule.int(4));
   const first = records[0]!.produced;
   return {
     record: { payload: new Uint8Array(bytes), produced: { text: first.text, partitionKey: first.partitionKey, brokenAggregateOf: records.map((r) => r.produced.text) } },

@@ -92,6 +92,11 @@ export interface ChaosHookOptions {
    * return another command to send instead
    */
   readonly clientFault?: (service: keyof AwsClients, command: object, ctx: { stage: PlanStage; environment: string }) => object | void | Promise<object | void>;
+  /**
+   * targeted tests: where an invocation armed with a hard timeout is cut off — at the first call of
+   * its stage for which this answers (instead of at a call drawn by the schedule)
+   */
+  readonly hardTimeoutAt?: (stageId: string, command: string) => 'before' | 'after' | undefined;
   /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
   readonly coordinatorWriteCrash?: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined;
 }
@@ -123,9 +128,10 @@ const never = () => new Promise<never>(() => undefined);
  * A TCP server on 127.0.0.1 that accepts connections, reads requests and never answers: a request
  * sent to it hangs until the client gives up on it.
  */
-function silentServer(onConnection: () => void): { port: () => Promise<number>; close: () => Promise<void> } {
+function silentServer(onConnection: () => void, onGivenUp: () => void): { port: () => Promise<number>; close: () => Promise<void> } {
   let server: Server | undefined;
   let listening: Promise<number> | undefined;
+  let closing = false;
   const sockets = new Set<Socket>();
   return {
     port() {
@@ -135,7 +141,11 @@ function silentServer(onConnection: () => void): { port: () => Promise<number>; 
           onConnection();
           socket.on('data', () => undefined);
           socket.on('error', () => undefined);
-          socket.on('close', () => sockets.delete(socket));
+          socket.on('close', () => {
+            sockets.delete(socket);
+            // the client gave up on its request (not us closing at the end)
+            if (!closing) onGivenUp();
+          });
         });
         server.on('error', reject);
         server.listen(0, '127.0.0.1', () => resolve((server!.address() as AddressInfo).port));
@@ -144,6 +154,7 @@ function silentServer(onConnection: () => void): { port: () => Promise<number>; 
       return listening;
     },
     async close() {
+      closing = true;
       for (const socket of sockets) socket.destroy();
       if (server?.listening) await new Promise<void>((resolve) => server!.close(() => resolve()));
     },
@@ -197,7 +208,10 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     await sleep(zombieDelay());
   };
 
-  const silent = silentServer(() => schedule.observe('sdk-hang-connections'));
+  const silent = silentServer(
+    () => schedule.observe('sdk-hang-connections'),
+    () => schedule.observe('sdk-hang-given-up'),
+  );
 
   const observeFenced = (err: unknown) => {
     if ((err as { name?: string } | null)?.name === 'FencedError') schedule.observe('fenced-write-rejected');
@@ -301,10 +315,12 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       const send = (client as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> }).send.bind(client);
       const wrapped = async (original: object, ...rest: unknown[]) => {
         const cut = invocationCut.getStore();
-        if (cut && !cut.ended && ++cut.calls === cut.at) {
+        const when = cut && !cut.ended ? (opts.hardTimeoutAt ? opts.hardTimeoutAt(ctx.stage.id, original.constructor.name) : ++cut.calls === cut.at ? cut.when : undefined) : undefined;
+        if (cut && when) {
           // a hard timeout at this call: the request is never sent, or applied with its response never read
-          if (cut.when === 'after') await send(original, ...rest).catch(() => undefined);
-          cut.cut(`${original.constructor.name}:${cut.when}`);
+          cut.ended = true;
+          if (when === 'after') await send(original, ...rest).catch(() => undefined);
+          cut.cut(`${original.constructor.name}:${when}`);
           return never();
         }
         const cmd = (opts.clientFault && (await opts.clientFault(service, original, ctx))) || original;
