@@ -82,6 +82,13 @@ export interface LocalRunOptions {
   readonly invocationTimeoutMs?: number;
   /** the SDK clients' request timeout (a call without a response fails and is retried); @default the clients' */
   readonly requestTimeoutMs?: number;
+  /** run the coordinator's watchdog task this often, as the stack's schedule does; @default never */
+  readonly watchdogIntervalMs?: number;
+  /**
+   * fault injection: the status-change event of this failed coordinator execution is lost (the
+   * immediate restart skips it; only the watchdog can start a new execution)
+   */
+  readonly statusEventLost?: (executionArn: string) => boolean;
   /** where structured log lines go; @default nowhere */
   readonly log?: (line: string) => void;
   readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
@@ -124,6 +131,7 @@ export class LocalJobRunner {
   private stepFunctions!: LocalStepFunctions;
   private pollers: EventSourcePoller[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
+  private watchdogTimer: NodeJS.Timeout | undefined;
   private readonly envs = new Map<string, Env[]>();
   private rng: () => number;
   private invocations = 0;
@@ -263,9 +271,16 @@ export class LocalJobRunner {
     // as the stack's EventBridge rule does on AWS: a coordinator execution that failed or timed out
     // is started again (a stopped one is left alone)
     let restarting = false;
+    const lost = new Set<string>();
     this.restartTimer = setInterval(() => {
       const latest = this.stepFunctions.executions().at(-1);
       if (restarting || !latest || (latest.status !== 'FAILED' && latest.status !== 'TIMED_OUT') || !this.running) return;
+      if (lost.has(latest.arn)) return;
+      if (o.statusEventLost?.(latest.arn)) {
+        lost.add(latest.arn);
+        this.telemetry.log('warn', 'coordinator execution ended; its status event was lost', { execution: latest.arn });
+        return;
+      }
       restarting = true;
       void this.coordinator
         .jobStatus()
@@ -279,6 +294,17 @@ export class LocalJobRunner {
         .finally(() => (restarting = false));
     }, 1_000);
     this.restartTimer.unref();
+    if (o.watchdogIntervalMs !== undefined) {
+      let watching = false;
+      this.watchdogTimer = setInterval(() => {
+        if (watching || !this.running) return;
+        watching = true;
+        void this.track(tasks!.run({ action: 'watchdog' }))
+          .catch((err: unknown) => this.telemetry.log('warn', 'watchdog failed', { error: String(err) }))
+          .finally(() => (watching = false));
+      }, o.watchdogIntervalMs);
+      this.watchdogTimer.unref();
+    }
   }
 
   /** Remembers a running task until it settles (stop() waits for all of them). */
@@ -604,6 +630,7 @@ export class LocalJobRunner {
   /** Stops pollers, the workflow and (if started here) the emulators. Idempotent. */
   async stop(): Promise<void> {
     if (this.restartTimer) clearInterval(this.restartTimer);
+    if (this.watchdogTimer) clearInterval(this.watchdogTimer);
     await Promise.all(this.pollers.map((p) => p.stop()));
     this.pollers = [];
     await this.stepFunctions?.stop();

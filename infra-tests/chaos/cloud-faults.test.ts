@@ -14,7 +14,7 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const WRITES = new Set(['PutRecordsCommand', 'PutCommand', 'UpdateCommand', 'TransactWriteCommand', 'BatchWriteCommand', 'PutObjectCommand']);
 
-describe('chaos: faults real clouds make', () => {
+describe.concurrent('chaos: faults real clouds make', () => {
   let emulators: LocalEmulators;
 
   beforeAll(async () => {
@@ -120,6 +120,40 @@ describe('chaos: faults real clouds make', () => {
         expect(l.sequenceNumber, JSON.stringify(l)).toMatch(/^\d+$/);
         expect(id !== undefined && positions.has(id), JSON.stringify(l)).toBe(true);
       }
+    } finally {
+      await run.stop();
+    }
+  }, 180_000);
+
+  // The coordinator execution fails right after Allocate opened checkpoint n (a function crash, an
+  // expired task), and the status-change event that would restart it at once is lost. Only the
+  // scheduled watchdog notices that no execution runs and starts one; its Allocate aborts n, left in
+  // flight past its timeout, and checkpoints complete again. Without the watchdog no execution is
+  // ever started again: no checkpoint completes, nothing more is published.
+  it('a coordinator execution that fails unheard of: the scheduled watchdog starts a new one, which aborts the checkpoint left in flight', async () => {
+    const lines: string[] = [];
+    const s = 325;
+    const schedule = new FaultSchedule({ seed: s, rates: {}, ensure: false });
+    const run = await ChaosRun.start({ seed: s, emulators, variant: 'two-stage', prefix: `chaos-${s}-cf`, schedule, hookOptions: { watchdogIntervalMs: 2_000 }, engineLog: (l) => lines.push(l) });
+    const rec = (i: number) => inputRecord({ id: `c${s}-${String(i).padStart(5, '0')}`, key: `k${i % 3}`, value: 1 + (i % 7) }, `pk-${i}`);
+    try {
+      await run.produce(Array.from({ length: 15 }, (_, i) => rec(i)));
+      await run.runner.awaitCheckpoints(1, new Date(0), 90_000);
+      (schedule.rates as Record<string, number>)['coordinator-left-to-watchdog'] = 1;
+      const opened = () => [...schedule.observed.keys()].find((k) => k.startsWith('left-to-watchdog:checkpoint-'));
+      for (let i = 0; !opened(); i++) {
+        if (i > 1200) throw new Error('Allocate never ran again');
+        if (schedule.counts.get('coordinator-left-to-watchdog')) schedule.narrowTo([]);
+        await sleep(50);
+      }
+      schedule.narrowTo([]);
+      const left = Number(opened()!.slice('left-to-watchdog:checkpoint-'.length));
+      await run.produce(Array.from({ length: 15 }, (_, i) => rec(15 + i)));
+      await expectExact(run, 30);
+      const after = (await run.checkpoints()).find((c) => c.checkpointId === left);
+      expect(after?.status, JSON.stringify({ left, after, observed: [...schedule.observed] })).toBe("ABORTED");
+      expect(lines.filter((l) => l.includes('status event was lost')).length, lines.join('\n')).toBe(1);
+      expect(lines.filter((l) => l.includes('no coordinator execution was running')).length, lines.join('\n')).toBeGreaterThanOrEqual(1);
     } finally {
       await run.stop();
     }

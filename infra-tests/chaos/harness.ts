@@ -130,6 +130,8 @@ interface GeneratedInput {
   readonly bursts: Array<Array<{ payload: unknown; produced: ProducedRecord }>>;
   readonly gapsMs: number[];
   readonly pinned: boolean;
+  /** distinct keys */
+  readonly keys: number;
   readonly records: number;
   readonly poison: number;
 }
@@ -193,7 +195,7 @@ export function generateInput(seed: number, shape: InputShape = {}): GeneratedIn
   const sorted = [0, ...[...cuts].sort((a, b) => a - b), n];
   for (let b = 0; b < nBursts; b++) bursts.push(all.slice(sorted[b], sorted[b + 1]));
   const gapsMs = bursts.map(() => shape.gapMs ?? 300 + int(900));
-  return { bursts, gapsMs, pinned: partitioning !== 'random', records: n, poison };
+  return { bursts, gapsMs, pinned: partitioning !== 'random', keys, records: n, poison };
 }
 
 /** Generated records in the form `ChaosRun.produce` takes. */
@@ -429,6 +431,12 @@ export class ChaosRun {
   }
 }
 
+/** A record produced after the input while missing kinds wait for data (ids above the input's). */
+function extraRecord(seed: number, n: number, i: number, keys: number, pinned: boolean): InputRecord {
+  const key = `k${(n + i) % keys}`;
+  return inputRecord({ id: `c${seed}-${String(90_000 + n).padStart(5, '0')}`, key, value: 1 + (n % 9) }, pinned ? key : `pk-x${n}`);
+}
+
 /** The key of a produced record's text (undefined for a line that is not JSON). */
 function keyOf(text: string): string | undefined {
   try {
@@ -550,8 +558,16 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     const lastBurst = Date.now();
     const faultUntil = lastBurst + (options.faultPhaseMaxMs ?? 30_000);
     let narrowed = false;
+    let extra = 0;
+    let lastExtra = 0;
     for (;;) {
       await sleep(250);
+      // kinds still missing once narrowed may need data to fire on (a snapshot with dirty rows, a
+      // PutRecords call): on a busy machine the input can be through before they got a chance
+      if (narrowed && schedule.missing().length && Date.now() - lastExtra > 2_000) {
+        lastExtra = Date.now();
+        await r.produce(Array.from({ length: 4 }, (_, i) => extraRecord(seed, extra++, i, input.keys, input.pinned)));
+      }
       // half-way through the bound, only the kinds still missing fire (they may need a commit that the others keep aborting)
       if (!narrowed && options.ensure !== false && Date.now() > lastBurst + (faultUntil - lastBurst) / 2 && schedule.missing().length) {
         narrowed = true;

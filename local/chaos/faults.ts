@@ -97,12 +97,17 @@ export interface ChaosHookOptions {
    * its stage for which this answers (instead of at a call drawn by the schedule)
    */
   readonly hardTimeoutAt?: (stageId: string, command: string) => 'before' | 'after' | undefined;
+  /** how often the coordinator's watchdog runs; @default 2 s where executions may fail unheard of, else never */
+  readonly watchdogIntervalMs?: number;
   /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
   readonly coordinatorWriteCrash?: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined;
 }
 
 export interface ChaosHooks {
-  readonly options: Pick<LocalRunOptions, 'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'invocationTimeoutMs' | 'recycleProbability'>;
+  readonly options: Pick<
+    LocalRunOptions,
+    'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'invocationTimeoutMs' | 'recycleProbability' | 'watchdogIntervalMs' | 'statusEventLost'
+  >;
   /** gives the hooks the runner (needed to fake a coordinator that dies before its commit) */
   attach(runner: LocalJobRunner): void;
   /** closes what the hooks started (the server that never answers) */
@@ -194,6 +199,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   let runner: LocalJobRunner | undefined;
   let commitless: Coordinator | undefined;
   let partialInject: { allowed: number } | undefined;
+  let lostStatusEvents = 0;
 
   const zombieDelay = () => opts.invocationTimeoutMs + (opts.zombieOverrunMs ?? 300 + schedule.int(700));
   const zombiePoints = opts.zombiePoints ?? ZOMBIE_POINTS;
@@ -443,6 +449,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         }
         throw new ChaosCrash('coordinator-partial-inject', `inject ${input.checkpointId} reached one source shard`);
       }
+      if (input.action === 'allocate' && schedule.roll('coordinator-left-to-watchdog')) {
+        // Allocate opens the checkpoint, then the execution fails and nobody hears of it
+        const opened = (await run(input)) as { checkpointId?: number } | undefined;
+        schedule.observe(`left-to-watchdog:checkpoint-${opened?.checkpointId ?? '?'}`);
+        lostStatusEvents++;
+        throw new ChaosCrash('coordinator-left-to-watchdog', 'allocate, after opening the checkpoint');
+      }
       if (schedule.roll('coordinator-task-failure')) {
         // Allocate has no Catch and retries only Lambda service errors: fail it the way Lambda does
         const err =
@@ -466,6 +479,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       wrapCoordinator,
       invocationTimeoutMs: opts.invocationTimeoutMs,
       recycleProbability: schedule.rates['env-recycled'],
+      // the stack's scheduled watchdog, sped up; it runs where executions may fail unheard of
+      ...(schedule.rates['coordinator-left-to-watchdog'] > 0 || opts.watchdogIntervalMs !== undefined ? { watchdogIntervalMs: opts.watchdogIntervalMs ?? 2_000 } : {}),
+      statusEventLost: () => {
+        if (lostStatusEvents <= 0) return false;
+        lostStatusEvents--;
+        return true;
+      },
     },
     dispose: () => silent.close(),
     attach(r) {

@@ -74,6 +74,11 @@ export const FAULT_KINDS = [
   'key-throws-forever',
   /** a KPL aggregate record on the source whose checksum or protobuf is broken */
   'malformed-kpl-aggregate',
+  /**
+   * the coordinator execution fails right after Allocate opened a checkpoint, and its status event
+   * is lost: only the scheduled watchdog starts a new execution
+   */
+  'coordinator-left-to-watchdog',
 ] as const;
 
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -144,8 +149,6 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'throttle-dynamodb': 0.03,
     'unprocessed-keys': 0.3,
     'env-recycled': 0.1,
-    'hard-timeout': 0.03,
-    'sdk-hang': 0.002,
   },
   /** the coordinator failing around commits, aborts by timeout, redelivered batches */
   coordinator: {
@@ -160,6 +163,7 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'env-recycled': 0.1,
     'key-throws-forever': 1,
     'malformed-kpl-aggregate': 0.3,
+    'coordinator-left-to-watchdog': 0.04,
   },
 };
 
@@ -192,6 +196,7 @@ export const SOLO_RATES: Readonly<Record<FaultKind, number>> = {
   'sdk-hang': 0.01,
   'key-throws-forever': 1,
   'malformed-kpl-aggregate': 0.5,
+  'coordinator-left-to-watchdog': 0.1,
 };
 
 /** Kinds with few opportunities per seed are ensured early (see ScheduleOptions.ensure). */
