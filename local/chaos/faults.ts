@@ -395,7 +395,9 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         cut(where) {
           schedule.count('hard-timeout');
           schedule.observe(`hard-timeout@${where}`);
-          // Lambda ends the runtime of a timed-out invocation: the next one there starts cold
+          // Lambda ends the runtime of a timed-out invocation: the next one there starts cold. The
+          // ESM hears of the timeout at once rather than at the deadline: the cut-off invocation
+          // never does anything again, so waiting would change nothing but the seed's duration
           ctx.reset();
           kill(new ChaosCrash('hard-timeout', `${ctx.environment} at ${where}: Task timed out`));
         },
