@@ -80,7 +80,10 @@ export interface LocalRunOptions {
   readonly wrapCoordinator?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
   /** an invocation running longer is treated as timed out: its batch is retried elsewhere while it goes on */
   readonly invocationTimeoutMs?: number;
-  /** the SDK clients' request timeout (a call without a response fails and is retried); @default the clients' */
+  /**
+   * the request timeout of the stage functions' SDK clients (a call without a response fails and is
+   * retried); producers, pollers and the coordinator keep the default; @default the clients' default
+   */
   readonly requestTimeoutMs?: number;
   /** run the coordinator's watchdog task this often, as the stack's schedule does; @default never */
   readonly watchdogIntervalMs?: number;
@@ -136,6 +139,8 @@ export class LocalJobRunner {
   private rng: () => number;
   private invocations = 0;
   clients!: AwsClients;
+  /** the clients the stage functions' environments use */
+  private stageClients!: AwsClients;
   coordinator!: Coordinator;
   /** what the restore did, when the run started from a savepoint */
   restored: RestoreResult | undefined;
@@ -191,13 +196,11 @@ export class LocalJobRunner {
     });
     const { endpoint: sfn } = await this.stepFunctions.listen();
     this.sfnEndpoint = sfn;
-    this.clients = createAwsClients({
-      region: this.emulators.region,
-      credentials: this.emulators.credentials,
-      endpoints: { ...this.emulators.endpoints, sfn },
-      maxAttempts: 3,
-      ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
-    });
+    const clientOptions = { region: this.emulators.region, credentials: this.emulators.credentials, endpoints: { ...this.emulators.endpoints, sfn }, maxAttempts: 3 };
+    this.clients = createAwsClients(clientOptions);
+    // a short request timeout only where the engine runs: a producer's retry after a timed-out
+    // PutRecords that did land puts its records twice (two records to the job)
+    this.stageClients = o.requestTimeoutMs !== undefined ? createAwsClients({ ...clientOptions, requestTimeoutMs: o.requestTimeoutMs }) : this.clients;
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
     tasks = coordinatorTasks({
       plan: this.plan,
@@ -340,7 +343,7 @@ export class LocalJobRunner {
   }
 
   private newRunner(stage: PlanStage, environment: string): StageRunner {
-    const clients = this.options.wrapClients ? this.options.wrapClients(this.clients, { stage, environment }) : this.clients;
+    const clients = this.options.wrapClients ? this.options.wrapClients(this.stageClients, { stage, environment }) : this.stageClients;
     let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
     if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
     return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports, options: this.options.runner });
