@@ -70,7 +70,7 @@ interface EnvState {
 export interface ChaosHookOptions {
   /** the runner's invocation timeout; a zombie stalls longer than this */
   readonly invocationTimeoutMs: number;
-  /** the job's checkpoint timeout (its progress window); a slow ack is held back until its checkpoint is aborted, 10 × this at most */
+  /** the job's checkpoint timeout (its progress window); a slow ack is held back until its checkpoint is aborted, 2 × this at most */
   readonly checkpointTimeoutMs: number;
   /** where zombies may stall; @default every point */
   readonly zombiePoints?: readonly ZombiePoint[];
@@ -113,9 +113,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   let commitless: Coordinator | undefined;
   let partialInject: { allowed: number } | undefined;
 
-  /** Sends an ack once checkpoint n is no longer in flight (or after its ceiling, 10 windows). */
+  /**
+   * Sends an ack once checkpoint n is no longer in flight, or after two windows: long enough for the
+   * coordinator's looks (one per window) to see a window without progress and abort n; when the
+   * window has grown (after aborts in a row) the ack lands first and n completes late instead.
+   */
   const lateAck = (n: number, send: () => Promise<unknown>): void => {
-    const until = Date.now() + 10 * opts.checkpointTimeoutMs + 1_000;
+    const until = Date.now() + 2 * opts.checkpointTimeoutMs + 1_000;
     void (async () => {
       while (Date.now() < until && (!runner || (await runner.coordinator.get(n))?.status === 'IN_FLIGHT')) await sleep(250);
       await send();
