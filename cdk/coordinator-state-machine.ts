@@ -9,7 +9,9 @@
  * Init ─▶ Fresh | Resume ─▶ Allocate ─────▶ AwaitAcks ─────▶ Commit ──(heartbeat timeout = the pause)──▶ Allocate
  *                            │  ▲  ▲            │                                               (loop)
  *                            │  │  └ InputArrived / idle re-check (a parked token)
- *                            │  └──────────── Pause ◀── Abort ◀┘ (ack timeout or error)
+ *                            │  │                 ├─ window passed ─▶ Overdue ─▶ Extend? ─▶ AwaitAcks (acks still arriving)
+ *                            │  │                 │                                   └──▶ Pause (n was stuck: aborted)
+ *                            │  └──────────── Pause ◀── Abort ◀┘ (ack error)
  *                            └─ ContinuedAsNew ─▶ Done (a fresh execution took over)
  * ```
  *
@@ -32,6 +34,7 @@ import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { pauseMsOf, type RoundEnd } from '../shared/coordinator/loop.js';
+import { ceilingMs } from '../shared/coordinator/timeouts.js';
 import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 
@@ -43,6 +46,8 @@ export const COORDINATOR_STATES = {
   allocate: 'Allocate',
   inject: 'Inject',
   awaitAcks: 'AwaitAcks',
+  overdue: 'Overdue',
+  extend: 'Extend?',
   commit: 'Commit',
   abort: 'Abort',
   pause: 'Pause',
@@ -54,7 +59,6 @@ export const COORDINATOR_STATES = {
   round: 'Round',
   rounded: 'Rounded?',
   commitAgain: 'CommitAgain',
-  timedOut: 'TimedOut',
   // … and the Express round's
   poll: 'Poll',
   polled: 'Polled?',
@@ -141,11 +145,12 @@ export function pauseSeconds(checkpoint: CheckpointSettings): number {
 
 /**
  * Retry plan of `Allocate` on CheckpointInFlightError: exponential backoff (1 s, doubling, capped at
- * 30 s) with enough attempts to outwait twice the checkpoint timeout, so a checkpoint left open by
- * a dead execution has been timed out by the coordinator function before this execution gives up.
+ * 30 s) with enough attempts to outwait the hard ceiling of a checkpoint (shared/coordinator/timeouts.ts),
+ * so a checkpoint left open by a dead execution has been aborted by the coordinator function
+ * before this execution gives up, even one whose acks kept arriving.
  */
 export function allocateRetryAttempts(checkpoint: CheckpointSettings): number {
-  const budget = (2 * checkpoint.timeoutMs) / 1000 + 60;
+  const budget = ceilingMs(checkpoint.timeoutMs) / 1000 + 60;
   let waited = 0;
   let attempts = 0;
   for (let delay = 1; waited < budget; delay = Math.min(delay * 2, 30)) {
@@ -241,28 +246,7 @@ export class CoordinatorStateMachine extends Construct {
   private loop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass, checkpointId: number): void {
     const { checkpoint, coordinatorFunction: fn } = props;
     const S = COORDINATOR_STATES;
-    const allocate = tasks.LambdaInvoke.jsonPath(this, S.allocate, {
-      comment: 'allocate checkpoint n and inject its barrier; while no input arrives, wait for the first (no transitions)',
-      lambdaFunction: fn,
-      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-      payload: sfn.TaskInput.fromObject({ action: 'begin', iteration: sfn.JsonPath.numberAt('$.iteration'), taskToken: sfn.JsonPath.taskToken }),
-      // a parked coordinator looks again this often even if no wake-up reaches it
-      taskTimeout: sfn.Timeout.duration(Duration.seconds(IDLE_RECHECK_SECONDS)),
-      // the result replaces the state (no ResultPath: the local interpreter reads "$" as a key)
-      resultSelector: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.ckpt.checkpointId') } },
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(allocate);
-    allocate.addRetry({
-      errors: [CHECKPOINT_IN_FLIGHT],
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxDelay: Duration.seconds(30),
-      maxAttempts: allocateRetryAttempts(checkpoint),
-    });
-    const done = new sfn.Succeed(this, S.done, { comment: 'a fresh execution took over (continue-as-new)' });
-    allocate.addCatch(done, { errors: [LOOP_ERRORS.continuedAsNew], resultPath: sfn.JsonPath.DISCARD });
-    allocate.addCatch(allocate, { errors: [LOOP_ERRORS.inputArrived, sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+    const allocate = this.allocateTask(props);
 
     const awaitAcks = tasks.LambdaInvoke.jsonPath(this, S.awaitAcks, {
       comment: 'register the task token; the instance whose ack completes the set calls SendTaskSuccess',
@@ -293,11 +277,28 @@ export class CoordinatorStateMachine extends Construct {
     commit.addCatch(allocate, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
 
     const abort = this.abortTask(fn);
-    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
     const pause = sfn.Wait.jsonPath(this, S.pause, {
       comment: 'after an abort: max(intervalMs, minPauseMs), whole seconds',
       time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
     });
+    // timeoutMs is a progress window: when it passes, the coordinator aborts n only if n is stuck
+    // (shared/coordinator/timeouts.ts), else the workflow waits again (off the happy path: no cost)
+    const overdue = tasks.LambdaInvoke.jsonPath(this, S.overdue, {
+      comment: 'the window passed: abort n if no ack came in it (or past the ceiling), else wait again',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'overdue', checkpointId }),
+      resultSelector: { extend: sfn.JsonPath.stringAt('$.Payload.extend') },
+      resultPath: '$.overdue',
+      retryOnServiceExceptions: false,
+    });
+    retryIdempotent(overdue);
+    awaitAcks.addCatch(overdue, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+    overdue.next(
+      sfn.Choice.jsonPath(this, S.extend, { comment: 'still open and progressing?' })
+        .when(sfn.Condition.booleanEquals('$.overdue.extend', true), awaitAcks)
+        .otherwise(pause),
+    );
     fresh.next(allocate);
     resume.next(allocate);
     allocate.next(awaitAcks).next(commit).next(allocate);
@@ -310,15 +311,17 @@ export class CoordinatorStateMachine extends Construct {
    * ```
    * Allocate (allocate + inject, or park) ─▶ Round (an Express execution, .sync:2) ─▶ Rounded? ─┬─ late ──▶ Round
    *    ▲                                                                                        ├─ commit ─▶ CommitAgain ─▶ Pause
-   *    ├──────────────── idle, rotate (park / continue as new) ◀────────────────────────────────┼─ abort ──▶ TimedOut ─▶ Abort ─▶ Pause
+   *    ├──────────────── idle, rotate (park / continue as new) ◀────────────────────────────────┤
    *    └──────────────────────────────────────────── Pause ◀── budget, failed, a failed round ◀─┘
    * ```
    *
    * The round (Express; no task tokens there) waits for n's acks by reading its record every
    * ACK_POLL_SECONDS, commits n, pauses, and allocates the next checkpoint until it has run
-   * ROUND.allocateForMs; it ends with n open after ROUND.pollForMs (the next round waits on). What
-   * it cannot finish it hands back: a commit that failed twice is retried by CommitAgain for about a
-   * day, a timed-out checkpoint is aborted by Abort, both in the Standard execution's history. An
+   * ROUND.allocateForMs; it ends with n open after ROUND.pollForMs (the next round waits on). Once
+   * n is a progress window old, the round's reads apply the coordinator's own rule (`overdue`,
+   * shared/coordinator/timeouts.ts): a stuck n is aborted, and the round pauses and goes on. A
+   * commit that failed twice is handed back: CommitAgain retries it for about a day, in the
+   * Standard execution's history. An
    * Express execution runs at least once: a duplicate round is harmless because every task it runs
    * is idempotent and allocate keeps one checkpoint in flight.
    */
@@ -335,12 +338,12 @@ export class CoordinatorStateMachine extends Construct {
       sfn.Pass.jsonPath(scope, `End-${kind}`, {
         parameters: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId }, end: kind },
       }).next(done);
-    const ends = { late: end('late'), abort: end('abort'), budget: end('budget'), commit: end('commit'), failed: end('failed') };
+    const ends = { late: end('late'), budget: end('budget'), commit: end('commit'), failed: end('failed') };
     const poll = tasks.LambdaInvoke.jsonPath(scope, S.poll, {
-      comment: 'read checkpoint n: all acks in, past its timeout, or the round out of time?',
+      comment: 'read checkpoint n: all acks in, aborted as stuck (the progress window, timeouts.ts), or the round out of time?',
       lambdaFunction: fn,
       payload: sfn.TaskInput.fromObject({ action: 'poll', checkpointId, roundStartedAt }),
-      resultSelector: { acked: sfn.JsonPath.stringAt('$.Payload.acked'), expired: sfn.JsonPath.stringAt('$.Payload.expired'), late: sfn.JsonPath.stringAt('$.Payload.late') },
+      resultSelector: { acked: sfn.JsonPath.stringAt('$.Payload.acked'), aborted: sfn.JsonPath.stringAt('$.Payload.aborted'), late: sfn.JsonPath.stringAt('$.Payload.late') },
       resultPath: '$.poll',
       retryOnServiceExceptions: false,
     });
@@ -377,7 +380,7 @@ export class CoordinatorStateMachine extends Construct {
     next.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
     const polled = sfn.Choice.jsonPath(scope, S.polled)
       .when(sfn.Condition.booleanEquals('$.poll.acked', true), commit)
-      .when(sfn.Condition.booleanEquals('$.poll.expired', true), ends.abort)
+      .when(sfn.Condition.booleanEquals('$.poll.aborted', true), pause)
       .when(sfn.Condition.booleanEquals('$.poll.late', true), ends.late)
       .otherwise(ackWait);
     const more = sfn.Choice.jsonPath(scope, S.more).when(sfn.Condition.booleanEquals('$.commit.more', true), pause).otherwise(ends.budget);
@@ -425,22 +428,15 @@ export class CoordinatorStateMachine extends Construct {
       retryOnServiceExceptions: false,
     });
     retryIdempotent(commitAgain);
-    const timedOut = sfn.Pass.jsonPath(this, S.timedOut, {
-      comment: 'n is past its timeout: abort it',
-      parameters: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId }, error: { Error: sfn.Errors.TIMEOUT, Cause: 'the acks of the checkpoint did not arrive within its timeout' } },
-    });
-    const abort = this.abortTask(fn);
     const rounded = sfn.Choice.jsonPath(this, S.rounded, { comment: 'how the round ended' })
       .when(sfn.Condition.stringEquals('$.end', 'late'), round)
       .when(sfn.Condition.stringEquals('$.end', 'commit'), commitAgain)
-      .when(sfn.Condition.stringEquals('$.end', 'abort'), timedOut)
       .when(sfn.Condition.or(sfn.Condition.stringEquals('$.end', 'budget'), sfn.Condition.stringEquals('$.end', 'failed')), standardPause)
       .otherwise(allocate);
     fresh.next(allocate);
     resume.next(allocate);
     allocate.next(round).next(rounded);
     commitAgain.next(standardPause);
-    timedOut.next(abort).next(standardPause);
     standardPause.next(allocate);
     return rounds;
   }
@@ -488,7 +484,7 @@ export class CoordinatorStateMachine extends Construct {
 
   /**
    * Several checkpoints in flight: a new one starts every pause while fewer than maxConcurrent are
-   * open. Settle commits the complete ones in order (and aborts the timed-out); when the window is
+   * open. Settle commits the complete ones in order (and aborts the stuck ones); when the window is
    * full the workflow waits on the oldest one's task token, woken by its last ack.
    */
   private concurrentLoop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass, checkpointId: number): void {
@@ -536,7 +532,7 @@ export class CoordinatorStateMachine extends Construct {
       .when(sfn.Condition.numberGreaterThanEquals('$.iteration', checkpoint.continueAsNewAfter), continueAsNew.next(done))
       .otherwise(allocate);
     const settle = tasks.LambdaInvoke.jsonPath(this, S.settle, {
-      comment: 'commit every complete open checkpoint in order, abort the timed-out (idempotent)',
+      comment: 'commit every complete open checkpoint in order, abort the stuck ones (idempotent)',
       lambdaFunction: fn,
       payload: sfn.TaskInput.fromObject({ action: 'settle' }),
       resultSelector: { open: sfn.JsonPath.numberAt('$.Payload.open'), oldest: sfn.JsonPath.numberAt('$.Payload.oldest') },
@@ -554,7 +550,7 @@ export class CoordinatorStateMachine extends Construct {
       retryOnServiceExceptions: false,
     });
     addServiceRetry(awaitOldest);
-    // a timeout is settled too: Settle aborts what is past its timeout
+    // a timeout is settled too: Settle aborts what is stuck (no ack for a window, or past the ceiling)
     awaitOldest.addCatch(settle, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
     // the window is full (or a stop or a reshard holds checkpoints back): settle, pause, try again
     allocate.addCatch(settle, { errors: [CHECKPOINT_IN_FLIGHT], resultPath: sfn.JsonPath.DISCARD });

@@ -30,7 +30,7 @@ import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import type { CheckpointStore, ShardPeek, Workflow } from './ports.js';
 import type { CoordinatorTaskInput } from './protocol.js';
-import { CommitRunningError } from './protocol.js';
+import { CommitRunningError, type OverdueOutput } from './protocol.js';
 import { LOOP_ERRORS } from './wake.js';
 
 export type LoopTaskInput =
@@ -57,12 +57,12 @@ export type LoopTaskInput =
 export const ROUND = { allocateForMs: 150_000, pollForMs: 210_000 } as const;
 
 /** How an Express round ended (the Standard execution's `Rounded?` state branches on it). */
-export type RoundEnd = 'allocated' | 'late' | 'budget' | 'idle' | 'rotate' | 'commit' | 'abort' | 'failed';
+export type RoundEnd = 'allocated' | 'late' | 'budget' | 'idle' | 'rotate' | 'commit' | 'failed';
 
 export interface PollOutput {
   readonly acked: boolean;
-  /** past the checkpoint timeout: the round ends and the Standard execution aborts n */
-  readonly expired: boolean;
+  /** n was aborted (stuck past its progress window, timeouts.ts): the round pauses and goes on */
+  readonly aborted: boolean;
   /** the round is out of time: it ends with n open */
   readonly late: boolean;
 }
@@ -206,18 +206,20 @@ export class CoordinatorLoop {
 
   /**
    * An Express round's wait for acks (it cannot wait on a task token): one consistent read of n's
-   * record. An n that is no longer in flight counts as acked when it completed (the commit is
-   * idempotent) and as expired when it was aborted (so is the abort).
+   * record. Once n is a progress window old, the coordinator's own rule decides (`overdue`,
+   * timeouts.ts): a stuck n is aborted here, one whose acks keep coming stays open. An n that is no
+   * longer in flight counts as acked when it completed (the commit is idempotent).
    */
   async poll(n: number, roundStartedAt: string): Promise<PollOutput> {
-    const ck = await this.store.getCheckpoint(n);
     const late = this.roundAge(roundStartedAt) >= ROUND.pollForMs;
-    if (!ck) return { acked: false, expired: true, late };
-    if (ck.status === 'COMPLETED') return { acked: true, expired: false, late };
-    if (ck.status === 'ABORTED') return { acked: false, expired: true, late };
-    const acked = ck.complete ?? ck.acks >= ck.expected;
-    const expired = !acked && this.now().getTime() - Date.parse(ck.startedAt) > this.o.plan.checkpoint.timeoutMs;
-    return { acked, expired, late };
+    let ck = await this.store.getCheckpoint(n);
+    if (ck?.status === 'IN_FLIGHT' && !(ck.complete ?? ck.acks >= ck.expected) && this.now().getTime() - Date.parse(ck.startedAt) >= this.o.plan.checkpoint.timeoutMs) {
+      const o = (await this.o.run({ action: 'overdue', checkpointId: n })) as OverdueOutput;
+      if (!o.extend) ck = await this.store.getCheckpoint(n);
+    }
+    if (ck?.status === 'COMPLETED') return { acked: true, aborted: false, late };
+    if (!ck || ck.status === 'ABORTED') return { acked: false, aborted: true, late };
+    return { acked: ck.complete ?? ck.acks >= ck.expected, aborted: false, late };
   }
 
   /**
