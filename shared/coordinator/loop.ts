@@ -230,7 +230,8 @@ export class CoordinatorLoop {
   async next(iteration: number, roundStartedAt: string): Promise<NextOutput> {
     const last = { checkpointId: (await this.store.readState()).last };
     if (this.o.stateMachineArn && iteration >= this.o.plan.checkpoint.continueAsNewAfter) return { iteration, ckpt: last, end: 'rotate' };
-    if (this.roundAge(roundStartedAt) >= ROUND.allocateForMs) return { iteration, ckpt: last, end: 'budget' };
+    // out of time, or an operator stopped the coordinator (its Standard execution is gone): end the round
+    if (this.roundAge(roundStartedAt) >= ROUND.allocateForMs || (await this.store.loopState()).stopped !== undefined) return { iteration, ckpt: last, end: 'budget' };
     await this.awaitRunningCommit();
     if (this.o.idle && (await this.quiet())) return { iteration, ckpt: last, end: 'idle' };
     const { checkpointId } = (await this.o.run({ action: 'allocate' })) as { checkpointId: number };

@@ -76,6 +76,10 @@ describe('the coordinator loop on the in-memory twins', () => {
     expect(await loop.run({ action: 'commit', checkpointId: 1, roundStartedAt: old(ROUND.allocateForMs) })).toMatchObject({ more: false });
     expect(await loop.run({ action: 'next', iteration: 1, roundStartedAt: old(ROUND.allocateForMs) })).toEqual({ iteration: 1, ckpt: { checkpointId: 1 }, end: 'budget' });
     expect((await ports.store.readState()).last).toBe(1);
+    // an operator stopped the coordinator: a round still running allocates nothing more
+    await ports.store.setOperatorStop(new Date(t).toISOString());
+    expect(await loop.run({ action: 'next', iteration: 1, roundStartedAt: round })).toEqual({ iteration: 1, ckpt: { checkpointId: 1 }, end: 'budget' });
+    await ports.store.setOperatorStop(undefined);
     expect(await loop.run({ action: 'next', iteration: 1, roundStartedAt: round })).toEqual({ iteration: 2, ckpt: { checkpointId: 2 }, end: 'allocated' });
     expect(await loop.run({ action: 'poll', checkpointId: 2, roundStartedAt: old(ROUND.pollForMs) })).toEqual({ acked: false, aborted: false, late: true });
 
