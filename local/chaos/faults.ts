@@ -71,7 +71,7 @@ interface EnvState {
 export interface ChaosHookOptions {
   /** the runner's invocation timeout; a zombie stalls longer than this */
   readonly invocationTimeoutMs: number;
-  /** the job's checkpoint timeout; a slow ack waits longer than this */
+  /** the job's checkpoint timeout (its progress window); a slow ack is held back until its checkpoint is aborted, 2 × this at most */
   readonly checkpointTimeoutMs: number;
   /** where zombies may stall; @default every point */
   readonly zombiePoints?: readonly ZombiePoint[];
@@ -201,6 +201,19 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   let partialInject: { allowed: number } | undefined;
   let lostStatusEvents = 0;
 
+  /**
+   * Sends an ack once checkpoint n is no longer in flight, or after two windows: long enough for the
+   * coordinator's looks (one per window) to see a window without progress and abort n; when the
+   * window has grown (after aborts in a row) the ack lands first and n completes late instead.
+   */
+  const lateAck = (n: number, send: () => Promise<unknown>): void => {
+    const until = Date.now() + 2 * opts.checkpointTimeoutMs + 1_000;
+    void (async () => {
+      while (Date.now() < until && (!runner || (await runner.coordinator.get(n))?.status === 'IN_FLIGHT')) await sleep(250);
+      await send();
+    })().catch(() => undefined); // the run may have ended meanwhile
+  };
+
   const zombieDelay = () => opts.invocationTimeoutMs + (opts.zombieOverrunMs ?? 300 + schedule.int(700));
   const zombiePoints = opts.zombiePoints ?? ZOMBIE_POINTS;
 
@@ -265,7 +278,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         ack: async (n, id) => {
           await maybeStall(env, 'ack');
           if (schedule.roll('crash-before-ack')) throw new ChaosCrash('crash-before-ack', where(`ack(${n})`));
-          if (schedule.roll('slow-ack')) await sleep(opts.checkpointTimeoutMs + 300);
+          if (schedule.roll('slow-ack')) {
+            // the checkpoint's timeout is a progress window: an ack only a little late is waited
+            // for. This one is held back until its checkpoint was given up for want of progress
+            // (the invocation goes on, as if the write hung in the background), then lands late
+            lateAck(n, () => control.ack(n, id));
+            return { completedBy: false };
+          }
           const r = await control.ack(n, id);
           if (schedule.roll('crash-after-ack')) throw new ChaosCrash('crash-after-ack', where(`ack(${n})`));
           return r;

@@ -52,7 +52,7 @@ export const FAULT_KINDS = [
   'coordinator-skips-commit',
   /** a coordinator task dies right before or right after one of its writes (any write of any task) */
   'coordinator-crash-at-write',
-  /** an ack is delayed past the checkpoint timeout: the checkpoint aborts */
+  /** an ack is held back (the invocation goes on) until its checkpoint was aborted for want of progress, two windows at most: it lands late */
   'slow-ack',
   /** an execution environment is recycled: its caches are gone (runner option) */
   'env-recycled',
