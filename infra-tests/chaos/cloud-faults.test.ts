@@ -9,6 +9,7 @@ import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { FaultSchedule, type FaultRates } from '../../local/chaos/faults.js';
 import { brokenAggregate, ChaosRun, inputRecord, kplAggregate, type InputRecord } from './harness.js';
 import { SOURCE_NAME, type ChaosJobOptions } from './job.js';
+import { idInDeadLetter } from './oracle.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -114,7 +115,7 @@ describe('chaos: faults real clouds make', () => {
       const letters = await run.runner.readDeadLetters();
       expect(letters.length).toBe(12);
       for (const l of letters) {
-        const id = /"id":"([^"]+)"/.exec(l.data)?.[1];
+        const id = idInDeadLetter(l.data);
         expect(l.reason, JSON.stringify(l)).toMatch(/^user function failed: .*"running-sum".*the running sum of key k1 always fails \(record c323-\d+\)$/);
         expect(l.stage, JSON.stringify(l)).toBe('s1');
         expect(l.sequenceNumber, JSON.stringify(l)).toMatch(/^\d+$/);
