@@ -43,6 +43,9 @@ export const SOAK_RATES: FaultRates = {
   'env-recycled': 0.05,
 };
 
+/** The most an inner invocation is slowed down (--inner-delay, --inner-record-ms): below the chaos invocation timeout. */
+const INNER_SLOWNESS_CAP_MS = 8_000;
+
 export interface SoakOptions {
   readonly minutes: number;
   /** steady input, records per second; @default 20 */
@@ -188,7 +191,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
       hookOptions: {
         ...(o.innerDelayMs || o.innerRecordMs
-          ? { slowHandlerMs: (stage: string, event: KinesisStreamEvent) => (stage === 's0' ? 0 : (o.innerDelayMs ?? 0) + (o.innerRecordMs ? o.innerRecordMs * dataRecords(event) : 0)) }
+          ? {
+              // at most 8 s a batch: below the invocation timeout (a batch that never ends is another hazard)
+              slowHandlerMs: (stage: string, event: KinesisStreamEvent) =>
+                stage === 's0' ? 0 : Math.min(INNER_SLOWNESS_CAP_MS, (o.innerDelayMs ?? 0) + (o.innerRecordMs ? o.innerRecordMs * dataRecords(event) : 0)),
+            }
           : {}),
         beforeInvocation: async (stage, event) => travel.observe(stage, event, phase),
       },
