@@ -92,10 +92,13 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
   });
   return async (input, context) => {
     if (context) telemetry.logger.addContext(context);
+    let out: unknown;
     try {
-      return await tasks.run(input);
+      out = await tasks.run(input);
+      return out;
     } finally {
-      telemetry.flush();
+      // a parked coordinator may not run again for an hour: write what it counted now
+      telemetry.flush(typeof out === 'object' && out !== null && 'idle' in out);
     }
   };
 }

@@ -29,7 +29,8 @@ import type { ResourceNames } from '../plan/resources.js';
 import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
-import { deltasToDelete } from './gc.js';
+import { collectsGarbage, deltasToDelete } from './gc.js';
+import { pauseMsOf } from './loop.js';
 import type { CoordinatorPorts, CoordinatorState } from './ports.js';
 import { InPlaceRescale } from './rescale.js';
 import { progressVerdict, type TimeoutVerdict } from './timeouts.js';
@@ -252,7 +253,8 @@ export class Coordinator {
     // only once n's outputs are published: whoever waits for the end finds them there
     await this.finishJobIfDone(n, ck, pointers ?? (await this.pointersOf(n)));
     if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
-    const gc = await this.gc();
+    // about once a minute (and at every savepoint): each run lists every instance's deltas
+    const gc = collectsGarbage(n, pauseMsOf(this.plan.checkpoint)) || ck.savepointId !== undefined ? await this.gc() : { deleted: 0 };
     // the last write: until here n stays open, so a later task finishes a commit that died half-way
     await this.close(n);
     return { checkpointId: n, published, deltasDeleted: gc.deleted };
