@@ -30,8 +30,8 @@ import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type Publishe
 export const CHAOS_CHECKPOINT_TIMEOUT_MS = 8_000;
 /** Invocation timeout of the simulated Lambda: above a slow ack (which must not turn into a zombie). */
 export const CHAOS_INVOCATION_TIMEOUT_MS = 10_000;
-/** The SDK clients' request timeout: a hung call is retried well within the invocation timeout. */
-export const CHAOS_REQUEST_TIMEOUT_MS = 4_000;
+/** The stage functions' SDK request timeout: below the invocation timeout, above a busy emulator's slowest answers. */
+export const CHAOS_REQUEST_TIMEOUT_MS = 8_000;
 
 export interface ChaosOptions {
   readonly seeds: readonly number[];
