@@ -96,7 +96,7 @@ export interface ChaosHookOptions {
    * targeted tests: where an invocation armed with a hard timeout is cut off — at the first call of
    * its stage for which this answers (instead of at a call drawn by the schedule)
    */
-  readonly hardTimeoutAt?: (stageId: string, command: string) => 'before' | 'after' | undefined;
+  readonly hardTimeoutAt?: (stageId: string, command: object) => 'before' | 'after' | undefined;
   /** how often the coordinator's watchdog runs; @default 2 s where executions may fail unheard of, else never */
   readonly watchdogIntervalMs?: number;
   /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
@@ -340,7 +340,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       const send = (client as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> }).send.bind(client);
       const wrapped = async (original: object, ...rest: unknown[]) => {
         const cut = invocationCut.getStore();
-        const when = cut && !cut.ended ? (opts.hardTimeoutAt ? opts.hardTimeoutAt(ctx.stage.id, original.constructor.name) : ++cut.calls === cut.at ? cut.when : undefined) : undefined;
+        const when = cut && !cut.ended ? (opts.hardTimeoutAt ? opts.hardTimeoutAt(ctx.stage.id, original) : ++cut.calls === cut.at ? cut.when : undefined) : undefined;
         if (cut && when) {
           // a hard timeout at this call: the request is never sent, or applied with its response never read
           cut.ended = true;
