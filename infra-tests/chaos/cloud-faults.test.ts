@@ -9,7 +9,8 @@ import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { FaultSchedule, type FaultRates } from '../../local/chaos/faults.js';
-import { brokenAggregate, ChaosRun, inputRecord, kplAggregate, type InputRecord } from './harness.js';
+import { ChaosRun, inputRecord, type InputRecord } from './harness.js';
+import { brokenAggregate, kplAggregate } from './kpl.js';
 import { SOURCE_NAME, type ChaosJobOptions } from './job.js';
 import { idInDeadLetter } from './oracle.js';
 
