@@ -55,3 +55,18 @@ function barrierIds(data: Uint8Array): number[] {
   const c = decodeSourceControl(data);
   return c?.kind === 'barrier' ? [c.checkpointId] : [];
 }
+
+/** Data records an inner stage's batch carries (its packets' data envelopes). */
+export function dataRecords(event: KinesisStreamEvent): number {
+  let n = 0;
+  for (const r of event.Records) {
+    const data = Buffer.from(r.kinesis.data, 'base64');
+    if (!isPacket(data)) continue;
+    try {
+      for (const e of decodePacket(data).envelopes) if (e.kind === 'data') n++;
+    } catch {
+      // not ours to judge: the stage dead-letters it
+    }
+  }
+  return n;
+}

@@ -22,7 +22,8 @@ import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { FaultSchedule, prng, type FaultRates } from '../../local/chaos/faults.js';
 import { ChaosRun, inputRecord, type InputRecord } from '../chaos/harness.js';
 import { OUTPUTS_SINK, SOURCE_NAME, type ChaosVariant } from '../chaos/job.js';
-import { BarrierTravel, type StreamWaits } from './barrier-travel.js';
+import type { KinesisStreamEvent } from 'aws-lambda';
+import { BarrierTravel, dataRecords, type StreamWaits } from './barrier-travel.js';
 import type { PublishedOutput } from '../chaos/oracle.js';
 
 /** Light faults for a long run: every kind that does not need a quiet machine to end. */
@@ -42,6 +43,9 @@ export const SOAK_RATES: FaultRates = {
   'env-recycled': 0.05,
 };
 
+/** The most an inner invocation is slowed down (--inner-delay, --inner-record-ms): below the chaos invocation timeout. */
+const INNER_SLOWNESS_CAP_MS = 8_000;
+
 export interface SoakOptions {
   readonly minutes: number;
   /** steady input, records per second; @default 20 */
@@ -56,6 +60,8 @@ export interface SoakOptions {
   readonly noFaults?: boolean;
   /** every invocation of an inner stage first waits this long: a backlog builds up between stages */
   readonly innerDelayMs?: number;
+  /** every invocation of an inner stage also waits this long per data record it is handed: an inner stage slower than the source */
+  readonly innerRecordMs?: number;
   /** one line per sample period */
   readonly progress?: (line: string) => void;
   readonly engineLog?: (line: string) => void;
@@ -184,7 +190,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       prefix: `soak-${seed}`,
       job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
       hookOptions: {
-        ...(o.innerDelayMs ? { slowHandlerMs: (stage: string) => (stage === 's0' ? 0 : o.innerDelayMs!) } : {}),
+        ...(o.innerDelayMs || o.innerRecordMs
+          ? {
+              // at most 8 s a batch: below the invocation timeout (a batch that never ends is another hazard)
+              slowHandlerMs: (stage: string, event: KinesisStreamEvent) =>
+                stage === 's0' ? 0 : Math.min(INNER_SLOWNESS_CAP_MS, (o.innerDelayMs ?? 0) + (o.innerRecordMs ? o.innerRecordMs * dataRecords(event) : 0)),
+            }
+          : {}),
         beforeInvocation: async (stage, event) => travel.observe(stage, event, phase),
       },
       ...(o.engineLog ? { engineLog: o.engineLog } : {}),
