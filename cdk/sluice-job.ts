@@ -27,11 +27,9 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import type { IConstruct } from 'constructs';
 import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/resources.js';
-import { KINESIS_SINK_SHARDS, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
 import { LOOP_ENV } from '../shared/coordinator/loop.js';
 import { TRACING_ENV } from '../functions/telemetry.js';
@@ -44,6 +42,9 @@ import { BUCKET_PREFIXES, METRICS_NAMESPACE } from './sluice-job-props.js';
 import type { SluiceJobAlarms, SluiceJobProps, SluiceMetricOptions } from './sluice-job-props.js';
 import { sluiceFunction } from './sluice-function.js';
 import { DDB_READ, DDB_READ_WRITE, DDB_SINK_WRITE, KINESIS_READ, importedKeyStatements, logStatement } from './job-iam.js';
+import { readResultsGrant, writeSourceGrant, type GrantedResources } from './job-grants.js';
+import { acknowledgeCoordinator, acknowledgeRuntime, acknowledgeTracing } from './job-nag.js';
+import { createBucket, createSinkStreams, createStageStreams, createTables } from './job-storage.js';
 
 export { METRICS_NAMESPACE, STAGE_DEFAULTS, BUCKET_PREFIXES } from './sluice-job-props.js';
 export type { SluiceJobProps, SluiceJobAlarms, SluiceMetricOptions, StageSettings } from './sluice-job-props.js';
@@ -145,127 +146,18 @@ export class SluiceJob extends Construct {
       }
     }
 
-    // ── Streams ────────────────────────────────────────────────────────────────────────────────
-    const byName = new Map<string, kinesis.IStream>();
-    const streams = new Map<string, kinesis.IStream>();
-    const sourceStreams = new Map<string, kinesis.IStream>();
-    for (const stage of plan.stages) {
-      const streamName = names.streamOf(stage);
-      let stream = byName.get(streamName);
-      const source = sourceOf(plan, stage);
-      if (!stream) {
-        if (source?.streamName !== undefined) {
-          stream = kinesis.Stream.fromStreamAttributes(this, `Source-${source.id}`, {
-            streamArn: stack.formatArn({ service: 'kinesis', resource: 'stream', resourceName: streamName }),
-          });
-        } else {
-          stream = new kinesis.Stream(this, `Stream-${stage.id}`, {
-            streamName,
-            ...(source && onDemand.has(source.id) ? { streamMode: kinesis.StreamMode.ON_DEMAND } : { streamMode: kinesis.StreamMode.PROVISIONED, shardCount: stage.parallelism }),
-            encryption: key ? kinesis.StreamEncryption.KMS : kinesis.StreamEncryption.MANAGED,
-            ...(key ? { encryptionKey: key } : {}),
-            retentionPeriod: props.streamRetention ?? Duration.hours(24),
-            removalPolicy: dataRemoval,
-          });
-          if (key) {
-            Validations.of(stream).acknowledge({
-              id: 'AwsSolutions-KDS3',
-              reason: 'A customer-managed key was asked for (encryptionKey): its owner controls the key policy and rotation instead of alias/aws/kinesis.',
-            });
-          }
-        }
-        byName.set(streamName, stream);
-      }
-      streams.set(stage.id, stream);
-      if (source) sourceStreams.set(source.name, stream);
-    }
+    // ── Data: streams, tables, bucket ──────────────────────────────────────────────────────────
+    const storage = { ...(key ? { key } : {}), removalPolicy: dataRemoval, streamRetention: props.streamRetention ?? Duration.hours(24), onDemand };
+    const { streams, sourceStreams } = createStageStreams(this, plan, names, storage);
     this.streams = streams;
     this.sourceStreams = sourceStreams;
-
-    // ── Tables ─────────────────────────────────────────────────────────────────────────────────
-    const tableEncryption = key
-      ? { encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED, encryptionKey: key }
-      : { encryption: dynamodb.TableEncryption.AWS_MANAGED };
-    const table = (cid: string, tableName: string, partitionKey: string, sortKey?: string): dynamodb.Table =>
-      new dynamodb.Table(this, cid, {
-        tableName,
-        partitionKey: { name: partitionKey, type: dynamodb.AttributeType.STRING },
-        ...(sortKey ? { sortKey: { name: sortKey, type: dynamodb.AttributeType.STRING } } : {}),
-        billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
-        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-        ...tableEncryption,
-        removalPolicy: dataRemoval,
-      });
-    this.stateTable = table('StateTable', names.stateTable, 'pk', 'sk');
-    this.controlTable = table('ControlTable', names.controlTable, 'pk', 'sk');
-    const sinkTables = new Map<string, dynamodb.ITable>();
-    for (const sink of plan.sinks) {
-      if (sink.kind !== 'dynamodb-upsert') continue;
-      const cid = `Sink-${sanitizeName(sink.name)}`;
-      sinkTables.set(
-        sink.name,
-        sink.tableName !== undefined
-          ? dynamodb.Table.fromTableName(this, cid, sink.tableName)
-          : table(cid, names.sinkTable(sink), sink.keyAttribute ?? 'pk'),
-      );
-    }
+    const { stateTable, controlTable, sinkTables } = createTables(this, plan, names, storage);
+    this.stateTable = stateTable;
+    this.controlTable = controlTable;
     this.sinkTables = sinkTables;
-
-    // ── Output streams of Kinesis sinks (published by the coordinator at commit) ────────────────
-    const sinkStreams = new Map<string, kinesis.IStream>();
-    for (const sink of plan.sinks) {
-      if (sink.kind !== 'kinesis') continue;
-      const cid = `SinkStream-${sanitizeName(sink.name)}`;
-      const streamName = kinesisSinkStream(names, sink);
-      let stream: kinesis.IStream;
-      if (sink.streamName !== undefined) {
-        stream = kinesis.Stream.fromStreamAttributes(this, cid, {
-          streamArn: stack.formatArn({ service: 'kinesis', resource: 'stream', resourceName: streamName }),
-        });
-      } else {
-        stream = new kinesis.Stream(this, cid, {
-          streamName,
-          streamMode: kinesis.StreamMode.PROVISIONED,
-          shardCount: KINESIS_SINK_SHARDS,
-          encryption: key ? kinesis.StreamEncryption.KMS : kinesis.StreamEncryption.MANAGED,
-          ...(key ? { encryptionKey: key } : {}),
-          retentionPeriod: props.streamRetention ?? Duration.hours(24),
-          removalPolicy: dataRemoval,
-        });
-        if (key) {
-          Validations.of(stream).acknowledge({
-            id: 'AwsSolutions-KDS3',
-            reason: 'A customer-managed key was asked for (encryptionKey): its owner controls the key policy and rotation instead of alias/aws/kinesis.',
-          });
-        }
-      }
-      sinkStreams.set(sink.name, stream);
-    }
+    const sinkStreams = createSinkStreams(this, plan, names, storage);
     this.sinkStreams = sinkStreams;
-
-    // ── Bucket ─────────────────────────────────────────────────────────────────────────────────
-    this.bucket = new s3.Bucket(this, 'Bucket', {
-      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-      enforceSSL: true,
-      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-      encryption: key ? s3.BucketEncryption.KMS : s3.BucketEncryption.S3_MANAGED,
-      ...(key ? { encryptionKey: key, bucketKeyEnabled: true } : {}),
-      versioned: false,
-      removalPolicy: dataRemoval,
-      lifecycleRules: [
-        // deltas/ and savepoints/ are expired by the coordinator (it knows which checkpoints are
-        // retained); dead-letters/ and sinks/ are the user's data: never expired here.
-        { id: 'expire-tmp', prefix: 'tmp/', expiration: Duration.days(1) },
-        // dirty state an instance moved out of memory: a snapshot drops it; a dead owner's is never read
-        { id: 'expire-spill', prefix: 'spill/', expiration: Duration.days(1) },
-        { id: 'abort-incomplete-uploads', abortIncompleteMultipartUploadAfter: Duration.days(2) },
-      ],
-    });
-    Validations.of(this.bucket).acknowledge({
-      id: 'AwsSolutions-S1',
-      reason:
-        "Internal data bucket read and written only by this job's functions; server access logs would need a second bucket per job. CloudTrail data events are the audit path.",
-    });
+    this.bucket = createBucket(this, storage);
 
     // ── Functions ──────────────────────────────────────────────────────────────────────────────
     const stateMachineArn = CoordinatorStateMachine.arnForName(this, names.stateMachine);
@@ -364,7 +256,7 @@ export class SluiceJob extends Construct {
         ...(s.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: s.reservedConcurrency } : {}),
         environment: { ...baseEnv, [ENV.stage]: stage.id },
       });
-      this.acknowledgeRuntime(fn);
+      acknowledgeRuntime(fn);
       const esm = new lambda.EventSourceMapping(this, `Input-${stage.id}`, {
         target: fn,
         eventSourceArn: input.streamArn,
@@ -442,7 +334,7 @@ export class SluiceJob extends Construct {
       environment: { ...baseEnv, [LOOP_ENV.stateMachineArn]: stateMachineArn },
       ...(tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
     });
-    this.acknowledgeRuntime(this.coordinatorFunction);
+    acknowledgeRuntime(this.coordinatorFunction);
 
     this.coordinator = new CoordinatorStateMachine(this, 'Coordinator', {
       stateMachineName: names.stateMachine,
@@ -454,30 +346,7 @@ export class SluiceJob extends Construct {
       ...(props.expressCheckpoints ? { expressCheckpoints: true } : {}),
     });
     this.stateMachine = this.coordinator.stateMachine;
-    if (!tracing) {
-      Validations.of(this.stateMachine).acknowledge({ id: 'AwsSolutions-SF2', reason: 'X-Ray tracing is a prop (tracing: true); off by default to keep an idle job free of trace costs.' });
-    }
-    const rounds = this.coordinator.rounds;
-    if (rounds) this.acknowledgeRounds(rounds, props, stack);
-    if ((props.coordinatorLogLevel ?? 'ERROR') !== 'ALL') {
-      Validations.of(this.stateMachine).acknowledge({
-        id: 'AwsSolutions-SF1',
-        reason: 'The workflow logs failed states and executions (ERROR); ALL logs three transitions per checkpoint with their data, a cost worth paying only while debugging (coordinatorLogLevel).',
-      });
-    }
-    const fnLogicalId = stack.resolve(stack.getLogicalId(this.coordinatorFunction.node.defaultChild as lambda.CfnFunction)) as string;
-    const smPolicy = this.stateMachine.role.node.tryFindChild('DefaultPolicy') as IConstruct;
-    Validations.of(smPolicy).acknowledge(
-      {
-        id: `AwsSolutions-IAM5[Resource::<${fnLogicalId}.Arn>:*]`,
-        reason: 'Added by the LambdaInvoke task: versions and aliases of the coordinator function, and no other function.',
-      },
-      {
-        id: 'AwsSolutions-IAM5[Resource::*]',
-        reason:
-          'X-Ray tracing (PutTraceSegments, PutTelemetryRecords, GetSampling*) and CloudWatch Logs delivery (CreateLogDelivery, ...) have no resource-level permissions; CDK adds them for tracing and logging.',
-      },
-    );
+    acknowledgeCoordinator(this.stateMachine, this.coordinator.rounds, this.coordinatorFunction, props);
 
     if (props.restartCoordinatorOnFailure ?? true) {
       this.restartRule = new events.Rule(this, 'CoordinatorRestart', {
@@ -515,14 +384,7 @@ export class SluiceJob extends Construct {
       planHash: plan.hash,
       dependsOn: [this.stateMachine, ...eventSourceMappings.values()],
     });
-    if (tracing) {
-      for (const fn of [...stageFunctions.values(), this.coordinatorFunction]) {
-        Validations.of(fn.role!).acknowledge({
-          id: 'AwsSolutions-IAM5[Resource::*]',
-          reason: 'X-Ray PutTraceSegments and PutTelemetryRecords have no resource-level permissions; added by active tracing (tracing: true).',
-        });
-      }
-    }
+    if (tracing) acknowledgeTracing([...stageFunctions.values(), this.coordinatorFunction]);
   }
 
   /**
@@ -531,27 +393,7 @@ export class SluiceJob extends Construct {
    * @param sourceName logical name of the source (`job.source({ name })`); @default every source
    */
   grantWriteSource(grantee: iam.IGrantable, sourceName?: string): iam.Grant {
-    let streams: kinesis.IStream[];
-    if (sourceName === undefined) {
-      streams = [...new Set(this.sourceStreams.values())];
-    } else {
-      const stream = this.sourceStreams.get(sourceName);
-      if (!stream) {
-        throw new Error(
-          `job "${this.plan.job}" has no source named "${sourceName}" (sources: ${[...this.sourceStreams.keys()].join(', ')})`,
-        );
-      }
-      streams = [stream];
-    }
-    const grant = iam.Grant.addToPrincipal({
-      grantee,
-      actions: ['kinesis:PutRecord', 'kinesis:PutRecords', 'kinesis:DescribeStream', 'kinesis:DescribeStreamSummary', 'kinesis:ListShards'],
-      resourceArns: streams.map((s) => s.streamArn),
-    });
-    const keys = [...(this.key ? [this.key] : []), ...[...this.sourceKeys].filter(([name]) => sourceName === undefined || name === sourceName).map(([, k]) => k)];
-    return keys.length
-      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:GenerateDataKey'], resourceArns: [...new Set(keys.map((k) => k.keyArn))] }))
-      : grant;
+    return writeSourceGrant(this.granted(), grantee, sourceName);
   }
 
   /**
@@ -561,32 +403,7 @@ export class SluiceJob extends Construct {
    * when there is one.
    */
   grantReadResults(grantee: iam.IGrantable): iam.Grant {
-    let grant = iam.Grant.addToPrincipal({
-      grantee,
-      actions: DDB_READ,
-      resourceArns: [this.stateTable.tableArn],
-    });
-    const outputStreamArns = [...this.sinkStreams.values()].map((st) => st.streamArn);
-    if (outputStreamArns.length) {
-      grant = grant.combine(iam.Grant.addToPrincipal({ grantee, actions: KINESIS_READ, resourceArns: outputStreamArns }));
-    }
-    if (this.plan.sinks.some((s) => s.kind === 's3-file')) {
-      grant = grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['s3:GetObject'], resourceArns: [this.bucket.arnForObjects('sinks/*')] }));
-    }
-    const sinkArns = [...this.sinkTables.values()].map((t) => t.tableArn);
-    if (sinkArns.length) {
-      grant = grant.combine(
-        iam.Grant.addToPrincipal({
-          grantee,
-          actions: [...DDB_READ, 'dynamodb:Scan', 'dynamodb:DescribeTable'],
-          resourceArns: sinkArns,
-        }),
-      );
-    }
-    const keys = [...(this.key ? [this.key] : []), ...this.sinkKeys.values()];
-    return keys.length
-      ? grant.combine(iam.Grant.addToPrincipal({ grantee, actions: ['kms:Decrypt', 'kms:DescribeKey'], resourceArns: [...new Set(keys.map((k) => k.keyArn))] }))
-      : grant;
+    return readResultsGrant(this.granted(), grantee);
   }
 
   /**
@@ -667,34 +484,18 @@ export class SluiceJob extends Construct {
     return role;
   }
 
-  /** cdk-nag on the Express rounds (expressCheckpoints) and on what starting them adds to the workflow's policy. */
-  private acknowledgeRounds(rounds: sfn.StateMachine, props: SluiceJobProps, stack: Stack): void {
-    if (!(props.tracing ?? false)) {
-      Validations.of(rounds).acknowledge({ id: 'AwsSolutions-SF2', reason: 'X-Ray tracing is a prop (tracing: true); off by default to keep an idle job free of trace costs.' });
-    }
-    if ((props.coordinatorLogLevel ?? 'ERROR') !== 'ALL') {
-      Validations.of(rounds).acknowledge({
-        id: 'AwsSolutions-SF1',
-        reason: 'The rounds log failed states and executions (ERROR); ALL logs about seven states per checkpoint with their data (about $1 a month at a 10 s interval), worth it while debugging (coordinatorLogLevel).',
-      });
-    }
-    const fnLogicalId = stack.resolve(stack.getLogicalId(this.coordinatorFunction.node.defaultChild as lambda.CfnFunction)) as string;
-    Validations.of(rounds.role.node.tryFindChild('DefaultPolicy') as IConstruct).acknowledge(
-      { id: `AwsSolutions-IAM5[Resource::<${fnLogicalId}.Arn>:*]`, reason: 'Added by the LambdaInvoke task: versions and aliases of the coordinator function, and no other function.' },
-      { id: 'AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray tracing and CloudWatch Logs delivery have no resource-level permissions; CDK adds them for tracing and logging.' },
-    );
-    const roundsLogicalId = stack.resolve(stack.getLogicalId(rounds.node.defaultChild as sfn.CfnStateMachine)) as string;
-    Validations.of(this.stateMachine.role.node.tryFindChild('DefaultPolicy') as IConstruct).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"${roundsLogicalId}"}]}]}*]`,
-      reason: 'Added by the startExecution.sync:2 task: describe and stop the executions of the rounds state machine, and of no other.',
-    });
-  }
-
-  private acknowledgeRuntime(fn: lambda.Function): void {
-    Validations.of(fn).acknowledge({
-      id: 'AwsSolutions-L1',
-      reason: 'Node.js 22 is the runtime the project builds and tests for (LAMBDA_RUNTIME); moving to a newer line is a deliberate change.',
-    });
+  private granted(): GrantedResources {
+    return {
+      plan: this.plan,
+      ...(this.key ? { key: this.key } : {}),
+      sourceStreams: this.sourceStreams,
+      sourceKeys: this.sourceKeys,
+      sinkKeys: this.sinkKeys,
+      stateTable: this.stateTable,
+      sinkTables: this.sinkTables,
+      sinkStreams: this.sinkStreams,
+      bucket: this.bucket,
+    };
   }
 }
 
