@@ -31,9 +31,28 @@
  * (other than the token), Distributed Map, Activities.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import * as Ddb from '@aws-sdk/client-dynamodb';
+import type * as Ddb from '@aws-sdk/client-dynamodb';
 import { StateMachine, ExecutionError, ExecutionTimeoutError, type StateMachineDefinition } from 'aws-local-stepfunctions';
+import { SfnApiError, serveStepFunctionsApi, type StepFunctionsApi } from './step-functions-local-api.js';
+import {
+  DYNAMO_OPTIMIZED,
+  DYNAMO_SDK,
+  LAMBDA_ARN,
+  LAMBDA_INVOKE,
+  LAMBDA_INVOKE_TOKEN,
+  MAX_TASK_TIMEOUT_SECONDS,
+  START_EXECUTION,
+  StatesError,
+  TOKEN_PLACEHOLDER,
+  deepClone,
+  functionName,
+  lambdaFailure,
+  runDynamoTask,
+  substituteToken,
+} from './step-functions-local-tasks.js';
+
+export { SfnApiError } from './step-functions-local-api.js';
+export { StatesError } from './step-functions-local-tasks.js';
 
 // Polyfill before any execution starts (the interpreter calls it inside Task states).
 {
@@ -97,35 +116,6 @@ export interface ExecutionSummary {
   cause?: string;
 }
 
-/** An error with a Step Functions error name (`name`) and cause (`message`). */
-export class StatesError extends Error {
-  constructor(name: string, cause: string) {
-    super(cause);
-    this.name = name;
-  }
-}
-
-/** A Step Functions API error (its `type` is the wire `__type`, e.g. TaskTimedOut, ExecutionAlreadyExists). */
-export class SfnApiError extends Error {
-  constructor(
-    readonly type: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = type;
-  }
-}
-
-const TOKEN_PLACEHOLDER = '__sluice_local_task_token__';
-/** setTimeout overflows past 2^31-1 ms and would fire at once. */
-const MAX_TASK_TIMEOUT_SECONDS = Math.floor((2 ** 31 - 1) / 1000);
-const LAMBDA_INVOKE = 'arn:aws:states:::lambda:invoke';
-const LAMBDA_INVOKE_TOKEN = 'arn:aws:states:::lambda:invoke.waitForTaskToken';
-const START_EXECUTION = /^arn:aws:states:::states:startExecution(\.sync(:2)?|\.waitForTaskToken)?$/;
-const LAMBDA_ARN = /^arn:aws[a-z-]*:lambda:[^:]*:[^:]*:function:[^:]+(:[^:]+)?$/;
-const DYNAMO_OPTIMIZED = /^arn:aws:states:::dynamodb:(getItem|putItem|updateItem|deleteItem)$/;
-const DYNAMO_SDK = /^arn:aws:states:::aws-sdk:dynamodb:([a-zA-Z]+)$/;
-
 type TaskState = { Type: 'Task'; Resource: string; TimeoutSeconds?: number; TimeoutSecondsPath?: string; HeartbeatSeconds?: number };
 
 interface PendingTask {
@@ -154,36 +144,6 @@ interface ExecutionRecord extends ExecutionSummary {
 
 const HISTORY_LIMIT = 1_000;
 
-function deepClone<T>(v: T): T {
-  return v === undefined ? (null as T) : (JSON.parse(JSON.stringify(v)) as T);
-}
-
-/** Replaces the placeholder token wherever it occurs in a resolved input (also inside strings). */
-function substituteToken(v: unknown, token: string): unknown {
-  if (typeof v === 'string') return v.includes(TOKEN_PLACEHOLDER) ? v.split(TOKEN_PLACEHOLDER).join(token) : v;
-  if (Array.isArray(v)) return v.map((x) => substituteToken(x, token));
-  if (v && typeof v === 'object') {
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substituteToken(x, token)]));
-  }
-  return v;
-}
-
-function functionName(ref: string): string {
-  // arn:aws:lambda:region:account:function:name[:qualifier], account:function:name, name[:qualifier]
-  const m = /(?:^|:)function:([^:]+)/.exec(ref);
-  if (m) return m[1];
-  return ref.split(':')[0];
-}
-
-/** Lambda reports a thrown error as errorType/errorMessage; Step Functions uses errorType as the Error name. */
-function lambdaFailure(err: unknown): StatesError {
-  const e = err as { name?: unknown; message?: unknown; stack?: unknown };
-  const errorType = typeof e?.name === 'string' && e.name ? e.name : 'Error';
-  const errorMessage = typeof e?.message === 'string' ? e.message : String(err);
-  const trace = typeof e?.stack === 'string' ? e.stack.split('\n') : [];
-  return new StatesError(errorType, JSON.stringify({ errorType, errorMessage, trace }));
-}
-
 export class LocalStepFunctions {
   readonly stateMachineArn: string;
   private readonly name: string;
@@ -196,8 +156,7 @@ export class LocalStepFunctions {
   private readonly pending = new Map<string, PendingTask>();
   /** tokens whose task has closed: AWS answers TaskTimedOut for them */
   private readonly closedTokens = new Set<string>();
-  private server?: Server;
-  private endpoint?: string;
+  private api?: StepFunctionsApi;
   private stopped = false;
 
   constructor(private readonly opts: LocalStateMachineOptions) {
@@ -462,7 +421,7 @@ export class LocalStepFunctions {
     const start = START_EXECUTION.exec(resource);
     if (start) return this.startChild(rec, stateName, task, input, start[1]);
 
-    return this.runDynamo(resource, input);
+    return runDynamoTask(this.opts.dynamodb, resource, input);
   }
 
   private async invokeLambda(fn: string, payload: unknown, asEvent: boolean): Promise<unknown> {
@@ -590,26 +549,6 @@ export class LocalStepFunctions {
     };
   }
 
-  private async runDynamo(resource: string, input: unknown): Promise<unknown> {
-    const client = this.opts.dynamodb;
-    const optimized = DYNAMO_OPTIMIZED.exec(resource);
-    const action = optimized?.[1] ?? DYNAMO_SDK.exec(resource)?.[1];
-    if (!client || !action) throw new StatesError('States.Runtime', `cannot run Resource ${resource}`);
-    const commandName = `${action[0].toUpperCase()}${action.slice(1)}Command`;
-    type AnyCommand = Parameters<Ddb.DynamoDBClient['send']>[0];
-    const Command = (Ddb as unknown as Record<string, (new (i: unknown) => AnyCommand) | undefined>)[commandName];
-    if (!Command) throw new StatesError('States.Runtime', `unknown DynamoDB action ${action}`);
-    try {
-      const res = (await client.send(new Command(input))) as unknown as Record<string, unknown>;
-      const { $metadata: _ignored, ...rest } = res;
-      return deepClone(rest);
-    } catch (err) {
-      const name = (err as Error)?.name ?? 'Error';
-      // Error names differ between the optimized and the SDK integration.
-      throw new StatesError(optimized ? `DynamoDB.${name}` : `DynamoDb.${name}`, (err as Error)?.message ?? String(err));
-    }
-  }
-
   // -------------------------------------------------------------------------------------------
   // Callback API (also reachable over HTTP)
 
@@ -647,127 +586,10 @@ export class LocalStepFunctions {
     this.armHeartbeat(taskToken, entry);
   }
 
-  // -------------------------------------------------------------------------------------------
-  // HTTP server: awsJson1_0, X-Amz-Target: AWSStepFunctions.<Operation>
-
+  /** Serves the Step Functions API for this machine on 127.0.0.1 (once; later calls return the same endpoint). */
   async listen(): Promise<{ endpoint: string }> {
-    if (this.endpoint) return { endpoint: this.endpoint };
-    const server = createServer((req, res) => void this.serve(req, res));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => {
-        server.removeListener('error', reject);
-        resolve();
-      });
-    });
-    const addr = server.address();
-    this.server = server;
-    this.endpoint = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
-    return { endpoint: this.endpoint };
-  }
-
-  private async serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const send = (status: number, body: unknown, errorType?: string) => {
-      const data = JSON.stringify(body);
-      res.writeHead(status, {
-        'content-type': 'application/x-amz-json-1.0',
-        'content-length': Buffer.byteLength(data),
-        'x-amzn-requestid': randomUUID(),
-        ...(errorType ? { 'x-amzn-errortype': errorType } : {}),
-      });
-      res.end(data);
-    };
-    try {
-      const chunks: Buffer[] = [];
-      for await (const c of req) chunks.push(c as Buffer);
-      const text = Buffer.concat(chunks).toString('utf8');
-      let body: Record<string, unknown>;
-      try {
-        body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
-      } catch {
-        throw new SfnApiError('SerializationException', 'request body is not JSON');
-      }
-      const target = String(req.headers['x-amz-target'] ?? '');
-      const op = target.startsWith('AWSStepFunctions.') ? target.slice('AWSStepFunctions.'.length) : '';
-      send(200, await this.dispatch(op, body));
-    } catch (err) {
-      if (err instanceof SfnApiError) send(400, { __type: err.type, message: err.message }, err.type);
-      else send(500, { __type: 'InternalFailure', message: String((err as Error)?.message ?? err) }, 'InternalFailure');
-    }
-  }
-
-  private async dispatch(op: string, b: Record<string, unknown>): Promise<unknown> {
-    const str = (k: string): string | undefined => (typeof b[k] === 'string' ? (b[k] as string) : undefined);
-    const epoch = (d?: Date) => (d ? d.getTime() / 1000 : undefined);
-    switch (op) {
-      case 'SendTaskSuccess':
-        this.sendTaskSuccess(str('taskToken') ?? '', str('output') ?? '');
-        return {};
-      case 'SendTaskFailure':
-        this.sendTaskFailure(str('taskToken') ?? '', str('error'), str('cause'));
-        return {};
-      case 'SendTaskHeartbeat':
-        this.sendTaskHeartbeat(str('taskToken') ?? '');
-        return {};
-      case 'StartExecution': {
-        if (str('stateMachineArn') !== this.stateMachineArn) {
-          throw new SfnApiError('StateMachineDoesNotExist', `State Machine Does Not Exist: '${String(b.stateMachineArn)}'`);
-        }
-        let input: unknown = {};
-        if (str('input') !== undefined) {
-          try {
-            input = JSON.parse(str('input')!);
-          } catch {
-            throw new SfnApiError('InvalidExecutionInput', 'Invalid execution input: not JSON');
-          }
-        }
-        const r = await this.startExecution(input, str('name'));
-        return { executionArn: r.executionArn, startDate: epoch(r.startDate) };
-      }
-      case 'DescribeExecution': {
-        const d = this.describe(str('executionArn') ?? '');
-        return {
-          executionArn: d.arn,
-          stateMachineArn: this.stateMachineArn,
-          name: d.name,
-          status: d.status,
-          startDate: epoch(d.startDate),
-          ...(d.status !== 'RUNNING' ? { stopDate: epoch(d.stopDate) } : {}),
-          input: JSON.stringify(d.input),
-          inputDetails: { included: true },
-          ...(d.status === 'SUCCEEDED' ? { output: JSON.stringify(d.output), outputDetails: { included: true } } : {}),
-          ...(d.error !== undefined ? { error: d.error } : {}),
-          ...(d.cause !== undefined ? { cause: d.cause } : {}),
-        };
-      }
-      case 'ListExecutions': {
-        if (str('stateMachineArn') !== this.stateMachineArn) {
-          throw new SfnApiError('StateMachineDoesNotExist', `State Machine Does Not Exist: '${String(b.stateMachineArn)}'`);
-        }
-        const filter = str('statusFilter');
-        const all = [...this.execs.values()].filter((r) => !filter || r.status === filter).reverse(); // newest first
-        const start = Number(str('nextToken') ?? 0) || 0;
-        const max = typeof b.maxResults === 'number' && b.maxResults > 0 ? Math.min(b.maxResults, 1000) : 100;
-        const page = all.slice(start, start + max);
-        return {
-          executions: page.map((r) => ({
-            executionArn: r.arn,
-            stateMachineArn: this.stateMachineArn,
-            name: r.name,
-            status: r.status,
-            startDate: epoch(r.startDate),
-            ...(r.status !== 'RUNNING' ? { stopDate: epoch(r.stopDate) } : {}),
-          })),
-          ...(start + max < all.length ? { nextToken: String(start + max) } : {}),
-        };
-      }
-      case 'StopExecution': {
-        const r = this.stopExecution(str('executionArn') ?? '', str('error'), str('cause'));
-        return { stopDate: epoch(r.stopDate) };
-      }
-      default:
-        throw new SfnApiError('UnknownOperationException', `operation not supported locally: ${op || '(no X-Amz-Target)'}`);
-    }
+    if (!this.api) this.api = await serveStepFunctionsApi(this);
+    return { endpoint: this.api.endpoint };
   }
 
   /** Aborts running executions, closes the server. */
@@ -780,15 +602,8 @@ export class LocalStepFunctions {
     await Promise.allSettled([...this.execs.values()].map((r) => r.done));
     for (const m of this.opts.nested ?? []) await m.stop();
     for (const token of [...this.pending.keys()]) this.closeToken(token);
-    const server = this.server;
-    this.server = undefined;
-    if (server) {
-      // Let responses in flight finish; cut keep-alive and stuck sockets after a short grace.
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      server.closeIdleConnections();
-      const grace = setTimeout(() => server.closeAllConnections(), 200);
-      await closed;
-      clearTimeout(grace);
-    }
+    const api = this.api;
+    this.api = undefined;
+    if (api) await api.close();
   }
 }
