@@ -4,33 +4,13 @@
  * invocation-timeout options). Used by `sluice run --chaos`, `chaosCheck` (sluice/testing) and the
  * chaos harness of the project's own tests.
  */
-import {
-  GetShardIteratorCommand,
-  ProvisionedThroughputExceededException as KinesisThrottle,
-  PutRecordCommand,
-  PutRecordsCommand,
-  type KinesisClient,
-  type PutRecordsCommandInput,
-  type PutRecordsCommandOutput,
-  type PutRecordsResultEntry,
-} from '@aws-sdk/client-kinesis';
+import { ProvisionedThroughputExceededException as KinesisThrottle, PutRecordCommand, PutRecordsCommand } from '@aws-sdk/client-kinesis';
 import { ProvisionedThroughputExceededException as DynamoThrottle } from '@aws-sdk/client-dynamodb';
 import { S3ServiceException } from '@aws-sdk/client-s3';
-import {
-  BatchGetCommand,
-  DeleteCommand,
-  PutCommand,
-  QueryCommand,
-  TransactWriteCommand,
-  UpdateCommand,
-  type BatchGetCommandOutput,
-  type DynamoDBDocumentClient,
-  type QueryCommandOutput,
-} from '@aws-sdk/lib-dynamodb';
+import { BatchGetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
-import { decodePacket } from '../../shared/codec/envelope.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
 import { awsCoordinator } from '../../shared/adapters/aws/coordinator-ports.js';
 import type { CoordinatorTaskInput } from '../../shared/coordinator/protocol.js';
@@ -39,10 +19,14 @@ import type { RuntimePorts } from '../../shared/runtime/ports.js';
 import type { LocalJobRunner, LocalRunOptions } from '../runner.js';
 import type { KinesisHandler } from '../event-source-poller.js';
 
-import { ChaosCrash, FaultSchedule, type FaultKind } from './schedule.js';
+import { ChaosCrash, FaultSchedule } from './schedule.js';
 import { hangFirstAttempt, silentServer } from './sdk-hang.js';
+import { isConditionalWrite, lostResponse, partialBatchGet, partialPutRecords, shortQueryPage } from './sdk-answers.js';
+import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from './coordinator-crashes.js';
 
 export * from './schedule.js';
+export { crashCoordinatorWrites, inCoordinatorTask, isWriteCommand, type CoordinatorWritePoint } from './coordinator-crashes.js';
+export { trimmedReplayFault } from './sdk-answers.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -471,193 +455,5 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         return send(cmd, ...rest);
       };
     },
-  };
-}
-
-// ------------------------------------------------------------------------------------------ coordinator crash points
-
-/** The coordinator task running in this async context (its writes are crash points). */
-const coordinatorTask = new AsyncLocalStorage<{ readonly task: string; writes: number }>();
-
-/** Runs every coordinator task in its own context, so that its writes (and only its) can crash. */
-export function inCoordinatorTask<I extends { action: string }, O>(run: (input: I) => Promise<O>): (input: I) => Promise<O> {
-  return (input) => coordinatorTask.run({ task: input.action, writes: 0 }, () => run(input));
-}
-
-/** Commands that change something: the crash points of the coordinator's tasks. */
-const WRITE_COMMANDS = new Set([
-  'PutCommand',
-  'UpdateCommand',
-  'DeleteCommand',
-  'BatchWriteCommand',
-  'PutItemCommand',
-  'UpdateItemCommand',
-  'DeleteItemCommand',
-  'PutRecordCommand',
-  'PutRecordsCommand',
-  'UpdateShardCountCommand',
-  'PutObjectCommand',
-  'DeleteObjectCommand',
-  'DeleteObjectsCommand',
-]);
-
-export function isWriteCommand(cmd: object): boolean {
-  return WRITE_COMMANDS.has(cmd.constructor.name);
-}
-
-/** Where a coordinator task is about to write: its action and the write's number in it (1-based). */
-export interface CoordinatorWritePoint {
-  readonly task: string;
-  readonly write: number;
-  readonly command: string;
-}
-
-/**
- * Patches the clients a Coordinator uses (in place): every write sent inside a coordinator task
- * (see inCoordinatorTask) asks `decide` whether the task dies right before it, right after it, or
- * not at all. A crash after the write is a lost response too: the write took effect, the task saw an
- * error (as a Lambda timeout or an SDK retry that exhausted itself would).
- */
-export function crashCoordinatorWrites(clients: AwsClients, decide: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined): void {
-  for (const service of ['doc', 'kinesis', 's3'] as const) {
-    const client = clients[service] as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> };
-    const send = client.send.bind(client);
-    client.send = async (cmd: object, ...rest: unknown[]) => {
-      const ctx = coordinatorTask.getStore();
-      if (!ctx || !isWriteCommand(cmd)) return send(cmd, ...rest);
-      const where = { task: ctx.task, write: ++ctx.writes, command: cmd.constructor.name };
-      const when = decide(where);
-      const crash = () => new ChaosCrash('coordinator-crash-at-write', `coordinator ${where.task}, ${when} write #${where.write} (${where.command})`);
-      if (when === 'before') throw crash();
-      const out = await send(cmd, ...rest);
-      if (when === 'after') throw crash();
-      return out;
-    };
-  }
-}
-
-/**
- * BatchGetItem (document client) answering only part of the keys: the rest come back as
- * UnprocessedKeys, as DynamoDB does under load. A reader that ignores them loses state.
- */
-async function partialBatchGet(doc: DynamoDBDocumentClient, cmd: BatchGetCommand, schedule: FaultSchedule): Promise<BatchGetCommandOutput | undefined> {
-  const items = cmd.input.RequestItems ?? {};
-  const tables = Object.keys(items);
-  if (tables.length !== 1) return undefined;
-  const table = tables[0]!;
-  const spec = items[table]!;
-  const keys = spec.Keys ?? [];
-  if (keys.length < 1 || !schedule.roll('unprocessed-keys')) return undefined;
-  const cut = schedule.int(keys.length); // 0 … n-1 keys answered now
-  const answered = keys.slice(0, cut);
-  const rest = keys.slice(cut);
-  let responses: Record<string, Record<string, unknown>[]> = { [table]: [] };
-  let metadata: BatchGetCommandOutput['$metadata'] = { httpStatusCode: 200 };
-  if (answered.length) {
-    const out = await doc.send(new BatchGetCommand({ ...cmd.input, RequestItems: { [table]: { ...spec, Keys: answered } } }));
-    metadata = out.$metadata;
-    responses = (out.Responses as Record<string, Record<string, unknown>[]> | undefined) ?? responses;
-    const again = out.UnprocessedKeys?.[table]?.Keys ?? [];
-    rest.unshift(...again);
-  }
-  return { $metadata: metadata, Responses: responses, UnprocessedKeys: { [table]: { ...spec, Keys: rest } } };
-}
-
-/**
- * A Query page cut short: DynamoDB ends a page at 1 MB (or under load) and says where to go on with
- * LastEvaluatedKey. A reader that stops at the first page loses the items of the others.
- */
-async function shortQueryPage(doc: DynamoDBDocumentClient, cmd: QueryCommand, schedule: FaultSchedule): Promise<QueryCommandOutput | undefined> {
-  if (cmd.input.Limit !== undefined || !schedule.roll('unprocessed-keys')) return undefined;
-  const out = await doc.send(new QueryCommand({ ...cmd.input, Limit: 1 }));
-  return out;
-}
-
-/** A DynamoDB write with a condition (document client): its retry can meet its own earlier write. */
-function isConditionalWrite(cmd: object): boolean {
-  if (cmd instanceof TransactWriteCommand) return true;
-  return (cmd instanceof PutCommand || cmd instanceof UpdateCommand || cmd instanceof DeleteCommand) && cmd.input.ConditionExpression !== undefined;
-}
-
-/**
- * A lost response: the request is applied, its response never arrives (a connection reset, a
- * timeout), and the SDK sends the same request again — what the caller gets is the retry's answer.
- * An error of the first attempt is the caller's (nothing was lost).
- */
-async function lostResponse(client: { send: (cmd: never) => Promise<unknown> }, cmd: object, schedule: FaultSchedule): Promise<unknown> {
-  const send = client.send.bind(client) as (cmd: object) => Promise<unknown>;
-  await send(cmd);
-  schedule.observe(`lost-response:${cmd.constructor.name}`);
-  return send(cmd);
-}
-
-/** True when a Kinesis record is a packet holding a barrier. */
-function carriesBarrier(data: Uint8Array | undefined): boolean {
-  if (!data) return false;
-  try {
-    return decodePacket(data).envelopes.some((e) => e.kind === 'barrier');
-  } catch {
-    return false;
-  }
-}
-
-/**
- * PutRecords with a partial failure: only some entries are really sent; the others are answered
- * with ProvisionedThroughputExceededException, in the response shape the SDK returns (one result per
- * entry, in request order, FailedRecordCount set).
- */
-async function partialPutRecords(kinesis: KinesisClient, cmd: PutRecordsCommand, schedule: FaultSchedule): Promise<PutRecordsCommandOutput | undefined> {
-  const input: PutRecordsCommandInput = cmd.input;
-  const entries = input.Records ?? [];
-  if (!entries.length) return undefined;
-  const fail = new Set<number>();
-  const barrierAt = entries.findIndex((e) => carriesBarrier(e.Data));
-  // a partial failure needs something to succeed: a barrier alone in its call is left alone
-  if (barrierAt >= 0 && entries.length > 1 && schedule.roll('putrecords-partial-barrier')) {
-    // entries bound for the barrier's shard that precede it fail and land after it; if there are
-    // none, the barrier itself fails and lands after whatever else the call carries
-    const hashKey = entries[barrierAt]!.ExplicitHashKey;
-    for (let i = 0; i < barrierAt; i++) if (entries[i]!.ExplicitHashKey === hashKey) fail.add(i);
-    if (!fail.size) fail.add(barrierAt);
-    schedule.observe(fail.has(barrierAt) ? 'barrier-entry-failed' : 'entries-before-barrier-failed');
-  } else if (entries.length > 1 && schedule.roll('putrecords-partial')) {
-    for (let i = 0; i < entries.length; i++) if (schedule.random() < 0.5) fail.add(i);
-    if (!fail.size) fail.add(schedule.int(entries.length));
-    if (fail.size === entries.length) fail.delete(schedule.int(entries.length));
-  } else return undefined;
-
-  const sendIdx = entries.map((_, i) => i).filter((i) => !fail.has(i));
-  const results: PutRecordsResultEntry[] = entries.map(() => ({
-    ErrorCode: 'ProvisionedThroughputExceededException',
-    ErrorMessage: 'Rate exceeded for shard shardId-000000000000 in stream under account 000000000000.',
-  }));
-  let failed = fail.size;
-  let metadata: PutRecordsCommandOutput['$metadata'] = { httpStatusCode: 200 };
-  if (sendIdx.length) {
-    const out = await kinesis.send(new PutRecordsCommand({ ...input, Records: sendIdx.map((i) => entries[i]!) }));
-    metadata = out.$metadata;
-    sendIdx.forEach((i, j) => {
-      const r = out.Records?.[j];
-      if (r && !r.ErrorCode) results[i] = { SequenceNumber: r.SequenceNumber, ShardId: r.ShardId };
-      else failed++;
-    });
-  }
-  return { $metadata: metadata, FailedRecordCount: failed, Records: results, EncryptionType: 'NONE' };
-}
-
-/**
- * Client fault for targeted tests: while `active()`, the engine's replay reads (through the stage's
- * own clients; the ESM poller uses other clients) find the record they start from trimmed away, as a
- * replay point older than the stream's retention would. Kinesis does not refuse such a position: an
- * iterator at or after a trimmed sequence number starts at the oldest record still retained. So every
- * iterator asked for at or after a sequence number is served just after it.
- */
-export function trimmedReplayFault(active: () => boolean, onFault?: () => void) {
-  return (service: keyof AwsClients, command: object): object | void => {
-    if (service !== 'kinesis' || !active() || !(command instanceof GetShardIteratorCommand)) return;
-    const { ShardIteratorType: type, StartingSequenceNumber: seq } = command.input;
-    if ((type !== 'AT_SEQUENCE_NUMBER' && type !== 'AFTER_SEQUENCE_NUMBER') || !seq) return;
-    onFault?.();
-    return new GetShardIteratorCommand({ ...command.input, ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' });
   };
 }
