@@ -16,7 +16,7 @@ import { runPipeline } from './pipeline.js';
 export interface CostPartResult {
   readonly line: string;
   readonly transitions: { count: number; path: string[] };
-  /** idle, then 1,000 ev/s at 10 s checkpoints, then at 60 s */
+  /** idle, then 1,000 ev/s at 10 s checkpoints, the same in Express rounds, then at 60 s */
   readonly scenarios: MonthlyCost[];
 }
 
@@ -25,7 +25,7 @@ const KEYS = 10_000;
 const WRITE_KINDS = ['state', 'delta', 'position', 'pointer', 'ack', 'takeover', 'sink'] as const;
 const EPS = 1_000;
 
-async function metered(intervalS: number, quick: boolean, transitions: number, log: (line: string) => void): Promise<{ plan: Plan; cost: MonthlyCost }> {
+async function metered(intervalS: number, quick: boolean, transitions: number, log: (line: string) => void): Promise<{ plan: Plan; cost: MonthlyCost; express: MonthlyCost }> {
   const job = keyedCountJob({ sourceShards: 2, parallelism: 1, checkpointIntervalMs: intervalS * 1000 });
   const plan = planJob(job);
   // at 1,000 ev/s over 10,000 keys, 60 s touch every key about six times (all but 0.25 % of them)
@@ -34,7 +34,13 @@ async function metered(intervalS: number, quick: boolean, transitions: number, l
   log(`metering the job in process at ${EPS} ev/s, ${intervalS} s checkpoints (${warmupSeconds} s warm-up, ${seconds} s metered)…`);
   const r = await runPipeline({ job, eventsPerSecond: EPS, seconds, checkpointEverySeconds: intervalS, maxBatch: 500, keys: KEYS, warmupSeconds });
   log(`  stage functions' writes per checkpoint (WRU): ${WRITE_KINDS.map((k) => `${k} ${((r.meter.get(`dynamodb.write.${k}`).units * intervalS) / seconds).toFixed(1)}`).join(', ')}; requests per checkpoint: ${((r.meter.sum('dynamodb.write.').requests * intervalS) / seconds).toFixed(1)}`);
-  return { plan, cost: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, activity: fromMeter(r, EPS, plan), transitionsPerCheckpoint: transitions }) };
+  const activity = fromMeter(r, EPS, plan);
+  return {
+    plan,
+    cost: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, activity, transitionsPerCheckpoint: transitions }),
+    // the same job with its checkpoints in Express rounds (SluiceJob expressCheckpoints): the stage functions do the same work
+    express: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, activity, expressCheckpoints: true }),
+  };
 }
 
 export async function runCostPart(log: (line: string) => void, quick = false): Promise<CostPartResult> {
@@ -44,16 +50,17 @@ export async function runCostPart(log: (line: string) => void, quick = false): P
   const transitions = transitionsPerCheckpoint(cachedCoordinatorDefinition(job).definition.States as unknown as Record<string, AslState>);
   log(`coordinator happy path: ${transitions.path.join(' → ')} → ${transitions.path[0]} (${transitions.count} transitions per checkpoint)`);
   const idle = monthlyCost({ plan, eventsPerSecond: 0, keys: KEYS, transitionsPerCheckpoint: transitions.count });
-  const active = (await metered(10, quick, transitions.count, log)).cost;
+  const { cost: active, express } = await metered(10, quick, transitions.count, log);
   const slow = (await metered(60, quick, transitions.count, log)).cost;
   log(`\nidle (no events, ${plan.checkpoint.intervalMs / 1000} s interval), per month:\n${formatMonthlyCost(idle)}`);
-  for (const c of [active, slow]) {
-    log(`\n${EPS} events/s, ${c.checkpointIntervalS} s checkpoints, per month:\n${formatMonthlyCost(c)}`);
+  for (const c of [active, express, slow]) {
+    log(`\n${EPS} events/s, ${c.checkpointIntervalS} s checkpoints${c.expressCheckpoints ? ' in Express rounds (expressCheckpoints: true)' : ''}, per month:\n${formatMonthlyCost(c)}`);
     log(`by service: ${byService(c).map(([s, usd]) => `${s} $${usd.toFixed(2)}`).join(', ')}`);
   }
-  log(`\nwith 60 s checkpoints (checkpoint.intervalMs: 60_000): active_usd_month_1k=${slow.usd.toFixed(2)}`);
+  log(`\nwith checkpoints in Express rounds (expressCheckpoints: true): active_usd_month_1k=${express.usd.toFixed(2)} transitions_per_checkpoint=${express.transitionsPerCheckpoint.toFixed(2)}`);
+  log(`with 60 s checkpoints (checkpoint.intervalMs: 60_000): active_usd_month_1k=${slow.usd.toFixed(2)}`);
   const line =
     `cost: idle_usd_month=${idle.usd.toFixed(2)} active_usd_month_1k=${active.usd.toFixed(2)} ` +
     `transitions_per_checkpoint=${transitions.count} shards_usd_month=${active.shardsUsd.toFixed(2)}`;
-  return { line, transitions, scenarios: [idle, active, slow] };
+  return { line, transitions, scenarios: [idle, active, express, slow] };
 }

@@ -16,7 +16,7 @@
  */
 import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
-import { pauseMsOf } from '../shared/coordinator/loop.js';
+import { pauseMsOf, ROUND } from '../shared/coordinator/loop.js';
 import type { PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 
@@ -118,6 +118,8 @@ export interface CostOptions {
   /** watchdog period in minutes; @default 5 */
   readonly watchdogMinutes?: number;
   readonly transitionsPerCheckpoint?: number;
+  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default false */
+  readonly expressCheckpoints?: boolean;
   /** the functions' log level (SluiceJob `logLevel`): Lambda's platform lines are sent at DEBUG and INFO only; @default 'WARN' */
   readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
 }
@@ -141,7 +143,9 @@ export interface MonthlyCost {
   /** reported apart: the producers' PUT payload units (or on-demand ingest) into the source streams */
   readonly producerPutsUsd: number;
   readonly checkpointsPerMonth: number;
+  /** billed Standard transitions per checkpoint (with Express rounds: the Standard execution's per round, spread over the round's checkpoints) */
   readonly transitionsPerCheckpoint: number;
+  readonly expressCheckpoints: boolean;
 }
 
 /** Metric names the functions publish: per stage and for the coordinator (functions/telemetry.ts, stage-runner). */
@@ -155,6 +159,15 @@ const PLATFORM_LOG_BYTES = 360;
  */
 const EMF_LOG_BYTES = 900;
 const EMF_PERIOD_S = 60;
+/**
+ * Express rounds (cdk/coordinator-state-machine.ts): the Standard states per round (Allocate, Round,
+ * Rounded?, Pause); the round's reads of a checkpoint's acks, one a second while they arrive — an
+ * assumption: the barrier's way through two stages whose mappings poll each shard once a second
+ * takes about two seconds —; the memory an Express execution is billed at (its 64 MB minimum).
+ */
+export const ROUND_STANDARD_TRANSITIONS = 4;
+const ROUND_POLLS_PER_CHECKPOINT = 3;
+const EXPRESS_BILLED_GB = 64 / 1024;
 /** coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, await, commit, close), measured by reading loop.ts/coordinator.ts */
 const COORDINATOR_WRU = 9;
 const COORDINATOR_RRU = 14;
@@ -177,10 +190,14 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const S = SECONDS_PER_MONTH;
   const lines: MonthlyLine[] = [];
   const line = (service: string, item: string, quantity: number, unit: string, price: number) => lines.push({ service, item, quantity, unit, usd: quantity * price });
-  const transitions = o.transitionsPerCheckpoint ?? 3;
   const pauseS = pauseMsOf(plan.checkpoint) / 1000;
+  const express = o.expressCheckpoints ?? false;
+  // a round allocates the next checkpoint after each pause while it is younger than ROUND.allocateForMs
+  const perRound = express ? Math.max(1, Math.floor(ROUND.allocateForMs / 1000 / (pauseS + 1))) : 1;
+  const transitions = express ? ROUND_STANDARD_TRANSITIONS / perRound : (o.transitionsPerCheckpoint ?? 3);
   // an idle coordinator takes no checkpoint; an active one one per pause (plus the commit, ~1 s)
   const checkpoints = active || !idle ? S / (pauseS + 1) : 0;
+  const rounds = express ? checkpoints / perRound : 0;
   // a commit collects garbage about once a minute (shared/coordinator/gc.ts collectsGarbage)
   const gcRuns = checkpoints / Math.max(1, Math.ceil(GC_PERIOD_MS / (pauseS * 1000)));
   const parkedRechecks = active || !idle ? 0 : HOURS_PER_MONTH; // Allocate's hourly re-check (IDLE_RECHECK_SECONDS)
@@ -213,8 +230,9 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   // Lambda
   line('Lambda', 'stage invocations (ESM batches)', (a?.stageInvocations ?? 0) * S, 'requests', PRICES.lambda.request);
   line('Lambda', `stage GB-s (${ASSUMPTIONS.stageMemoryMb} MB)`, (a?.stageGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
-  const coordInvocations = checkpoints * 3 + parkedRechecks;
-  line('Lambda', 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
+  const perCheckpointTasks = express ? 2 + ROUND_POLLS_PER_CHECKPOINT : 3;
+  const coordInvocations = checkpoints * perCheckpointTasks + parkedRechecks;
+  line('Lambda', express ? `coordinator invocations (allocate, ${ROUND_POLLS_PER_CHECKPOINT} ack reads, commit per checkpoint)` : 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
   line('Lambda', `coordinator GB-s (${ASSUMPTIONS.coordinatorMemoryMb} MB)`, coordInvocations * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
   line('Lambda', 'watchdog invocations', watchdogRuns, 'requests', PRICES.lambda.request);
   line('Lambda', 'watchdog GB-s', watchdogRuns * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
@@ -227,14 +245,21 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   line('DynamoDB', `reads: state read back by a replaced environment (once per ${ENVIRONMENT_LIFETIME_HOURS} h per keyed stage)`, reloads * keyedStages * Math.ceil((keys * STATE_BYTES_PER_KEY) / 4096), 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'reads: idle item after each source batch (wake-up)', idle ? (a?.sourceInvocations ?? 0) * S : 0, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'coordinator writes', checkpoints * COORDINATOR_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * COORDINATOR_RRU + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * (COORDINATOR_RRU + (express ? ROUND_POLLS_PER_CHECKPOINT : 0)) + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'commit GC (about once a minute): a lease read and a delta query per instance', gcRuns * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   const stateGb = (keys * STATE_BYTES_PER_KEY) / 1e9 + 0.001;
   line('DynamoDB', 'storage (state, control, sinks)', stateGb, 'GB-month', MORE_PRICES.dynamodb.storedGbMonth);
   line('DynamoDB', 'point-in-time recovery', stateGb, 'GB-month', MORE_PRICES.dynamodb.pitrGbMonth);
 
   // Step Functions
-  line('Step Functions', `state transitions (${transitions} per checkpoint${idle ? '; none while idle' : ''})`, checkpoints * transitions + parkedRechecks, 'transitions', PRICES.stepFunctions.stateTransition);
+  if (express) {
+    line('Step Functions', `Standard transitions (${ROUND_STANDARD_TRANSITIONS} per Express round of about ${perRound} checkpoints${idle ? '; none while idle' : ''})`, rounds * ROUND_STANDARD_TRANSITIONS + parkedRechecks, 'transitions', PRICES.stepFunctions.stateTransition);
+    line('Step Functions', 'Express rounds: requests', rounds, 'requests', PRICES.stepFunctions.expressRequest);
+    // a round runs from its first checkpoint's acks to its last commit: all but the pause between rounds
+    line('Step Functions', 'Express rounds: duration at 64 MB', (checkpoints * (pauseS + 1) - rounds * pauseS) * EXPRESS_BILLED_GB, 'GB-s', PRICES.stepFunctions.expressGbSecond);
+  } else {
+    line('Step Functions', `state transitions (${transitions} per checkpoint${idle ? '; none while idle' : ''})`, checkpoints * transitions + parkedRechecks, 'transitions', PRICES.stepFunctions.stateTransition);
+  }
 
   // S3
   line('S3', 'PUT (deltas above 8 KB, dead letters)', (a?.s3Puts ?? 0) * S, 'requests', PRICES.s3.put);
@@ -275,6 +300,7 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
     producerPutsUsd,
     checkpointsPerMonth: checkpoints,
     transitionsPerCheckpoint: transitions,
+    expressCheckpoints: express,
   };
 }
 

@@ -449,7 +449,7 @@ function renderCost(r: BenchResults, out: string[]): void {
   if (!r.cost) return;
   const sc = r.cost.scenarios;
   out.push('', `Monthly cost by service (bench/cost.ts; us-east-1 list prices, ${PRICES.date}; Managed Flink floor ${usd(FLINK_FLOOR_PER_MONTH)}/month):`, '');
-  const name = (c: MonthlyCost) => (c.eventsPerSecond ? `${fmt(c.eventsPerSecond)} ev/s, ${c.checkpointIntervalS} s` : 'idle');
+  const name = (c: MonthlyCost) => (c.eventsPerSecond ? `${fmt(c.eventsPerSecond)} ev/s, ${c.checkpointIntervalS} s${c.expressCheckpoints ? ', Express rounds' : ''}` : 'idle');
   const services = [...new Set(sc.flatMap((c) => byService(c).map(([s]) => s)))];
   out.push(`| service | ${sc.map(name).join(' | ')} |`);
   out.push(`|---|${sc.map(() => '---').join('|')}|`);

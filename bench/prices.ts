@@ -32,6 +32,10 @@ export const PRICES = {
   stepFunctions: {
     /** Standard workflows, per state transition */
     stateTransition: 0.025 / 1000,
+    /** Express workflows, per request (execution started) */
+    expressRequest: 1 / 1e6,
+    /** Express workflows, per GB-second of duration (first 1,000 GB-hours a month), billed in 64 MB and 100 ms steps */
+    expressGbSecond: 0.00001667,
   },
   s3: {
     put: 0.005 / 1000,

@@ -31,6 +31,8 @@ export interface CoordinatorDefinitionOptions {
   readonly partition?: string;
   /** the job's module file, if known (only written into the unused entry files); @default a placeholder */
   readonly jobModule?: string;
+  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default false */
+  readonly expressCheckpoints?: boolean;
 }
 
 export interface CoordinatorDefinition {
@@ -38,6 +40,8 @@ export interface CoordinatorDefinition {
   readonly definition: AslDefinition;
   readonly stateMachineName: string;
   readonly stateMachineArn: string;
+  /** with `expressCheckpoints`: the Express workflow the Standard one starts a round of checkpoints in */
+  readonly rounds?: { readonly definition: AslDefinition; readonly stateMachineArn: string };
   readonly coordinatorFunctionName: string;
   readonly coordinatorFunctionArn: string;
   /** every function of the job by physical name: the coordinator and one operator function per stage */
@@ -91,6 +95,7 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
       jobModule: options.jobModule ?? join(work, 'job-module-not-given.ts'),
       entriesDir: join(work, 'entries'),
       ...(options.prefix !== undefined ? { prefix: options.prefix } : {}),
+      ...(options.expressCheckpoints ? { expressCheckpoints: true } : {}),
     });
     const sluice = stack.job;
     const assembly = app.synth();
@@ -109,6 +114,9 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
     }
     const sm = stateMachines.find((s) => s.props.StateMachineName === sluice.names.stateMachine);
     if (!sm) throw new Error(`the synthesized stack has no state machine named ${sluice.names.stateMachine}`);
+    const stateMachineArn = (name: string) => `arn:${partition}:states:${region}:${account}:stateMachine:${name}`;
+    // `Ref` of a state machine is its ARN
+    const logicalToStateMachineArn = new Map(stateMachines.flatMap((m) => (typeof m.props.StateMachineName === 'string' ? [[m.id, stateMachineArn(m.props.StateMachineName)] as const] : [])));
 
     const pseudo: Record<string, string> = {
       'AWS::Partition': partition,
@@ -121,6 +129,7 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
       if (token && typeof token === 'object' && !Array.isArray(token)) {
         const ref = token.Ref;
         if (typeof ref === 'string' && ref in pseudo) return pseudo[ref]!;
+        if (typeof ref === 'string' && logicalToStateMachineArn.has(ref)) return logicalToStateMachineArn.get(ref)!;
         const getAtt = token['Fn::GetAtt'];
         if (Array.isArray(getAtt) && getAtt[1] === 'Arn' && typeof getAtt[0] === 'string') {
           const fnName = logicalToFunctionName.get(getAtt[0]);
@@ -129,18 +138,18 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
       }
       throw new Error(`coordinatorDefinition cannot resolve the token ${JSON.stringify(token)} in the state machine's definition`);
     };
-    const body = sm.props.DefinitionString;
-    let text: string;
-    if (typeof body === 'string') {
-      text = body;
-    } else {
+    const definitionOf = (body: CfnValue | undefined): AslDefinition => {
+      if (typeof body === 'string') return JSON.parse(body) as AslDefinition;
       const join = body && typeof body === 'object' && !Array.isArray(body) ? body['Fn::Join'] : undefined;
       if (!Array.isArray(join) || join[0] !== '' || !Array.isArray(join[1])) {
         throw new Error(`unexpected DefinitionString shape: ${JSON.stringify(body).slice(0, 200)}`);
       }
-      text = join[1].map(resolveToken).join('');
-    }
-    const definition = JSON.parse(text) as AslDefinition;
+      return JSON.parse(join[1].map(resolveToken).join('')) as AslDefinition;
+    };
+    const definition = definitionOf(sm.props.DefinitionString);
+    const roundsName = sluice.coordinator.rounds ? `${sluice.names.stateMachine}-rounds` : undefined;
+    const roundsSm = roundsName ? stateMachines.find((m) => m.props.StateMachineName === roundsName) : undefined;
+    if (roundsName && !roundsSm) throw new Error(`the synthesized stack has no state machine named ${roundsName}`);
 
     const functionNameToHandler: Record<string, FunctionHandlerRef> = {
       [sluice.names.coordinatorFunction]: { kind: 'coordinator' },
@@ -152,7 +161,8 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
     return {
       definition,
       stateMachineName: sluice.names.stateMachine,
-      stateMachineArn: `arn:${partition}:states:${region}:${account}:stateMachine:${sluice.names.stateMachine}`,
+      stateMachineArn: stateMachineArn(sluice.names.stateMachine),
+      ...(roundsSm && roundsName ? { rounds: { definition: definitionOf(roundsSm.props.DefinitionString), stateMachineArn: stateMachineArn(roundsName) } } : {}),
       coordinatorFunctionName: sluice.names.coordinatorFunction,
       coordinatorFunctionArn: functionArn(sluice.names.coordinatorFunction),
       functionNameToHandler,

@@ -33,7 +33,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
-import { pauseMsOf } from '../shared/coordinator/loop.js';
+import { pauseMsOf, type RoundEnd } from '../shared/coordinator/loop.js';
 import { ceilingMs } from '../shared/coordinator/timeouts.js';
 import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
@@ -55,6 +55,18 @@ export const COORDINATOR_STATES = {
   continueAsNewChoice: 'ContinueAsNew?',
   continueAsNew: 'ContinueAsNew',
   done: 'Done',
+  // only with expressCheckpoints: the Standard execution's states …
+  round: 'Round',
+  rounded: 'Rounded?',
+  commitAgain: 'CommitAgain',
+  // … and the Express round's
+  poll: 'Poll',
+  polled: 'Polled?',
+  ackWait: 'AckWait',
+  more: 'More?',
+  next: 'AllocateNext',
+  allocated: 'Allocated?',
+  roundDone: 'RoundDone',
   // only with checkpoint.maxConcurrent > 1
   settle: 'Settle',
   full: 'Full?',
@@ -90,7 +102,21 @@ export interface CoordinatorStateMachineProps {
   readonly logRemovalPolicy?: RemovalPolicy;
   /** X-Ray tracing of the workflow; @default false */
   readonly tracing?: boolean;
+  /**
+   * Run the checkpoints in Express rounds: the Standard execution allocates (or parks) and starts
+   * an Express execution (`<stateMachineName>-rounds`) that waits for acks, commits, pauses and
+   * allocates the next checkpoint, for up to ROUND.allocateForMs; a few Standard transitions per
+   * round instead of three per checkpoint. Needs one checkpoint in flight and a pause of at most
+   * MAX_ROUND_PAUSE_SECONDS. @default false
+   */
+  readonly expressCheckpoints?: boolean;
 }
+
+/** The longest pause an Express round takes (its execution may run five minutes in all). */
+export const MAX_ROUND_PAUSE_SECONDS = 60;
+
+/** How often an Express round reads a checkpoint's acks while it waits for them. */
+export const ACK_POLL_SECONDS = 1;
 
 /** The longest a commit may run (heartbeats and all) before its state times out and Allocate takes over. */
 export const COMMIT_TIMEOUT_SECONDS = 900;
@@ -148,6 +174,8 @@ export class CoordinatorStateMachine extends Construct {
 
   readonly stateMachine: sfn.StateMachine;
   readonly logGroup: logs.LogGroup;
+  /** the Express workflow of the rounds (expressCheckpoints) */
+  readonly rounds?: sfn.StateMachine;
 
   constructor(scope: Construct, id: string, props: CoordinatorStateMachineProps) {
     super(scope, id);
@@ -175,20 +203,26 @@ export class CoordinatorStateMachine extends Construct {
       .when(sfn.Condition.isNumeric('$.iteration'), resume)
       .otherwise(fresh);
 
-    const concurrent = (checkpoint.maxConcurrent ?? 1) > 1;
-    if (concurrent) {
-      this.concurrentLoop(props, fresh, resume, checkpointId);
-    } else {
-      this.loop(props, fresh, resume, checkpointId);
-    }
-    const definition = init;
-
     this.logGroup = new logs.LogGroup(this, 'Logs', {
       // the vended-logs prefix keeps the CloudWatch Logs resource policy small
       logGroupName: `/aws/vendedlogs/states/${props.stateMachineName}`,
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
       removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
     });
+
+    const concurrent = (checkpoint.maxConcurrent ?? 1) > 1;
+    if (props.expressCheckpoints) {
+      if (concurrent) throw new Error('expressCheckpoints needs one checkpoint in flight (checkpoint.maxConcurrent 1)');
+      if (pauseSeconds(checkpoint) > MAX_ROUND_PAUSE_SECONDS) {
+        throw new Error(`expressCheckpoints needs a pause of at most ${MAX_ROUND_PAUSE_SECONDS} s (checkpoint.intervalMs, minPauseMs), got ${pauseSeconds(checkpoint)} s: at longer intervals the Standard loop costs less`);
+      }
+      this.rounds = this.roundsLoop(props, fresh, resume);
+    } else if (concurrent) {
+      this.concurrentLoop(props, fresh, resume, checkpointId);
+    } else {
+      this.loop(props, fresh, resume, checkpointId);
+    }
+    const definition = init;
 
     this.stateMachine = new sfn.StateMachine(this, 'Resource', {
       stateMachineName: props.stateMachineName,
@@ -212,28 +246,7 @@ export class CoordinatorStateMachine extends Construct {
   private loop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass, checkpointId: number): void {
     const { checkpoint, coordinatorFunction: fn } = props;
     const S = COORDINATOR_STATES;
-    const allocate = tasks.LambdaInvoke.jsonPath(this, S.allocate, {
-      comment: 'allocate checkpoint n and inject its barrier; while no input arrives, wait for the first (no transitions)',
-      lambdaFunction: fn,
-      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-      payload: sfn.TaskInput.fromObject({ action: 'begin', iteration: sfn.JsonPath.numberAt('$.iteration'), taskToken: sfn.JsonPath.taskToken }),
-      // a parked coordinator looks again this often even if no wake-up reaches it
-      taskTimeout: sfn.Timeout.duration(Duration.seconds(IDLE_RECHECK_SECONDS)),
-      // the result replaces the state (no ResultPath: the local interpreter reads "$" as a key)
-      resultSelector: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.ckpt.checkpointId') } },
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(allocate);
-    allocate.addRetry({
-      errors: [CHECKPOINT_IN_FLIGHT],
-      interval: Duration.seconds(1),
-      backoffRate: 2,
-      maxDelay: Duration.seconds(30),
-      maxAttempts: allocateRetryAttempts(checkpoint),
-    });
-    const done = new sfn.Succeed(this, S.done, { comment: 'a fresh execution took over (continue-as-new)' });
-    allocate.addCatch(done, { errors: [LOOP_ERRORS.continuedAsNew], resultPath: sfn.JsonPath.DISCARD });
-    allocate.addCatch(allocate, { errors: [LOOP_ERRORS.inputArrived, sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+    const allocate = this.allocateTask(props);
 
     const awaitAcks = tasks.LambdaInvoke.jsonPath(this, S.awaitAcks, {
       comment: 'register the task token; the instance whose ack completes the set calls SendTaskSuccess',
@@ -290,6 +303,170 @@ export class CoordinatorStateMachine extends Construct {
     resume.next(allocate);
     allocate.next(awaitAcks).next(commit).next(allocate);
     abort.next(pause).next(allocate);
+  }
+
+  /**
+   * Checkpoints in Express rounds. The Standard execution stays the coordinator of record:
+   *
+   * ```
+   * Allocate (allocate + inject, or park) ─▶ Round (an Express execution, .sync:2) ─▶ Rounded? ─┬─ late ──▶ Round
+   *    ▲                                                                                        ├─ commit ─▶ CommitAgain ─▶ Pause
+   *    ├──────────────── idle, rotate (park / continue as new) ◀────────────────────────────────┤
+   *    └──────────────────────────────────────────── Pause ◀── budget, failed, a failed round ◀─┘
+   * ```
+   *
+   * The round (Express; no task tokens there) waits for n's acks by reading its record every
+   * ACK_POLL_SECONDS, commits n, pauses, and allocates the next checkpoint until it has run
+   * ROUND.allocateForMs; it ends with n open after ROUND.pollForMs (the next round waits on). Once
+   * n is a progress window old, the round's reads apply the coordinator's own rule (`overdue`,
+   * shared/coordinator/timeouts.ts): a stuck n is aborted, and the round pauses and goes on. A
+   * commit that failed twice is handed back: CommitAgain retries it for about a day, in the
+   * Standard execution's history. An
+   * Express execution runs at least once: a duplicate round is harmless because every task it runs
+   * is idempotent and allocate keeps one checkpoint in flight.
+   */
+  private roundsLoop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass): sfn.StateMachine {
+    const { checkpoint, coordinatorFunction: fn } = props;
+    const S = COORDINATOR_STATES;
+    const checkpointId = sfn.JsonPath.numberAt('$.ckpt.checkpointId');
+    const roundStartedAt = sfn.JsonPath.stringAt('$$.Execution.StartTime');
+    const scope = new Construct(this, 'Rounds');
+
+    // ── the Express round ──
+    const done = new sfn.Succeed(scope, S.roundDone, { comment: 'the round ends; the Standard execution goes on from its output' });
+    const end = (kind: RoundEnd) =>
+      sfn.Pass.jsonPath(scope, `End-${kind}`, {
+        parameters: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId }, end: kind },
+      }).next(done);
+    const ends = { late: end('late'), budget: end('budget'), commit: end('commit'), failed: end('failed') };
+    const poll = tasks.LambdaInvoke.jsonPath(scope, S.poll, {
+      comment: 'read checkpoint n: all acks in, aborted as stuck (the progress window, timeouts.ts), or the round out of time?',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'poll', checkpointId, roundStartedAt }),
+      resultSelector: { acked: sfn.JsonPath.stringAt('$.Payload.acked'), aborted: sfn.JsonPath.stringAt('$.Payload.aborted'), late: sfn.JsonPath.stringAt('$.Payload.late') },
+      resultPath: '$.poll',
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(poll, 3);
+    poll.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+    const ackWait = sfn.Wait.jsonPath(scope, S.ackWait, {
+      comment: 'Express has no task tokens: look at the acks again in a moment',
+      time: sfn.WaitTime.duration(Duration.seconds(ACK_POLL_SECONDS)),
+    });
+    const commit = tasks.LambdaInvoke.jsonPath(scope, S.commit, {
+      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent); is there time for another checkpoint?',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId, roundStartedAt }),
+      resultSelector: { more: sfn.JsonPath.stringAt('$.Payload.more') },
+      resultPath: '$.commit',
+      retryOnServiceExceptions: false,
+    });
+    // a second failure hands the commit to the Standard execution, which retries it for a day
+    commit.addRetry({ errors: [sfn.Errors.ALL], interval: Duration.seconds(1), maxAttempts: 1 });
+    commit.addCatch(ends.commit, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+    const pause = sfn.Wait.jsonPath(scope, S.pause, {
+      comment: 'max(intervalMs, minPauseMs), whole seconds',
+      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
+    });
+    const next = tasks.LambdaInvoke.jsonPath(scope, S.next, {
+      comment: 'allocate checkpoint n+1 and inject its barrier; or end the round (quiet, out of time, continue-as-new due)',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'next', iteration: sfn.JsonPath.numberAt('$.iteration'), roundStartedAt }),
+      resultSelector: { iteration: sfn.JsonPath.numberAt('$.Payload.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.Payload.ckpt.checkpointId') }, end: sfn.JsonPath.stringAt('$.Payload.end') },
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(next, 3);
+    next.addRetry({ errors: [CHECKPOINT_IN_FLIGHT], interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(8), maxAttempts: 4 });
+    next.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+    const polled = sfn.Choice.jsonPath(scope, S.polled)
+      .when(sfn.Condition.booleanEquals('$.poll.acked', true), commit)
+      .when(sfn.Condition.booleanEquals('$.poll.aborted', true), pause)
+      .when(sfn.Condition.booleanEquals('$.poll.late', true), ends.late)
+      .otherwise(ackWait);
+    const more = sfn.Choice.jsonPath(scope, S.more).when(sfn.Condition.booleanEquals('$.commit.more', true), pause).otherwise(ends.budget);
+    const allocated = sfn.Choice.jsonPath(scope, S.allocated).when(sfn.Condition.stringEquals('$.end', 'allocated'), ackWait).otherwise(done);
+    poll.next(polled);
+    ackWait.next(poll);
+    commit.next(more);
+    pause.next(next).next(allocated);
+
+    const roundLogs = new logs.LogGroup(scope, 'Logs', {
+      logGroupName: `/aws/vendedlogs/states/${props.stateMachineName}-rounds`,
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
+    });
+    const rounds = new sfn.StateMachine(scope, 'Resource', {
+      stateMachineName: `${props.stateMachineName}-rounds`,
+      stateMachineType: sfn.StateMachineType.EXPRESS,
+      comment: 'Sluice checkpoint rounds (await acks → commit → pause → allocate + inject → …), started by the coordinator',
+      definitionBody: sfn.DefinitionBody.fromChainable(poll),
+      logs: { destination: roundLogs, level: props.logLevel ?? sfn.LogLevel.ERROR, includeExecutionData: true },
+      tracingEnabled: props.tracing ?? false,
+    });
+
+    // ── the Standard execution ──
+    const allocate = this.allocateTask(props);
+    const round = tasks.StepFunctionsStartExecution.jsonPath(this, S.round, {
+      comment: 'run checkpoints in an Express round until it ends, and go on from how it ended',
+      stateMachine: rounds,
+      integrationPattern: sfn.IntegrationPattern.RUN_JOB,
+      input: sfn.TaskInput.fromObject({ iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId } }),
+      associateWithParent: true,
+      resultSelector: { iteration: sfn.JsonPath.numberAt('$.Output.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.Output.ckpt.checkpointId') }, end: sfn.JsonPath.stringAt('$.Output.end') },
+    });
+    const standardPause = sfn.Wait.jsonPath(this, S.pause, {
+      comment: 'between rounds, and after an abort or a failed round: max(intervalMs, minPauseMs), whole seconds',
+      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
+    });
+    // a failed round (Express's five minutes, a task that kept failing): Allocate sorts out what it left
+    round.addCatch(standardPause, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+    const commitAgain = tasks.LambdaInvoke.jsonPath(this, S.commitAgain, {
+      comment: 'the round could not commit n: commit it here (idempotent), retried for about a day',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId }),
+      resultPath: sfn.JsonPath.DISCARD,
+      retryOnServiceExceptions: false,
+    });
+    retryIdempotent(commitAgain);
+    const rounded = sfn.Choice.jsonPath(this, S.rounded, { comment: 'how the round ended' })
+      .when(sfn.Condition.stringEquals('$.end', 'late'), round)
+      .when(sfn.Condition.stringEquals('$.end', 'commit'), commitAgain)
+      .when(sfn.Condition.or(sfn.Condition.stringEquals('$.end', 'budget'), sfn.Condition.stringEquals('$.end', 'failed')), standardPause)
+      .otherwise(allocate);
+    fresh.next(allocate);
+    resume.next(allocate);
+    allocate.next(round).next(rounded);
+    commitAgain.next(standardPause);
+    standardPause.next(allocate);
+    return rounds;
+  }
+
+  /** Allocate: allocate + inject, or park the token while no input arrives; continue-as-new when due. */
+  private allocateTask(props: CoordinatorStateMachineProps): tasks.LambdaInvoke {
+    const { checkpoint, coordinatorFunction: fn } = props;
+    const allocate = tasks.LambdaInvoke.jsonPath(this, COORDINATOR_STATES.allocate, {
+      comment: 'allocate checkpoint n and inject its barrier; while no input arrives, wait for the first (no transitions)',
+      lambdaFunction: fn,
+      integrationPattern: sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+      payload: sfn.TaskInput.fromObject({ action: 'begin', iteration: sfn.JsonPath.numberAt('$.iteration'), taskToken: sfn.JsonPath.taskToken }),
+      // a parked coordinator looks again this often even if no wake-up reaches it
+      taskTimeout: sfn.Timeout.duration(Duration.seconds(IDLE_RECHECK_SECONDS)),
+      // the result replaces the state (no ResultPath: the local interpreter reads "$" as a key)
+      resultSelector: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.ckpt.checkpointId') } },
+      retryOnServiceExceptions: false,
+    });
+    addServiceRetry(allocate);
+    allocate.addRetry({
+      errors: [CHECKPOINT_IN_FLIGHT],
+      interval: Duration.seconds(1),
+      backoffRate: 2,
+      maxDelay: Duration.seconds(30),
+      maxAttempts: allocateRetryAttempts(checkpoint),
+    });
+    const done = new sfn.Succeed(this, COORDINATOR_STATES.done, { comment: 'a fresh execution took over (continue-as-new)' });
+    allocate.addCatch(done, { errors: [LOOP_ERRORS.continuedAsNew], resultPath: sfn.JsonPath.DISCARD });
+    allocate.addCatch(allocate, { errors: [LOOP_ERRORS.inputArrived, sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+    return allocate;
   }
 
   private abortTask(fn: lambda.IFunction): tasks.LambdaInvoke {
@@ -400,14 +577,14 @@ function retryIdempotent(task: tasks.LambdaInvoke): void {
   });
 }
 
-/** Lambda service errors: retried with backoff on every task. */
-function addServiceRetry(task: tasks.LambdaInvoke): void {
+/** Lambda service errors: retried with backoff on every task (fewer attempts inside a round, which has five minutes). */
+function addServiceRetry(task: tasks.LambdaInvoke, maxAttempts = 8): void {
   task.addRetry({
     errors: [...LAMBDA_SERVICE_ERRORS],
     interval: Duration.seconds(1),
     backoffRate: 2,
     maxDelay: Duration.seconds(30),
-    maxAttempts: 8,
+    maxAttempts,
     jitterStrategy: sfn.JitterType.FULL,
   });
 }

@@ -5,7 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
-import { monthlyCost, type MonthlyCost } from '../bench/cost.js';
+import { byService, monthlyCost, ROUND_STANDARD_TRANSITIONS, type MonthlyCost } from '../bench/cost.js';
+import { coordinatorDefinition } from './coordinator-definition.js';
+import { COORDINATOR_STATES as S } from './coordinator-state-machine.js';
 import { planJob } from '../shared/plan/planner.js';
 import { synthJob, threeStageJob } from './test-support.js';
 
@@ -52,4 +54,27 @@ describe('the cost model prices what the stack bills', () => {
     expect(onDemand.shardsUsd).toBeCloseTo(inner * 730 * 0.015 + 730 * 0.04, 6);
     expect(quantity(onDemand, 'on-demand retrieval')).toBeGreaterThan(0);
   });
+
+  it('prices an Express round at the Standard states the synthesized workflow enters per round', () => {
+    const { definition } = coordinatorDefinition(clickstream, { expressCheckpoints: true });
+    const states = definition.States as Record<string, { Next?: string; Choices?: Array<{ Next: string; StringEquals?: string; Or?: Array<{ StringEquals?: string }> }> }>;
+    // a round that ran out of time after a commit: Allocate → Round → Rounded? → Pause → Allocate
+    const path: string[] = [S.allocate];
+    for (let at = states[S.allocate]!.Next!; at !== S.allocate; ) {
+      path.push(at);
+      const st = states[at]!;
+      at = st.Choices ? st.Choices.find((c) => c.StringEquals === 'budget' || c.Or?.some((o) => o.StringEquals === 'budget'))!.Next : st.Next!;
+    }
+    expect(path).toEqual([S.allocate, S.round, S.rounded, S.pause]);
+    expect(path).toHaveLength(ROUND_STANDARD_TRANSITIONS);
+    const p = planJob(clickstream);
+    const plan = { ...p, checkpoint: { ...p.checkpoint, intervalMs: 10_000 } };
+    const standard = monthlyCost({ plan, eventsPerSecond: 1000 });
+    const express = monthlyCost({ plan, eventsPerSecond: 1000, expressCheckpoints: true });
+    expect(express.transitionsPerCheckpoint).toBeLessThan(1);
+    const sfn = (c: MonthlyCost) => byService(c).find(([s]) => s === 'Step Functions')![1];
+    expect(sfn(standard)).toBeCloseTo(17.92, 1);
+    expect(sfn(express)).toBeLessThan(5);
+  });
 });
+

@@ -451,11 +451,14 @@ export class SluiceJob extends Construct {
       logRetention,
       tracing,
       ...(props.coordinatorLogLevel ? { logLevel: props.coordinatorLogLevel } : {}),
+      ...(props.expressCheckpoints ? { expressCheckpoints: true } : {}),
     });
     this.stateMachine = this.coordinator.stateMachine;
     if (!tracing) {
       Validations.of(this.stateMachine).acknowledge({ id: 'AwsSolutions-SF2', reason: 'X-Ray tracing is a prop (tracing: true); off by default to keep an idle job free of trace costs.' });
     }
+    const rounds = this.coordinator.rounds;
+    if (rounds) this.acknowledgeRounds(rounds, props, stack);
     if ((props.coordinatorLogLevel ?? 'ERROR') !== 'ALL') {
       Validations.of(this.stateMachine).acknowledge({
         id: 'AwsSolutions-SF1',
@@ -662,6 +665,29 @@ export class SluiceJob extends Construct {
       })),
     );
     return role;
+  }
+
+  /** cdk-nag on the Express rounds (expressCheckpoints) and on what starting them adds to the workflow's policy. */
+  private acknowledgeRounds(rounds: sfn.StateMachine, props: SluiceJobProps, stack: Stack): void {
+    if (!(props.tracing ?? false)) {
+      Validations.of(rounds).acknowledge({ id: 'AwsSolutions-SF2', reason: 'X-Ray tracing is a prop (tracing: true); off by default to keep an idle job free of trace costs.' });
+    }
+    if ((props.coordinatorLogLevel ?? 'ERROR') !== 'ALL') {
+      Validations.of(rounds).acknowledge({
+        id: 'AwsSolutions-SF1',
+        reason: 'The rounds log failed states and executions (ERROR); ALL logs about seven states per checkpoint with their data (about $1 a month at a 10 s interval), worth it while debugging (coordinatorLogLevel).',
+      });
+    }
+    const fnLogicalId = stack.resolve(stack.getLogicalId(this.coordinatorFunction.node.defaultChild as lambda.CfnFunction)) as string;
+    Validations.of(rounds.role.node.tryFindChild('DefaultPolicy') as IConstruct).acknowledge(
+      { id: `AwsSolutions-IAM5[Resource::<${fnLogicalId}.Arn>:*]`, reason: 'Added by the LambdaInvoke task: versions and aliases of the coordinator function, and no other function.' },
+      { id: 'AwsSolutions-IAM5[Resource::*]', reason: 'X-Ray tracing and CloudWatch Logs delivery have no resource-level permissions; CDK adds them for tracing and logging.' },
+    );
+    const roundsLogicalId = stack.resolve(stack.getLogicalId(rounds.node.defaultChild as sfn.CfnStateMachine)) as string;
+    Validations.of(this.stateMachine.role.node.tryFindChild('DefaultPolicy') as IConstruct).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"${roundsLogicalId}"}]}]}*]`,
+      reason: 'Added by the startExecution.sync:2 task: describe and stop the executions of the rounds state machine, and of no other.',
+    });
   }
 
   private acknowledgeRuntime(fn: lambda.Function): void {

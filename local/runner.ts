@@ -34,7 +34,7 @@ import { coordinatorTasks } from '../functions/coordinator.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import { pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
-import { commitPauseOverride } from '../cdk/coordinator-state-machine.js';
+import { COORDINATOR_STATES, commitPauseOverride } from '../cdk/coordinator-state-machine.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
@@ -63,6 +63,8 @@ export interface LocalRunOptions {
   readonly checkpointIntervalMs?: number;
   /** park the coordinator while no source shard holds input (as deployed by default); a source stage must then wake it (shared/coordinator/wake.ts); @default false */
   readonly idleCoordinator?: boolean;
+  /** run the checkpoints in Express rounds, as SluiceJob `expressCheckpoints` deploys them; @default false */
+  readonly expressCheckpoints?: boolean;
   /** reuse running emulators instead of starting new ones (they are then not stopped) */
   readonly emulators?: LocalEmulators;
   readonly prefix?: string;
@@ -176,10 +178,14 @@ export class LocalJobRunner {
     const o = this.options;
     this.ownEmulators = !o.emulators;
     this.emulators = o.emulators ?? (await startEmulators());
-    const def = cachedCoordinatorDefinition(this.job, { prefix: this.names.prefix, region: this.emulators.region });
+    const def = cachedCoordinatorDefinition(this.job, { prefix: this.names.prefix, region: this.emulators.region, ...(o.expressCheckpoints ? { expressCheckpoints: true } : {}) });
     const waits: Record<string, number> = {};
+    const roundWaits: Record<string, number> = {};
     if (o.checkpointIntervalMs !== undefined) {
       for (const [name, st] of Object.entries(def.definition.States)) if (st.Type === 'Wait') waits[name] = o.checkpointIntervalMs;
+      for (const [name, st] of Object.entries(def.rounds?.definition.States ?? {})) if (st.Type === 'Wait') roundWaits[name] = o.checkpointIntervalMs;
+      // a round looks at the acks again after a moment, not after a whole interval
+      if (def.rounds) roundWaits[COORDINATOR_STATES.ackWait] = Math.min(50, o.checkpointIntervalMs);
     }
     // the workflow's tasks run as the deployed coordinator function runs them (same loop, metrics, logs)
     let tasks: ReturnType<typeof coordinatorTasks> | undefined;
@@ -187,10 +193,13 @@ export class LocalJobRunner {
       // tracked so that stop() waits for a task still running (a commit must not outlive the run)
       return this.track(tasks!.run(payload as LoopTaskInput));
     };
+    const lambdaHandlers = { [def.coordinatorFunctionArn]: runTask, [def.coordinatorFunctionName]: runTask };
+    const rounds = def.rounds ? [new LocalStepFunctions({ definition: def.rounds.definition, stateMachineArn: def.rounds.stateMachineArn, lambdaHandlers, waitTimeOverrides: roundWaits })] : [];
     this.stepFunctions = new LocalStepFunctions({
       definition: def.definition,
       stateMachineArn: def.stateMachineArn,
-      lambdaHandlers: { [def.coordinatorFunctionArn]: runTask, [def.coordinatorFunctionName]: runTask },
+      lambdaHandlers,
+      nested: rounds,
       waitTimeOverrides: waits,
       ...(o.checkpointIntervalMs !== undefined ? { taskTimeoutOverrides: commitPauseOverride(def.definition, o.checkpointIntervalMs) } : {}),
     });
@@ -405,6 +414,11 @@ export class LocalJobRunner {
   /** Ends the input of every source: each one's watermark jumps to the end of time, firing every window, and the job then finishes. */
   async endAllInput(): Promise<void> {
     for (const source of this.plan.sources) await this.endInput(source.name);
+  }
+
+  /** Billed state transitions of the coordinator's executions so far (Express rounds are billed by duration, not transitions). */
+  coordinatorTransitions(): number {
+    return this.stepFunctions.executions().reduce((a, e) => a + this.stepFunctions.transitions(e.arn).total, 0);
   }
 
   /**

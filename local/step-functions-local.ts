@@ -11,7 +11,7 @@
  *   token in its payload; the state completes on SendTaskSuccess / SendTaskFailure for that token;
  * - a plain Lambda ARN as Resource → the handler's raw result;
  * - `arn:aws:states:::states:startExecution` (also `.sync`, `.sync:2`, `.waitForTaskToken`) → a
- *   new local execution of this same machine (continue-as-new);
+ *   new local execution of this same machine (continue-as-new) or of a `nested` one;
  * - DynamoDB (`arn:aws:states:::dynamodb:*`, `arn:aws:states:::aws-sdk:dynamodb:*`) when a client
  *   is given; anything else through `resourceHandlers`.
  *
@@ -77,6 +77,11 @@ export interface LocalStateMachineOptions {
   resourceHandlers?: Record<string, (input: unknown) => Promise<unknown>>;
   /** Validate the definition with asl-validator (as the interpreter does). @default true */
   validate?: boolean;
+  /**
+   * Other state machines this one's `startExecution` tasks may start (by their ARN), e.g. the
+   * coordinator's Express rounds; stopped with this one.
+   */
+  nested?: readonly LocalStepFunctions[];
 }
 
 export interface ExecutionSummary {
@@ -296,7 +301,7 @@ export class LocalStepFunctions {
       },
       noThrowOnAbort: true,
       context: {
-        Execution: { Id: arn, Name: execName, RoleArn: `arn:aws:iam::${this.account}:role/sluice-local-sfn` },
+        Execution: { Id: arn, Name: execName, RoleArn: `arn:aws:iam::${this.account}:role/sluice-local-sfn`, StartTime: rec.startDate.toISOString() },
         StateMachine: { Id: this.stateMachineArn, Name: this.name },
         // The interpreter has no $$.Task.Token: a placeholder, swapped per task (see module doc).
         Task: { Token: TOKEN_PLACEHOLDER },
@@ -540,11 +545,15 @@ export class LocalStepFunctions {
   }
 
   private async startChild(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown, mode: string | undefined): Promise<unknown> {
+    let target: LocalStepFunctions = this;
     const run = async (params: unknown) => {
       const p = (params ?? {}) as { StateMachineArn?: string; Input?: unknown; Name?: string };
-      if (p.StateMachineArn !== this.stateMachineArn) {
-        throw new StatesError('StepFunctions.StateMachineDoesNotExistException', `State Machine Does Not Exist: '${String(p.StateMachineArn)}' (only ${this.stateMachineArn} runs locally)`);
+      const found = p.StateMachineArn === this.stateMachineArn ? this : this.opts.nested?.find((m) => m.stateMachineArn === p.StateMachineArn);
+      if (!found) {
+        const known = [this.stateMachineArn, ...(this.opts.nested ?? []).map((m) => m.stateMachineArn)].join(', ');
+        throw new StatesError('StepFunctions.StateMachineDoesNotExistException', `State Machine Does Not Exist: '${String(p.StateMachineArn)}' (only ${known} run locally)`);
       }
+      target = found;
       let childInput = p.Input ?? {};
       if (typeof childInput === 'string') {
         try {
@@ -554,7 +563,7 @@ export class LocalStepFunctions {
         }
       }
       try {
-        return await this.startExecution(childInput, p.Name);
+        return await target.startExecution(childInput, p.Name);
       } catch (err) {
         if (err instanceof SfnApiError) throw new StatesError(`StepFunctions.${err.type}Exception`, err.message);
         throw err;
@@ -564,8 +573,8 @@ export class LocalStepFunctions {
     const started = await run(input);
     if (!mode) return { ExecutionArn: started.executionArn, StartDate: started.startDate.getTime() };
     // .sync / .sync:2: wait for the child and fail like it did.
-    await this.execs.get(started.executionArn)?.done;
-    const d = this.describe(started.executionArn);
+    await target.execs.get(started.executionArn)?.done;
+    const d = target.describe(started.executionArn);
     if (d.status !== 'SUCCEEDED') {
       throw new StatesError('States.TaskFailed', JSON.stringify({ ExecutionArn: d.arn, Status: d.status, Error: d.error, Cause: d.cause }));
     }
@@ -575,7 +584,7 @@ export class LocalStepFunctions {
       Name: d.name,
       Output: mode === '.sync:2' ? d.output : JSON.stringify(d.output),
       StartDate: d.startDate.getTime(),
-      StateMachineArn: this.stateMachineArn,
+      StateMachineArn: target.stateMachineArn,
       Status: d.status,
       StopDate: d.stopDate?.getTime(),
     };
@@ -769,6 +778,7 @@ export class LocalStepFunctions {
       if (rec.status === 'RUNNING') this.stopExecution(rec.arn, 'States.Aborted', 'LocalStepFunctions stopped');
     }
     await Promise.allSettled([...this.execs.values()].map((r) => r.done));
+    for (const m of this.opts.nested ?? []) await m.stop();
     for (const token of [...this.pending.keys()]) this.closeToken(token);
     const server = this.server;
     this.server = undefined;

@@ -11,7 +11,6 @@
  *    that moved backwards while the job ran, and liveness (checkpoints kept completing).
  */
 import type { KinesisStreamEvent } from 'aws-lambda';
-import aggModule from 'aws-kinesis-agg';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions, type RecordPosition } from '../../local/runner.js';
@@ -19,6 +18,7 @@ import { deleteJobStreams } from '../../local/chaos/check.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type ChaosHooks, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
+import { brokenAggregate } from './kpl.js';
 import { slowedHandler, startCpuHogs, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
@@ -30,8 +30,8 @@ import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type Publishe
 export const CHAOS_CHECKPOINT_TIMEOUT_MS = 8_000;
 /** Invocation timeout of the simulated Lambda: above a slow ack (which must not turn into a zombie). */
 export const CHAOS_INVOCATION_TIMEOUT_MS = 10_000;
-/** The SDK clients' request timeout: a hung call is retried well within the invocation timeout. */
-export const CHAOS_REQUEST_TIMEOUT_MS = 4_000;
+/** The stage functions' SDK request timeout: below the invocation timeout, above a busy emulator's slowest answers. */
+export const CHAOS_REQUEST_TIMEOUT_MS = 8_000;
 
 export interface ChaosOptions {
   readonly seeds: readonly number[];
@@ -445,37 +445,6 @@ function keyOf(text: string): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-const kpl = aggModule as unknown as {
-  RecordAggregator: new () => { addUserRecord(r: { partitionKey: string; data: Buffer }): void; build(): { partitionKey: string; data: Buffer } };
-};
-
-/** A KPL aggregate of the records' payloads, made by the KPL's own aggregation library. */
-export function kplAggregate(records: readonly InputRecord[]): Buffer {
-  const agg = new kpl.RecordAggregator();
-  for (const r of records) agg.addUserRecord({ partitionKey: r.produced.partitionKey, data: Buffer.from(r.payload as Uint8Array) });
-  return Buffer.from(agg.build().data);
-}
-
-/**
- * A KPL aggregate of `records`, then broken: its MD5 checksum flipped, or its end cut off (a
- * truncated protobuf); `how` is drawn by the schedule unless given.
- */
-export function brokenAggregate(records: readonly InputRecord[], schedule: FaultSchedule, forced?: 'checksum' | 'truncated'): { record: InputRecord; how: 'checksum' | 'truncated' } {
-  const data = kplAggregate(records);
-  const how = forced ?? (schedule.random() < 0.5 ? 'checksum' : 'truncated');
-  // the checksum is the last 16 bytes; a cut of 17–20 bytes also takes the end of the last record
-  let bytes: Buffer = data;
-  if (how === 'checksum') {
-    const at = data.length - 1 - schedule.int(16);
-    data[at] = data[at]! ^ 0x5a;
-  } else bytes = data.subarray(0, data.length - 17 - schedule.int(4));
-  const first = records[0]!.produced;
-  return {
-    record: { payload: new Uint8Array(bytes), produced: { text: first.text, partitionKey: first.partitionKey, brokenAggregateOf: records.map((r) => r.produced.text) } },
-    how,
-  };
 }
 
 /** Runs one seed. */

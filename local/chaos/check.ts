@@ -24,8 +24,8 @@ import { FaultSchedule, INPUT_FAULT_KINDS, type FaultKind } from './schedule.js'
 
 /** Invocation timeout of the simulated Lambda under chaos: a zombie stalls past it. */
 export const CHAOS_CHECK_INVOCATION_TIMEOUT_MS = 10_000;
-/** The SDK's request timeout under chaos: well below the invocation timeout, so a hung call is retried in time. */
-export const CHAOS_CHECK_REQUEST_TIMEOUT_MS = 4_000;
+/** The stage functions' SDK request timeout under chaos: below the invocation timeout, above a busy emulator's slowest answers. */
+export const CHAOS_CHECK_REQUEST_TIMEOUT_MS = 8_000;
 
 export interface ChaosCheckOptions {
   /** the fault schedule's seed: a seed always asks for the same kinds of trouble */

@@ -29,7 +29,6 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
 import { decodePacket } from '../../shared/codec/envelope.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
@@ -41,6 +40,7 @@ import type { LocalJobRunner, LocalRunOptions } from '../runner.js';
 import type { KinesisHandler } from '../event-source-poller.js';
 
 import { ChaosCrash, FaultSchedule, type FaultKind } from './schedule.js';
+import { hangFirstAttempt, silentServer } from './sdk-hang.js';
 
 export * from './schedule.js';
 
@@ -96,7 +96,7 @@ export interface ChaosHookOptions {
    * targeted tests: where an invocation armed with a hard timeout is cut off — at the first call of
    * its stage for which this answers (instead of at a call drawn by the schedule)
    */
-  readonly hardTimeoutAt?: (stageId: string, command: string) => 'before' | 'after' | undefined;
+  readonly hardTimeoutAt?: (stageId: string, command: object) => 'before' | 'after' | undefined;
   /** how often the coordinator's watchdog runs; @default 2 s where executions may fail unheard of, else never */
   readonly watchdogIntervalMs?: number;
   /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
@@ -128,65 +128,6 @@ const invocationCut = new AsyncLocalStorage<InvocationCut>();
 
 /** A promise that never settles: the rest of a cut-off invocation never runs. */
 const never = () => new Promise<never>(() => undefined);
-
-/**
- * A TCP server on 127.0.0.1 that accepts connections, reads requests and never answers: a request
- * sent to it hangs until the client gives up on it.
- */
-function silentServer(onConnection: () => void, onGivenUp: () => void): { port: () => Promise<number>; close: () => Promise<void> } {
-  let server: Server | undefined;
-  let listening: Promise<number> | undefined;
-  let closing = false;
-  const sockets = new Set<Socket>();
-  return {
-    port() {
-      listening ??= new Promise<number>((resolve, reject) => {
-        server = createServer((socket) => {
-          sockets.add(socket);
-          onConnection();
-          socket.on('data', () => undefined);
-          socket.on('error', () => undefined);
-          socket.on('close', () => {
-            sockets.delete(socket);
-            // the client gave up on its request (not us closing at the end)
-            if (!closing) onGivenUp();
-          });
-        });
-        server.on('error', reject);
-        server.listen(0, '127.0.0.1', () => resolve((server!.address() as AddressInfo).port));
-        server.unref();
-      });
-      return listening;
-    },
-    async close() {
-      closing = true;
-      for (const socket of sockets) socket.destroy();
-      if (server?.listening) await new Promise<void>((resolve) => server!.close(() => resolve()));
-    },
-  };
-}
-
-/**
- * Sends the first attempt of `cmd` to the silent server (the SDK's retries go to the real endpoint):
- * a middleware inside the retry loop rewrites the attempt's host.
- */
-function hangFirstAttempt(cmd: object, port: number): void {
-  const stack = (cmd as { middlewareStack?: { add: (mw: unknown, opts: object) => void } }).middlewareStack;
-  if (!stack) return;
-  let attempts = 0;
-  stack.add(
-    (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
-      const req = args.request as { hostname?: string; port?: number; protocol?: string } | undefined;
-      if (attempts++ === 0 && req && typeof req === 'object' && 'hostname' in req) {
-        req.hostname = '127.0.0.1';
-        req.port = port;
-        req.protocol = 'http:';
-      }
-      return next(args);
-    },
-    { step: 'finalizeRequest', priority: 'low', name: 'chaosHangFirstAttempt' },
-  );
-}
 
 /** The hooks that inject the schedule's faults into a LocalJobRunner. */
 export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): ChaosHooks {
@@ -340,7 +281,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       const send = (client as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> }).send.bind(client);
       const wrapped = async (original: object, ...rest: unknown[]) => {
         const cut = invocationCut.getStore();
-        const when = cut && !cut.ended ? (opts.hardTimeoutAt ? opts.hardTimeoutAt(ctx.stage.id, original.constructor.name) : ++cut.calls === cut.at ? cut.when : undefined) : undefined;
+        const when = cut && !cut.ended ? (opts.hardTimeoutAt ? opts.hardTimeoutAt(ctx.stage.id, original) : ++cut.calls === cut.at ? cut.when : undefined) : undefined;
         if (cut && when) {
           // a hard timeout at this call: the request is never sent, or applied with its response never read
           cut.ended = true;

@@ -30,7 +30,7 @@ import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import type { CheckpointStore, ShardPeek, Workflow } from './ports.js';
 import type { CoordinatorTaskInput } from './protocol.js';
-import { CommitRunningError } from './protocol.js';
+import { CommitRunningError, type OverdueOutput } from './protocol.js';
 import { LOOP_ERRORS } from './wake.js';
 
 export type LoopTaskInput =
@@ -40,7 +40,39 @@ export type LoopTaskInput =
   /** the `Commit` state: commit n; the token is left to the state's timeout (the pause) */
   | { readonly action: 'commit'; readonly checkpointId: number; readonly taskToken?: string }
   /** start an execution if none is running and the job is not stopped */
-  | { readonly action: 'watchdog' };
+  | { readonly action: 'watchdog' }
+  /** an Express round (ROUND): is checkpoint n acked, past its timeout, or is the round out of time? */
+  | { readonly action: 'poll'; readonly checkpointId: number; readonly roundStartedAt: string }
+  /** an Express round: commit n, and say whether the round has time for another checkpoint */
+  | { readonly action: 'commit'; readonly checkpointId: number; readonly roundStartedAt: string }
+  /** an Express round, after the pause: allocate and inject the next checkpoint, or end the round */
+  | { readonly action: 'next'; readonly iteration: number; readonly roundStartedAt: string };
+
+/**
+ * Checkpoints in Express rounds (`expressCheckpoints`): an Express execution may run five minutes,
+ * so a round allocates no checkpoint after `allocateForMs`, and stops waiting for acks after
+ * `pollForMs` (it ends with the checkpoint open; the next round waits on). A commit that starts by
+ * then has the rest of the five minutes: a function runs at most one (its timeout).
+ */
+export const ROUND = { allocateForMs: 150_000, pollForMs: 210_000 } as const;
+
+/** How an Express round ended (the Standard execution's `Rounded?` state branches on it). */
+export type RoundEnd = 'allocated' | 'late' | 'budget' | 'idle' | 'rotate' | 'commit' | 'failed';
+
+export interface PollOutput {
+  readonly acked: boolean;
+  /** n was aborted (stuck past its progress window, timeouts.ts): the round pauses and goes on */
+  readonly aborted: boolean;
+  /** the round is out of time: it ends with n open */
+  readonly late: boolean;
+}
+
+export interface NextOutput {
+  readonly iteration: number;
+  /** the checkpoint allocated, or (ended) the last one the round saw */
+  readonly ckpt: { readonly checkpointId: number };
+  readonly end: RoundEnd;
+}
 
 export interface BeginOutput {
   readonly iteration: number;
@@ -111,12 +143,20 @@ export class CoordinatorLoop {
       case 'begin':
         return this.onToken(input.taskToken, () => this.begin(input.taskToken, input.iteration ?? 0));
       case 'commit': {
+        if ('roundStartedAt' in input) {
+          const out = await this.commit(input.checkpointId);
+          return { ...(out as object), more: this.roundAge(input.roundStartedAt) + this.o.pauseMs < ROUND.allocateForMs };
+        }
         const token = 'taskToken' in input ? input.taskToken : undefined;
         if (token === undefined) return this.commit(input.checkpointId);
         return this.onToken(token, () => this.commit(input.checkpointId, token));
       }
       case 'watchdog':
         return this.watchdog();
+      case 'poll':
+        return this.poll(input.checkpointId, input.roundStartedAt);
+      case 'next':
+        return this.next(input.iteration, input.roundStartedAt);
       default:
         return this.o.run(input);
     }
@@ -162,6 +202,52 @@ export class CoordinatorLoop {
     const out: BeginOutput = { iteration: iteration + 1, ckpt: { checkpointId } };
     await this.workflow.succeed(token, out);
     return out;
+  }
+
+  /**
+   * An Express round's wait for acks (it cannot wait on a task token): one consistent read of n's
+   * record. Once n is a progress window old, the coordinator's own rule decides (`overdue`,
+   * timeouts.ts): a stuck n is aborted here, one whose acks keep coming stays open. An n that is no
+   * longer in flight counts as acked when it completed (the commit is idempotent).
+   */
+  async poll(n: number, roundStartedAt: string): Promise<PollOutput> {
+    const late = this.roundAge(roundStartedAt) >= ROUND.pollForMs;
+    let ck = await this.store.getCheckpoint(n);
+    if (ck?.status === 'IN_FLIGHT' && !(ck.complete ?? ck.acks >= ck.expected) && this.now().getTime() - Date.parse(ck.startedAt) >= this.o.plan.checkpoint.timeoutMs) {
+      const o = (await this.o.run({ action: 'overdue', checkpointId: n })) as OverdueOutput;
+      if (!o.extend) ck = await this.store.getCheckpoint(n);
+    }
+    if (ck?.status === 'COMPLETED') return { acked: true, aborted: false, late };
+    if (!ck || ck.status === 'ABORTED') return { acked: false, aborted: true, late };
+    return { acked: ck.complete ?? ck.acks >= ck.expected, aborted: false, late };
+  }
+
+  /**
+   * An Express round's next checkpoint, after its pause: `begin` without a token. Where `begin`
+   * would park or continue as new, or the round is out of time, the round ends instead and the
+   * Standard execution's `Allocate` takes over (it parks, continues as new, or allocates).
+   */
+  async next(iteration: number, roundStartedAt: string): Promise<NextOutput> {
+    const last = { checkpointId: (await this.store.readState()).last };
+    if (this.o.stateMachineArn && iteration >= this.o.plan.checkpoint.continueAsNewAfter) return { iteration, ckpt: last, end: 'rotate' };
+    // out of time, or an operator stopped the coordinator (its Standard execution is gone): end the round
+    if (this.roundAge(roundStartedAt) >= ROUND.allocateForMs || (await this.store.loopState()).stopped !== undefined) return { iteration, ckpt: last, end: 'budget' };
+    await this.awaitRunningCommit();
+    if (this.o.idle && (await this.quiet())) return { iteration, ckpt: last, end: 'idle' };
+    const { checkpointId } = (await this.o.run({ action: 'allocate' })) as { checkpointId: number };
+    try {
+      await this.o.run({ action: 'inject', checkpointId });
+    } catch (err) {
+      await this.o.run({ action: 'abort', checkpointId, reason: { error: (err as Error).name, cause: (err as Error).message } });
+      throw err;
+    }
+    return { iteration: iteration + 1, ckpt: { checkpointId }, end: 'allocated' };
+  }
+
+  private roundAge(roundStartedAt: string): number {
+    const t = Date.parse(roundStartedAt);
+    // an unreadable start time ends the round rather than letting it run into Express's limit
+    return Number.isFinite(t) ? this.now().getTime() - t : Number.POSITIVE_INFINITY;
   }
 
   /**

@@ -1,0 +1,168 @@
+/**
+ * Checkpoints in Express rounds (`expressCheckpoints`): the Standard execution allocates (or parks)
+ * and starts an Express round that waits for acks, commits, pauses and allocates the next
+ * checkpoint. The synthesized definitions are checked (Express has no task tokens and no `.sync`),
+ * then both run in the local interpreter with the coordinator function played by stubs that keep the
+ * loop's contract (shared/coordinator/loop.ts: begin, poll, commit, next).
+ */
+import { createRequire } from 'node:module';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import clickstream from '../examples/clickstream/job.js';
+import { collectSink, job as defineJob } from '../shared/api/index.js';
+import { LocalStepFunctions } from '../local/step-functions-local.js';
+import { coordinatorDefinition, type CoordinatorDefinition } from './coordinator-definition.js';
+import { ACK_POLL_SECONDS, COORDINATOR_STATES as S, pauseSeconds } from './coordinator-state-machine.js';
+import { planJob } from '../shared/plan/planner.js';
+import { synthJob } from './test-support.js';
+
+type Validate = (definition: unknown) => { isValid: boolean; errors: Array<{ message: string }> };
+const aslValidator = createRequire(import.meta.url)('asl-validator') as Validate;
+
+let d: CoordinatorDefinition;
+beforeAll(() => {
+  d = coordinatorDefinition(clickstream, { expressCheckpoints: true });
+});
+
+describe('definitions', () => {
+  it('a Standard coordinator that starts Express rounds; both valid ASL', () => {
+    const { template } = synthJob(clickstream, { expressCheckpoints: true });
+    const types = Object.values(template.findResources('AWS::StepFunctions::StateMachine')).map((r) => [r.Properties.StateMachineName, r.Properties.StateMachineType]);
+    expect(types).toEqual(expect.arrayContaining([['sluice-clickstream-coordinator', 'STANDARD'], ['sluice-clickstream-coordinator-rounds', 'EXPRESS']]));
+    expect(aslValidator(d.definition).errors).toEqual([]);
+    expect(aslValidator(d.rounds!.definition).errors).toEqual([]);
+    expect(d.rounds!.stateMachineArn).toBe('arn:aws:states:us-east-1:000000000000:stateMachine:sluice-clickstream-coordinator-rounds');
+    const round = d.definition.States[S.round] as { Resource: string; Parameters: { StateMachineArn: string } };
+    expect(round.Resource).toBe('arn:aws:states:::states:startExecution.sync:2');
+    expect(round.Parameters.StateMachineArn).toBe(d.rounds!.stateMachineArn);
+  });
+
+  it('passes cdk-nag: the workflow may start only its own rounds, every wildcard acknowledged with its reason', () => {
+    const { stack } = synthJob(clickstream, { expressCheckpoints: true });
+    expect(new AwsSolutionsChecks().validateScope(stack).violations.map((v) => v.ruleName)).toEqual([]);
+  });
+
+  it('the round uses neither task tokens nor .sync (Express supports neither); it polls the acks and pauses with Wait states', () => {
+    const states = Object.values(d.rounds!.definition.States) as Array<{ Type: string; Resource?: string; Seconds?: number }>;
+    for (const st of states) expect(String(st.Resource ?? '')).not.toMatch(/waitForTaskToken|\.sync/);
+    const waits = Object.entries(d.rounds!.definition.States).filter(([, st]) => st.Type === 'Wait').map(([name, st]) => [name, st.Seconds]);
+    expect(waits).toEqual(expect.arrayContaining([[S.ackWait, ACK_POLL_SECONDS], [S.pause, pauseSeconds(planJob(clickstream).checkpoint)]]));
+  });
+
+  it('refuses several checkpoints in flight and pauses longer than a minute, naming the setting', () => {
+    const concurrent = defineJob('concurrent', { checkpoint: { intervalMs: 1000, timeoutMs: 30_000, maxConcurrent: 2 } });
+    concurrent.source<{ k: string }>({ name: 'in', shards: 1 }).map((e) => e).sinkTo(collectSink('out'));
+    expect(() => synthJob(concurrent, { expressCheckpoints: true })).toThrow(/maxConcurrent/);
+    const slow = defineJob('slow', { checkpoint: { intervalMs: 120_000 } });
+    slow.source<{ k: string }>({ name: 'in', shards: 1 }).map((e) => e).sinkTo(collectSink('out'));
+    expect(() => synthJob(slow, { expressCheckpoints: true })).toThrow(/pause of at most 60 s.*120 s/);
+  });
+});
+
+describe('execution in the local Step Functions interpreter', () => {
+  interface Script {
+    /** checkpoints to take; the begin after the last parks and the run ends */
+    readonly checkpoints: number;
+    /** checkpoints a round commits before it has no time for another */
+    readonly perRound: number;
+    /** checkpoints the coordinator aborts as stuck while the round waits for them */
+    readonly abort?: number[];
+    readonly failCommit?: number[];
+    /** checkpoints whose first poll says the round is out of time */
+    readonly late?: number[];
+  }
+
+  async function run(script: Script) {
+    const calls: string[] = [];
+    const startedAt = new Set<string>();
+    let n = 0;
+    let inRound = 0;
+    const polled = new Set<number>();
+    const lateDone = new Set<number>();
+    const failed = new Set<number>();
+    let sf!: LocalStepFunctions;
+    let finish!: () => void;
+    const finished = new Promise<void>((resolve) => (finish = resolve));
+    const handler = async (payload: unknown) => {
+      const p = payload as { action: string; checkpointId?: number; taskToken?: string; iteration: number; roundStartedAt?: string };
+      calls.push(`${p.action}${p.checkpointId ?? ''}`);
+      if (p.roundStartedAt !== undefined) {
+        expect(Number.isFinite(Date.parse(p.roundStartedAt))).toBe(true);
+        startedAt.add(p.roundStartedAt);
+      }
+      switch (p.action) {
+        case 'begin':
+          if (n >= script.checkpoints) {
+            finish(); // parks: nobody answers
+            return {};
+          }
+          inRound = 0;
+          n++;
+          setImmediate(() => sf.sendTaskSuccess(p.taskToken!, JSON.stringify({ iteration: p.iteration + 1, ckpt: { checkpointId: n } })));
+          return {};
+        case 'poll': {
+          const id = p.checkpointId!;
+          if (script.late?.includes(id) && !lateDone.has(id)) {
+            lateDone.add(id);
+            return { acked: false, aborted: false, late: true };
+          }
+          if (script.abort?.includes(id)) return { acked: false, aborted: true, late: false };
+          const first = !polled.has(id);
+          polled.add(id);
+          return { acked: !first, aborted: false, late: false };
+        }
+        case 'commit':
+          if (script.failCommit?.includes(p.checkpointId!) && p.roundStartedAt !== undefined) {
+            failed.add(p.checkpointId!);
+            throw new Error('the sink is down');
+          }
+          return p.roundStartedAt === undefined ? { checkpointId: p.checkpointId } : { checkpointId: p.checkpointId, more: ++inRound < script.perRound };
+        case 'abort':
+          return {};
+        case 'next':
+          if (n >= script.checkpoints) return { iteration: p.iteration, ckpt: { checkpointId: n }, end: 'idle' };
+          n++;
+          return { iteration: p.iteration + 1, ckpt: { checkpointId: n }, end: 'allocated' };
+      }
+      throw new Error(`unexpected action ${p.action}`);
+    };
+    const lambdaHandlers = { [d.coordinatorFunctionArn]: handler };
+    const rounds = new LocalStepFunctions({ definition: d.rounds!.definition, stateMachineArn: d.rounds!.stateMachineArn, lambdaHandlers, waitTimeOverrides: { [S.pause]: 2, [S.ackWait]: 2 }, retryIntervalOverrides: { [S.commit]: 1 } });
+    sf = new LocalStepFunctions({ definition: d.definition, stateMachineArn: d.stateMachineArn, lambdaHandlers, nested: [rounds], waitTimeOverrides: { [S.pause]: 2 }, retryIntervalOverrides: { [S.commitAgain]: 1 } });
+    const { executionArn } = await sf.startExecution({ iteration: 0 });
+    await finished;
+    // the interpreter reports a state entered asynchronously: wait until the last Allocate is counted
+    const begins = calls.filter((c) => c === 'begin').length;
+    for (let i = 0; i < 400 && (sf.transitions(executionArn).byState[S.allocate] ?? 0) < begins; i++) await new Promise((r) => setTimeout(r, 5));
+    const transitions = sf.transitions(executionArn);
+    const roundExecutions = rounds.executions();
+    await sf.stop();
+    return { calls, transitions, roundExecutions, rounds: startedAt.size };
+  }
+
+  it('waits for the acks by polling, commits, pauses and allocates inside the round: far fewer Standard transitions than checkpoints', async () => {
+    const r = await run({ checkpoints: 12, perRound: 4 });
+    expect(r.calls.slice(0, 8)).toEqual(['begin', 'poll1', 'poll1', 'commit1', 'next', 'poll2', 'poll2', 'commit2']);
+    expect(r.calls.filter((c) => c.startsWith('commit'))).toEqual(Array.from({ length: 12 }, (_, i) => `commit${i + 1}`));
+    expect(r.roundExecutions).toHaveLength(3);
+    expect(r.roundExecutions.every((e) => e.status === 'SUCCEEDED')).toBe(true);
+    // Init, Resume, then per round Allocate, Round, Rounded?, Pause; the last Allocate parks
+    expect(r.transitions.byState).toEqual({ Init: 1, Resume: 1, [S.allocate]: 4, [S.round]: 3, [S.rounded]: 3, [S.pause]: 3 });
+    expect(r.transitions.total / 12).toBeLessThan(1.5);
+  });
+
+  it('a round out of time hands its open checkpoint to the next round, which goes on waiting for it', async () => {
+    const r = await run({ checkpoints: 3, perRound: 10, late: [2] });
+    expect(r.calls.filter((c) => c !== 'next')).toEqual(['begin', 'poll1', 'poll1', 'commit1', 'poll2', 'poll2', 'poll2', 'commit2', 'poll3', 'poll3', 'commit3', 'begin']);
+    expect(r.transitions.byState[S.round]).toBe(2);
+  });
+
+  it('a commit the round cannot do is retried by the Standard execution (CommitAgain); after a stuck checkpoint is aborted the round goes on', async () => {
+    const failing = await run({ checkpoints: 3, perRound: 10, failCommit: [2] });
+    expect(failing.calls.filter((c) => c.startsWith('commit'))).toEqual(['commit1', 'commit2', 'commit2', 'commit2', 'commit3']);
+    expect(failing.transitions.byState[S.commitAgain]).toBe(1);
+    const stuck = await run({ checkpoints: 3, perRound: 10, abort: [2] });
+    expect(stuck.calls.filter((c) => c.startsWith('commit'))).toEqual(['commit1', 'commit3']);
+    expect(stuck.transitions.byState[S.round]).toBe(1);
+  });
+});

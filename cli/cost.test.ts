@@ -1,0 +1,27 @@
+/** `sluice cost`: the monthly estimate of a job, with the options that change what is deployed, and bad options refused. */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import type { MonthlyCost } from '../bench/cost.js';
+
+const run = promisify(execFile);
+const cost = async (...args: string[]) => JSON.parse((await run(process.execPath, ['bin/sluice.mjs', 'cost', 'examples/clickstream/job.ts', '--json', ...args])).stdout) as MonthlyCost;
+const usd = (c: MonthlyCost, service: string, item = '') => c.lines.filter((l) => l.service === service && l.item.includes(item)).reduce((a, l) => a + l.usd, 0);
+
+describe('sluice cost', () => {
+  it('prices Express rounds (--express) below the Standard loop, and the platform log lines only at --log-level INFO or DEBUG', async () => {
+    const [standard, express, info] = await Promise.all([cost('--rate', '1000'), cost('--rate', '1000', '--express'), cost('--rate', '1000', '--log-level', 'INFO')]);
+    expect(standard.transitionsPerCheckpoint).toBe(3);
+    expect(express.expressCheckpoints).toBe(true);
+    expect(express.transitionsPerCheckpoint).toBeLessThan(1);
+    expect(usd(express, 'Step Functions')).toBeLessThan(usd(standard, 'Step Functions') / 3);
+    expect(standard.lines.find((l) => l.item.startsWith('Logs ingestion'))!.item).not.toMatch(/platform/);
+    expect(usd(info, 'CloudWatch', 'Logs ingestion')).toBeGreaterThan(10 * usd(standard, 'CloudWatch', 'Logs ingestion'));
+  }, 120_000);
+
+  it('refuses an unknown log level, naming the option', async () => {
+    const failed = await run(process.execPath, ['bin/sluice.mjs', 'cost', 'examples/clickstream/job.ts', '--rate', '1000', '--log-level', 'LOUD']).catch((e: { stderr: string; code: number }) => e);
+    expect((failed as { code: number }).code).not.toBe(0);
+    expect((failed as { stderr: string }).stderr).toMatch(/--log-level must be DEBUG, INFO, WARN or ERROR, got "LOUD"/);
+  }, 60_000);
+});
