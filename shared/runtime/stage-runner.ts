@@ -70,7 +70,9 @@ export class StageRunner {
     const id = instanceIdOf(this.stage.id, shardId);
     const t = this.ports.telemetry;
     this.totals.batches++;
-    const lease = await this.ports.control.readLease(id);
+    // a source learns with its lease which checkpoint is open: it puts that barrier at its read position
+    const barriers = this.stage.input.kind === 'source' ? this.ports.sourceBarriers : undefined;
+    const [lease, announced] = await Promise.all([this.ports.control.readLease(id), barriers ? barriers.announced() : []]);
     let inst = this.instances.get(id);
     const cacheHit = !!inst && inst.fence === lease.fence && inst.lastPosition === lease.lastPosition;
     this.instances.delete(id); // re-added only when the batch succeeds
@@ -99,6 +101,12 @@ export class StageRunner {
           const ack = await this.ports.control.ack(owned.snapshot.checkpointId, id);
           if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: owned.snapshot.checkpointId });
         }
+        // barriers earlier owners placed go out where they recorded them, the restored position's first
+        const plan = inst.barrierPlan;
+        if (plan) {
+          await plan.load(inst.epoch);
+          if (inst.skipThrough.from === 'after') await plan.forwardReached(() => inst!.epoch, inst.skipThrough.sequenceNumber);
+        }
         const r = await this.replay(inst, shardId, records[0]!.sequenceNumber, owned.snapshot ? undefined : owned.firstPosition);
         replayed = r.records;
         // the first position this instance ever processed: from the lease, else the first record read now
@@ -109,7 +117,15 @@ export class StageRunner {
       }
       const live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
       const before = inst!.stats.recordsIn;
+      const plan = inst!.barrierPlan;
+      // recorded before the batch emits anything: a later owner puts no barrier before what it read
+      if (plan && live.length) await plan.readingThrough(inst!.epoch, inst!.fence, live[live.length - 1]!.sequenceNumber);
       await inst!.processRecords(live);
+      if (plan) {
+        const at = inst!.readPosition;
+        await plan.placeAnnounced(inst!.epoch, inst!.fence, at, announced);
+        if (at !== undefined) await plan.forwardReached(() => inst!.epoch, at);
+      }
       await inst!.drain();
       if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition, this.origins.get(id));
       t.count('RecordsIn', inst!.stats.recordsIn - before);

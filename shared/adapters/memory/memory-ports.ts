@@ -28,6 +28,7 @@
  */
 import { CheckpointInFlightError } from '../../coordinator/protocol.js';
 import type {
+  AnnouncedBarrier,
   CollectSinkStore,
   ControlStore,
   DeadLetter,
@@ -121,6 +122,8 @@ export class MemoryControlStore implements ControlStore {
   private readonly checkpoints = new Map<number, MemoryCheckpoint>();
   /** the coordinator row: last allocated checkpoint, the open ones */
   readonly coordinatorState: MemoryCoordinatorState = { last: 0, open: new Set() };
+  /** the coordinator's announcement of the checkpoints it opened, oldest first (source-barriers.ts) */
+  announcedBarriers: AnnouncedBarrier[] = [];
   /** every pointer ever published, in order */
   readonly published: PublishedSnapshot[] = [];
   /** a delta rewritten with other bytes under the same (instance, checkpoint): must stay 0 */
