@@ -20,11 +20,9 @@
  * checkpoints the sources take their barriers at the tail.
  */
 import type { AnnouncedBarrier, SourceBarrier, SourceBarrierRecord, SourceBarrierStore } from './ports.js';
-import { compareSeq } from './positions.js';
+import { compareSeq, laterSeq as later } from './positions.js';
 
 type Placement = SourceBarrierRecord['placed'][number];
-
-const later = (a: string | undefined, b: string | undefined) => (a === undefined ? b : b === undefined || compareSeq(a, b) >= 0 ? a : b);
 
 /** One source instance's placements; `forward` sends barrier n after the record `after` and snapshots. */
 export class SourceBarrierPlan {

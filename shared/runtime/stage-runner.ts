@@ -6,13 +6,20 @@
  * batch runs on the cached instance only if both match the lease; otherwise the runner takes the
  * lease over (bumping the fence, which shuts out any zombie's writes), restores the instance's last
  * snapshot and replays its shard up to the batch. A batch that throws drops the cached instance.
+ *
+ * The lease's position never moves back. A timed-out invocation may take the lease over after its
+ * retry succeeded further on (the retry ran where the instance was cached, so it bumped no fence);
+ * the mapping goes on after the retry's last record, which the zombie's instance never read. Had it
+ * committed its own, earlier position, its instance would match the lease and take the next batch
+ * as a cache hit: the records in between would be skipped and the rest numbered as they were not
+ * on any other run (another epoch or sequence number for the same record downstream).
  */
 import type { Job } from '../api/job.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { ShardInheritance } from './shard-inheritance.js';
-import { compareSeq, coveredBySnapshot, replayStart } from './positions.js';
+import { compareSeq, coveredBySnapshot, laterSeq, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
@@ -77,6 +84,8 @@ export class StageRunner {
     const cacheHit = !!inst && inst.fence === lease.fence && inst.lastPosition === lease.lastPosition;
     this.instances.delete(id); // re-added only when the batch succeeds
     let replayed = 0;
+    // the last position any owner committed: the mapping's next batch starts no later than after it
+    let committed = lease.lastPosition;
     try {
       if (cacheHit) {
         this.totals.cacheHits++;
@@ -88,6 +97,7 @@ export class StageRunner {
         // restore what the lease points to *after* the takeover: a pointer read before it may have
         // been superseded by the previous owner in between
         const owned = await this.ports.control.takeOver(id, lease.fence);
+        committed = owned.lastPosition;
         inst.fence = owned.fence;
         await inst.init();
         await inst.restore(owned.snapshot);
@@ -127,7 +137,9 @@ export class StageRunner {
         if (at !== undefined) await plan.forwardReached(() => inst!.epoch, at);
       }
       await inst!.drain();
-      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition, this.origins.get(id));
+      // an instance behind what an earlier owner committed leaves the lease there: it matches no
+      // lease then, and the next batch restores and replays instead of skipping what it never read
+      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, laterSeq(inst!.lastPosition, committed)!, this.origins.get(id));
       t.count('RecordsIn', inst!.stats.recordsIn - before);
       const maxDirty = this.options.maxDirtyKeys ?? 200_000;
       if (inst!.state.dirtyBound > maxDirty && inst!.state.dirtyCount > maxDirty) await inst!.spillDirty(Math.floor(maxDirty / 2));

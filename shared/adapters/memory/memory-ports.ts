@@ -38,6 +38,7 @@ import type {
   OutgoingRecord,
   RuntimePorts,
   SnapshotPointer,
+  SourceBarrierRecord,
   StateRow,
   StateRowId,
   TaskNotifier,
@@ -462,7 +463,7 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
       await hooks.after?.(op, i);
       return r;
     };
-  const { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink } = ports;
+  const { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink, sourceBarriers } = ports;
   return {
     control: {
       readLease: wrap('control.readLease', (id: string) => control.readLease(id), (instanceId) => ({ instanceId })),
@@ -498,6 +499,15 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
     collectSink: { stage: wrap('collectSink.stage', (s: string, o: Parameters<CollectSinkStore['stage']>[1]) => collectSink.stage(s, o), (_s, o) => ({ size: o.length })) },
     telemetry: ports.telemetry,
     ...(ports.spill ? { spill: ports.spill } : {}),
+    ...(sourceBarriers
+      ? {
+          sourceBarriers: {
+            announced: wrap('sourceBarriers.announced', () => sourceBarriers.announced(), () => ({})),
+            recorded: wrap('sourceBarriers.recorded', (id: string) => sourceBarriers.recorded(id), (instanceId) => ({ instanceId })),
+            record: wrap('sourceBarriers.record', (id: string, f: number, r: SourceBarrierRecord) => sourceBarriers.record(id, f, r), (instanceId) => ({ instanceId })),
+          },
+        }
+      : {}),
   };
 }
 
