@@ -456,8 +456,10 @@ class Sim {
       const acksAfterB = bState === 'done' ? this.ackSets() : undefined;
       ga.release();
       ra = await pA;
-      // a zombie resumed after the retry took the lease over must be fenced and change nothing
-      if (bState === 'done' && aState === 'gated' && gateA >= 1) {
+      // a zombie resumed after the retry took the lease over must be fenced and change nothing, if
+      // it had read the lease by then (a source reads the announced barriers with it, at once)
+      const leaseRead = this.o.sourceBarriers && stage.input.kind === 'source' ? 2 : 1;
+      if (bState === 'done' && aState === 'gated' && gateA >= leaseRead) {
         rb = await pB;
         if (!(rb instanceof Error) && !rb.cacheHit) {
           // it may also finish without error when its batch held nothing past the snapshot it
