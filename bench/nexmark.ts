@@ -12,18 +12,14 @@
  * network calls) — but not the engine's packing and unpacking, which run inside the stages.
  */
 import { readFileSync } from 'node:fs';
-import { performance } from 'node:perf_hooks';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
-import { memoryCoordinator } from '../shared/adapters/memory/checkpoint-store.js';
-import { createJobStreams, createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
+import { createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import { encodeSourceControl } from '../shared/codec/envelope.js';
 import { planJob } from '../shared/plan/planner.js';
-import { resourceNames } from '../shared/plan/resources.js';
-import type { RuntimePorts } from '../shared/runtime/ports.js';
-import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { compileSql } from '../shared/sql/index.js';
 import { generateNexmark, type NexmarkEvent } from '../examples/nexmark/generator.js';
 import { benchStateStore } from './handler.js';
+import { InProcessJob } from './in-process-job.js';
 
 export const NEXMARK_QUERIES = ['q0', 'q1', 'q2', 'q5', 'q7', 'q8'] as const;
 export type NexmarkQuery = (typeof NEXMARK_QUERIES)[number];
@@ -69,56 +65,29 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
   const compiled = compileSql(readFileSync(new URL(`../examples/nexmark/sql/${query}.sql`, import.meta.url), 'utf8'), { name: query, origin: `${query}.sql` });
   const job = compiled.job;
   const plan = planJob(job);
-  const names = resourceNames(plan);
   const collect = new CollectRegistry();
   let clock = Date.UTC(2026, 0, 1);
   const mem = createMemoryPorts({ seed: o.seed ?? 1, collect, now: () => clock });
-  createJobStreams(mem.kinesis, plan, names);
-  const ports: RuntimePorts = { ...mem.ports, state: benchStateStore() };
-  const coordinator = memoryCoordinator(plan, names, mem, [collect], () => new Date(clock));
-  const runners = plan.stages.map((s) => createStageRunner({ job, plan, stage: s, names, ports }));
-  const consumed = new Map<string, number>();
   let cpuMs = 0;
   let wallMs = 0;
-
-  const runStage = async (i: number): Promise<boolean> => {
-    const stage = plan.stages[i]!;
-    const stream = names.streamOf(stage);
-    let progressed = false;
-    for (const shard of mem.kinesis.listShards(stream)) {
-      const key = `${stream}/${shard.shardId}`;
-      const all = mem.kinesis.records(stream, shard.shardId);
-      const from = consumed.get(key) ?? 0;
-      for (let b = from; b < all.length; b += o.batch) {
-        const batch = all.slice(b, b + o.batch);
-        const u0 = process.cpuUsage();
-        const t0 = performance.now();
-        await runners[i]!.run(shard.shardId, batch);
-        wallMs += performance.now() - t0;
-        const u = process.cpuUsage(u0);
-        cpuMs += (u.user + u.system) / 1000;
-        consumed.set(key, b + batch.length);
-        progressed = true;
-      }
-    }
-    return progressed;
-  };
-  const runAll = async () => {
-    for (let progressed = true; progressed; ) {
-      progressed = false;
-      for (let i = 0; i < plan.stages.length; i++) if (await runStage(i)) progressed = true;
-    }
-  };
+  const run = new InProcessJob({
+    job,
+    plan,
+    mem,
+    ports: { ...mem.ports, state: benchStateStore() },
+    batch: o.batch,
+    commitTargets: [collect],
+    now: () => new Date(clock),
+    onBatch: (_i, _n, wall, cpu) => {
+      wallMs += wall;
+      cpuMs += cpu;
+    },
+  });
+  const names = run.names;
   let checkpoints = 0;
   const checkpoint = async () => {
     clock += 1000;
-    const { checkpointId: n } = await coordinator.allocate();
-    await coordinator.inject(n);
-    await coordinator.await(n, `token-${n}`);
-    await runAll();
-    const ck = (await coordinator.get(n))!;
-    if (!ck.complete) throw new Error(`nexmark ${query}: checkpoint ${n} has ${ck.acks} of ${ck.expected} acks`);
-    await coordinator.commit(n);
+    await run.checkpoint();
     checkpoints++;
   };
 
@@ -143,7 +112,7 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
       fed += recs.length;
       sinceCheckpoint += recs.length;
     }
-    await runAll();
+    await run.runAll();
     if (sinceCheckpoint >= o.checkpointEvery) {
       await checkpoint();
       sinceCheckpoint = 0;
@@ -154,7 +123,7 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
     const stream = names.streamOf(stage);
     for (const s of mem.kinesis.listShards(stream)) mem.kinesis.putRecord(stream, { data: encodeSourceControl({ kind: 'end' }), partitionKey: 'end', explicitHashKey: s.startingHashKey });
   }
-  await runAll();
+  await run.runAll();
   await checkpoint();
   const sink = compiled.sinks[0]!;
   const outputs = sink.updating ? mem.upsertSink.table(names.sinkTable(plan.sinks.find((s) => s.name === sink.name)!)).size : collect.published(sink.name).length;

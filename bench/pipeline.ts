@@ -5,17 +5,13 @@
  * `checkpointEverySeconds` the coordinator takes a checkpoint. Every port call is metered as the AWS
  * adapters would issue it (see metering.ts); invocations and their durations are counted per stage.
  */
-import { performance } from 'node:perf_hooks';
-import { memoryCoordinator } from '../shared/adapters/memory/checkpoint-store.js';
-import { createJobStreams, createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
+import { createMemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import type { Job } from '../shared/api/job.js';
 import { encodePayload } from '../shared/codec/payload.js';
 import { hashKeyOfEvenShard } from '../shared/plan/key-groups.js';
 import { planJob } from '../shared/plan/planner.js';
-import { resourceNames } from '../shared/plan/resources.js';
-import type { CollectSinkStore, RuntimePorts } from '../shared/runtime/ports.js';
-import { compareSeq } from '../shared/runtime/positions.js';
-import { createStageRunner } from '../shared/runtime/stage-runner.js';
+import type { CollectSinkStore } from '../shared/runtime/ports.js';
+import { InProcessJob } from './in-process-job.js';
 import { makeEvents } from './jobs.js';
 import { Meter, meterPorts, putPayloadUnits } from './metering.js';
 
@@ -58,10 +54,8 @@ export interface PipelineResult {
 
 export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
   const plan = planJob(o.job);
-  const names = resourceNames(plan);
   let clock = 0;
   const mem = createMemoryPorts({ seed: o.seed ?? 1, now: () => clock });
-  createJobStreams(mem.kinesis, plan, names);
   const meter = new Meter();
   let outputs = 0;
   const collectSink: CollectSinkStore = {
@@ -69,11 +63,23 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
       outputs += out.length;
     },
   };
-  const ports: RuntimePorts = meterPorts({ ...mem.ports, collectSink }, meter, mem.state.table);
-  const coordinator = memoryCoordinator(plan, names, mem, [], () => new Date(clock));
-  const runners = plan.stages.map((s) => createStageRunner({ job: o.job, plan, stage: s, names, ports }));
   const stats: StageStats[] = plan.stages.map((s) => ({ stage: s.id, shards: s.parallelism, invocations: 0, ms: 0, cpuMs: 0, records: 0 }));
-  const cursors = new Map<string, string>();
+  const run = new InProcessJob({
+    job: o.job,
+    plan,
+    mem,
+    ports: meterPorts({ ...mem.ports, collectSink }, meter, mem.state.table),
+    batch: o.maxBatch,
+    now: () => new Date(clock),
+    onBatch: (i, records, wallMs, cpuMs) => {
+      const st = stats[i]!;
+      st.ms += wallMs;
+      st.cpuMs += cpuMs;
+      st.invocations++;
+      st.records += records;
+    },
+  });
+  const names = run.names;
   const sourceStage = plan.stages.find((s) => s.input.kind === 'source')!;
   const sourceStream = names.streamOf(sourceStage);
   const sourceShards = sourceStage.parallelism;
@@ -84,39 +90,6 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
   let payloadBytes = 0;
   let sourceBytes = 0;
   const enc = new TextEncoder();
-
-  const runStage = async (i: number): Promise<boolean> => {
-    const stage = plan.stages[i]!;
-    const stream = names.streamOf(stage);
-    let progressed = false;
-    for (const shard of mem.kinesis.listShards(stream)) {
-      const key = `${stream}/${shard.shardId}`;
-      const last = cursors.get(key);
-      const all = mem.kinesis.records(stream, shard.shardId);
-      const fresh = last === undefined ? all : all.filter((r) => compareSeq(r.sequenceNumber, last) > 0);
-      for (let b = 0; b < fresh.length; b += o.maxBatch) {
-        const batch = fresh.slice(b, b + o.maxBatch);
-        const c0 = process.cpuUsage();
-        const t0 = performance.now();
-        await runners[i]!.run(shard.shardId, batch);
-        const st = stats[i]!;
-        st.ms += performance.now() - t0;
-        const dc = process.cpuUsage(c0);
-        st.cpuMs += (dc.user + dc.system) / 1000;
-        st.invocations++;
-        st.records += batch.length;
-        cursors.set(key, batch[batch.length - 1]!.sequenceNumber);
-        progressed = true;
-      }
-    }
-    return progressed;
-  };
-  const runAll = async () => {
-    for (let progressed = true; progressed; ) {
-      progressed = false;
-      for (let i = 0; i < plan.stages.length; i++) if (await runStage(i)) progressed = true;
-    }
-  };
 
   let checkpoints = 0;
   const s1 = plan.stages.find((x) => x.input.kind === 'exchange')!;
@@ -147,21 +120,13 @@ export async function runPipeline(o: PipelineOptions): Promise<PipelineResult> {
       mem.kinesis.putRecords(sourceStream, entries);
     }
     // one ESM poll per shard per second: each stage in turn sees what arrived
-    for (let i = 0; i < plan.stages.length; i++) await runStage(i);
+    for (let i = 0; i < plan.stages.length; i++) await run.runStage(i);
     if ((s + 1) % o.checkpointEverySeconds === 0) {
-      const { checkpointId: n } = await coordinator.allocate();
-      const { topology } = (await coordinator.get(n))!;
-      meter.coordinatorCheckpoint(n, topology, sourceShards, plan.sources.length);
-      await coordinator.inject(n);
-      await coordinator.await(n, `token-${n}`);
-      await runAll();
-      const ck = (await coordinator.get(n))!;
-      if (!ck.complete) throw new Error(`bench pipeline: checkpoint ${n} has ${ck.acks} of ${ck.expected} acks`);
-      await coordinator.commit(n);
+      await run.checkpoint((n, topology) => meter.coordinatorCheckpoint(n, topology, sourceShards, plan.sources.length));
       checkpoints++;
     }
   }
-  await runAll();
+  await run.runAll();
   let exRecords = 0;
   let exBytes = 0;
   mem.kinesis.listShards(s1Stream).forEach((sh, i) => {

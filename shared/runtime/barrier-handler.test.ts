@@ -38,7 +38,15 @@ describe('barrier handlers', () => {
     expect(h.hold(data('a', 1, 0, '200'), 0)).toBe('held');
     expect(h.hold(data('a', 1, 1, '201'), 0)).toBe('spilled');
     expect(h.hold(data('a', 1, 2, '199'), 0)).toBe('spilled');
+    // the snapshot's replay point is the earliest spilled record, before the held one
+    h.onBarrier('a', barrier(1, 0), '190', 0);
+    h.onBarrier('b', barrier(1, 0), '191', 0);
+    expect(h.complete(1, twoProducers, '300')?.replayFrom).toBe('199');
+    expect(h.settled).toBe(false);
+    expect(h.release(1)).toHaveLength(1);
+    expect(h.settled).toBe(false); // the overflow is still to be re-read
     expect(h.takeOverflow()).toBe('199');
+    expect(h.settled).toBe(true);
     expect(h.takeOverflow()).toBeUndefined();
   });
 
@@ -51,5 +59,70 @@ describe('barrier handlers', () => {
     h.onBarrier('b', barrier(6, 100), '303', 5);
     expect(h.complete(6, twoProducers, '304')?.replayFrom).toBe('304');
     expect(h.settled).toBe(true);
+  });
+
+  it("exactly-once: a barrier of a checkpoint the instance is past is refused; a producer's first barrier of a checkpoint is the one that counts", () => {
+    const dedupe = new RecordDedupe();
+    const h = createBarrierHandler('exactly-once', dedupe, 10);
+    expect(h.onBarrier('a', barrier(3, 0), '10', 3)).toBe(false);
+    expect(h.onBarrier('a', barrier(2, 0), '10', 3)).toBe(false);
+    expect(h.waiting(3)).toBe(false);
+    expect(h.settled).toBe(true);
+    // checkpoint 4: a's barrier counts one record; a re-delivered copy saying 5 does not raise it
+    expect(h.onBarrier('a', barrier(4, 1), '11', 3)).toBe(true);
+    expect(h.onBarrier('a', barrier(4, 5), '12', 3)).toBe(true);
+    expect(h.settled).toBe(false);
+    expect(h.describe()).toEqual({ held: 0, waitingBarriers: ['4:a'] });
+    h.onBarrier('b', barrier(4, 0), '13', 3);
+    dedupe.admit('a', 3, 0);
+    expect(h.complete(4, twoProducers, '14')?.replayFrom).toBe('14');
+    expect(h.waiting(4)).toBe(false);
+  });
+
+  it("exactly-once: the replay point is the earliest of the frontier, a held record, the hold overflow and a later checkpoint's barrier", () => {
+    const dedupe = new RecordDedupe();
+    const h = createBarrierHandler('exactly-once', dedupe, 2);
+    // instance in epoch 0, completing checkpoint 1; checkpoint 3's barrier from b arrives early at 105
+    h.onBarrier('a', barrier(1, 0), '100', 0);
+    expect(h.hold(data('a', 1, 0, '103'), 0)).toBe('held');
+    expect(h.onBarrier('b', barrier(3, 0), '105', 0)).toBe(true);
+    h.onBarrier('b', barrier(1, 0), '101', 0);
+    expect(h.complete(1, twoProducers, '120')?.replayFrom).toBe('103'); // the held record
+    expect(h.release(1).map((u) => u.position)).toEqual(['103']);
+    // checkpoint 2 (instance now in epoch 1): nothing held; checkpoint 3's barrier at 105 is the earliest
+    h.onBarrier('a', barrier(2, 0), '121', 1);
+    h.onBarrier('b', barrier(2, 0), '122', 1);
+    expect(h.complete(2, twoProducers, '130')?.replayFrom).toBe('105');
+    // checkpoint 3 itself: its own early barrier no longer pulls the replay point back
+    h.onBarrier('a', barrier(3, 0), '131', 2);
+    expect(h.complete(3, twoProducers, '140')?.replayFrom).toBe('140');
+    // a later checkpoint's barrier past the frontier does not move it
+    h.onBarrier('a', barrier(4, 0), '150', 3);
+    h.onBarrier('a', barrier(6, 0), '160', 3);
+    h.onBarrier('b', barrier(4, 0), '151', 3);
+    expect(h.complete(4, twoProducers, '155')?.replayFrom).toBe('155');
+    // past the hold bound the overflow's position is where replay starts
+    expect(h.hold(data('a', 5, 0, '170'), 4)).toBe('held');
+    expect(h.hold(data('a', 5, 1, '171'), 4)).toBe('held');
+    expect(h.hold(data('a', 5, 2, '172'), 4)).toBe('spilled');
+    h.onBarrier('a', barrier(5, 0), '165', 4);
+    h.onBarrier('b', barrier(5, 0), '166', 4);
+    expect(h.complete(5, twoProducers, '180')?.replayFrom).toBe('160'); // checkpoint 6's barrier is earlier still
+    expect(h.release(5)).toHaveLength(2);
+    expect(h.takeOverflow()).toBe('172');
+  });
+
+  it("exactly-once: release gives back one epoch's held records in input order (position, then index in the record) and keeps later epochs held", () => {
+    const h = createBarrierHandler('exactly-once', new RecordDedupe(), 10);
+    const u = (epoch: number, seq: number, position: string, index: number): Unit => ({ ...data('a', epoch, seq, position), index });
+    for (const x of [u(2, 0, '205', 1), u(3, 1, '201', 0), u(2, 2, '205', 0), u(2, 3, '202', 0)]) expect(h.hold(x, 1)).toBe('held');
+    expect(h.release(4)).toEqual([]);
+    expect(h.release(2).map((x) => `${x.position}/${x.index}`)).toEqual(['202/0', '205/0', '205/1']);
+    expect(h.describe()).toMatchObject({ held: 1 });
+    expect(h.settled).toBe(false);
+    // a released record re-delivered is held again, not taken for a duplicate of one still held
+    expect(h.hold(u(2, 3, '202', 0), 1)).toBe('held');
+    expect(h.hold(u(3, 1, '201', 0), 1)).toBe('duplicate');
+    expect(h.release(3).map((x) => x.position)).toEqual(['201']);
   });
 });

@@ -10,6 +10,7 @@ import {
   dynamoUpsertSink,
   EventTimeSessionWindows,
   job,
+  mapState,
   operatorListState,
   OutputTag,
   TumblingEventTimeWindows,
@@ -127,6 +128,46 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     ]);
     expect(r.published<string>('out').sort()).toEqual(['1:1', '3:1,3']);
     expect(r.deadLetters()).toHaveLength(1);
+  });
+
+  it('broadcast state: a rule put before the throw is gone on every instance (record undo: the map saved before its first change)', async () => {
+    interface Rule {
+      readonly type: string;
+      readonly limit: number;
+      readonly bad?: boolean;
+    }
+    const limits = mapState<string, number>('limits');
+    const j = job('undo-broadcast', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    const rules = j.source<Rule>({ name: 'rules', shards: 1 }).broadcast(limits as never);
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 2 })
+      .connect(rules)
+      .process<string>({
+        processElement(e, ctx, out) {
+          out.collect(`${e.key}:${ctx.getBroadcastState(limits).get('card') ?? 'none'}`);
+        },
+        processBroadcastElement(rule, ctx) {
+          ctx.getBroadcastState(limits).put(rule.type, rule.limit);
+          if (rule.bad) throw new Error('bad rule');
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j, { batchSize: 4 });
+    r.produce('rules', [{ type: 'card', limit: 100 }]);
+    await r.drain();
+    r.produce('rules', [{ type: 'card', limit: 5, bad: true }]);
+    await r.drain();
+    r.produce('ev', [
+      { key: 'a', ts: 1, v: 1 },
+      { key: 'b', ts: 2, v: 1 },
+    ]);
+    await r.drain();
+    r.endOfInput();
+    await r.drain();
+    // both keyed instances still see the rule from before the failed one
+    expect(r.published<string>('out').sort()).toEqual(['a:100', 'b:100']);
+    // the rule reached both instances and threw on each: one dead letter per instance
+    expect(r.deadLetters()).toHaveLength(2);
   });
 
   it('timers: a timer added before the throw never fires, one deleted before it still does (record undo: timer changes noted per record)', async () => {
