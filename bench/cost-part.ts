@@ -21,6 +21,8 @@ export interface CostPartResult {
 }
 
 const KEYS = 10_000;
+/** the stage functions' DynamoDB writes, by what they write (metering.ts) */
+const WRITE_KINDS = ['state', 'delta', 'position', 'pointer', 'ack', 'takeover', 'sink'] as const;
 const EPS = 1_000;
 
 async function metered(intervalS: number, quick: boolean, transitions: number, log: (line: string) => void): Promise<{ plan: Plan; cost: MonthlyCost }> {
@@ -31,6 +33,7 @@ async function metered(intervalS: number, quick: boolean, transitions: number, l
   const seconds = quick ? intervalS : Math.max(60, 3 * intervalS);
   log(`metering the job in process at ${EPS} ev/s, ${intervalS} s checkpoints (${warmupSeconds} s warm-up, ${seconds} s metered)…`);
   const r = await runPipeline({ job, eventsPerSecond: EPS, seconds, checkpointEverySeconds: intervalS, maxBatch: 500, keys: KEYS, warmupSeconds });
+  log(`  stage functions' writes per checkpoint (WRU): ${WRITE_KINDS.map((k) => `${k} ${((r.meter.get(`dynamodb.write.${k}`).units * intervalS) / seconds).toFixed(1)}`).join(', ')}; requests per checkpoint: ${((r.meter.sum('dynamodb.write.').requests * intervalS) / seconds).toFixed(1)}`);
   return { plan, cost: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, activity: fromMeter(r, EPS, plan), transitionsPerCheckpoint: transitions }) };
 }
 

@@ -15,6 +15,7 @@
  * alarms, the dashboard, keys and storage is counted here from the plan.
  */
 import type { Plan } from '../shared/plan/plan.js';
+import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
 import { pauseMsOf } from '../shared/coordinator/loop.js';
 import type { PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
@@ -117,6 +118,8 @@ export interface CostOptions {
   /** watchdog period in minutes; @default 5 */
   readonly watchdogMinutes?: number;
   readonly transitionsPerCheckpoint?: number;
+  /** the functions' log level (SluiceJob `logLevel`): Lambda's platform lines are sent at DEBUG and INFO only; @default 'WARN' */
+  readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
 }
 
 export interface MonthlyLine {
@@ -144,9 +147,14 @@ export interface MonthlyCost {
 /** Metric names the functions publish: per stage and for the coordinator (functions/telemetry.ts, stage-runner). */
 const STAGE_METRICS = 6;
 const COORDINATOR_METRICS = 3;
-/** bytes Lambda writes per invocation (START, END, REPORT) and one EMF document per invocation */
+/** bytes Lambda writes per invocation (START, END, REPORT), sent at log levels DEBUG and INFO only (cdk/sluice-function.ts) */
 const PLATFORM_LOG_BYTES = 360;
-const EMF_LOG_BYTES = 700;
+/**
+ * bytes of one EMF document: the metrics an environment counted in a minute (functions/telemetry.ts),
+ * written once a minute per busy environment, or once per invocation where invocations are further apart
+ */
+const EMF_LOG_BYTES = 900;
+const EMF_PERIOD_S = 60;
 /** coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, await, commit, close), measured by reading loop.ts/coordinator.ts */
 const COORDINATOR_WRU = 9;
 const COORDINATOR_RRU = 14;
@@ -173,6 +181,8 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const pauseS = pauseMsOf(plan.checkpoint) / 1000;
   // an idle coordinator takes no checkpoint; an active one one per pause (plus the commit, ~1 s)
   const checkpoints = active || !idle ? S / (pauseS + 1) : 0;
+  // a commit collects garbage about once a minute (shared/coordinator/gc.ts collectsGarbage)
+  const gcRuns = checkpoints / Math.max(1, Math.ceil(GC_PERIOD_MS / (pauseS * 1000)));
   const parkedRechecks = active || !idle ? 0 : HOURS_PER_MONTH; // Allocate's hourly re-check (IDLE_RECHECK_SECONDS)
   const sourceStages = plan.stages.filter((s) => s.input.kind === 'source');
   const innerStages = plan.stages.filter((s) => s.input.kind !== 'source');
@@ -218,7 +228,7 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   line('DynamoDB', 'reads: idle item after each source batch (wake-up)', idle ? (a?.sourceInvocations ?? 0) * S : 0, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'coordinator writes', checkpoints * COORDINATOR_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * COORDINATOR_RRU + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
-  line('DynamoDB', 'commit GC: a lease read and a delta query per instance', checkpoints * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'commit GC (about once a minute): a lease read and a delta query per instance', gcRuns * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   const stateGb = (keys * STATE_BYTES_PER_KEY) / 1e9 + 0.001;
   line('DynamoDB', 'storage (state, control, sinks)', stateGb, 'GB-month', MORE_PRICES.dynamodb.storedGbMonth);
   line('DynamoDB', 'point-in-time recovery', stateGb, 'GB-month', MORE_PRICES.dynamodb.pitrGbMonth);
@@ -228,13 +238,17 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
 
   // S3
   line('S3', 'PUT (deltas above 8 KB, dead letters)', (a?.s3Puts ?? 0) * S, 'requests', PRICES.s3.put);
-  line('S3', 'LIST: commit GC, one per instance per checkpoint', checkpoints * instances, 'requests', MORE_PRICES.s3.list);
+  line('S3', 'LIST: commit GC (about once a minute), one per instance', gcRuns * instances, 'requests', MORE_PRICES.s3.list);
   line('S3', 'storage (retained deltas, savepoints)', stateGb * (plan.checkpoint.retained + 1), 'GB-month', MORE_PRICES.s3.storedGbMonth);
 
   // CloudWatch
   const invocations = (a?.stageInvocations ?? 0) * S + coordInvocations + watchdogRuns;
-  const logGb = (invocations * PLATFORM_LOG_BYTES + ((a?.stageInvocations ?? 0) * S + coordInvocations) * EMF_LOG_BYTES) / 1e9;
-  line('CloudWatch', 'Logs ingestion (platform lines + one EMF document per invocation; WARN level)', logGb, 'GB', MORE_PRICES.logs.ingestedGb);
+  const level = o.logLevel ?? 'WARN';
+  const platformLines = level === 'DEBUG' || level === 'INFO';
+  // one busy environment per shard (the ESM runs one batch of a shard at a time) and the coordinator's
+  const emfDocuments = Math.min((a?.stageInvocations ?? 0) * S, (shards * S) / EMF_PERIOD_S) + Math.min(coordInvocations, S / EMF_PERIOD_S);
+  const logGb = ((platformLines ? invocations * PLATFORM_LOG_BYTES : 0) + emfDocuments * EMF_LOG_BYTES) / 1e9;
+  line('CloudWatch', `Logs ingestion (${platformLines ? 'platform lines + ' : ''}one EMF document a minute per busy environment; ${level} level)`, logGb, 'GB', MORE_PRICES.logs.ingestedGb);
   line('CloudWatch', 'Logs storage (one month retention)', logGb, 'GB-month', MORE_PRICES.logs.storedGbMonth);
   const metrics = active ? plan.stages.length * STAGE_METRICS + COORDINATOR_METRICS : 0; // billed per hour with data
   line('CloudWatch', 'EMF custom metrics (dimensions service, job, stage)', metrics, 'metrics', MORE_PRICES.cloudwatch.customMetricMonth);

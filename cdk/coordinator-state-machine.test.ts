@@ -101,7 +101,7 @@ describe('definition', () => {
   it('loops Allocate → AwaitAcks → Commit → Allocate: three transitions per checkpoint', () => {
     const d = click.definition;
     expect(d.StartAt).toBe(S.init);
-    expect(Object.keys(d.States).sort()).toEqual([S.init, S.fresh, S.resume, S.allocate, S.awaitAcks, S.commit, S.abort, S.pause, S.done].sort());
+    expect(Object.keys(d.States).sort()).toEqual([S.init, S.fresh, S.resume, S.allocate, S.awaitAcks, S.overdue, S.extend, S.commit, S.abort, S.pause, S.done].sort());
     const next = (name: string) => st(click, name).Next;
     expect(next(S.fresh)).toBe(S.allocate);
     expect(next(S.resume)).toBe(S.allocate);
@@ -133,13 +133,20 @@ describe('definition', () => {
     expect(st(click, S.allocate).TimeoutSeconds).toBe(IDLE_RECHECK_SECONDS);
   });
 
-  it('catches the pause and a wake-up back to Allocate, continue-as-new to Done, ack failures to Abort', () => {
+  it('catches the pause and a wake-up back to Allocate, continue-as-new to Done; a timeout of AwaitAcks asks Overdue, other ack failures go to Abort', () => {
     expect(st(click, S.commit).Catch).toEqual([{ ErrorEquals: ['States.Timeout'], ResultPath: null, Next: S.allocate }]);
     expect(st(click, S.allocate).Catch).toEqual([
       { ErrorEquals: [LOOP_ERRORS.continuedAsNew], ResultPath: null, Next: S.done },
       { ErrorEquals: [LOOP_ERRORS.inputArrived, 'States.Timeout'], ResultPath: null, Next: S.allocate },
     ]);
-    expect(st(click, S.awaitAcks).Catch).toEqual([{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: S.abort }]);
+    expect(st(click, S.awaitAcks).Catch).toEqual([
+      { ErrorEquals: ['States.Timeout'], ResultPath: null, Next: S.overdue },
+      { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: S.abort },
+    ]);
+    expect((st(click, S.overdue).Parameters as { Payload: unknown }).Payload).toEqual({ action: 'overdue', 'checkpointId.$': '$.ckpt.checkpointId' });
+    expect(st(click, S.overdue).Next).toBe(S.extend);
+    expect(st(click, S.extend).Choices).toEqual([{ Variable: '$.overdue.extend', BooleanEquals: true, Next: S.awaitAcks }]);
+    expect(st(click, S.extend).Default).toBe(S.pause);
   });
 
   it('retries Allocate on CheckpointInFlightError and Lambda service errors with backoff', () => {
@@ -201,7 +208,8 @@ describe('execution in the local Step Functions interpreter', () => {
    * its token with the next checkpoint (or parks it), await answers when "the last ack" arrives,
    * commit leaves its token to the pause.
    */
-  async function run(d: CoordinatorDefinition, opts: { checkpoints: number; failAcks?: number[]; park?: number[] }) {
+  async function run(d: CoordinatorDefinition, opts: { checkpoints: number; failAcks?: number[]; slowAcks?: number[]; stuck?: number[]; park?: number[] }) {
+    const overdueSeen = new Set<number>();
     const calls: Array<Record<string, unknown>> = [];
     let next = 1;
     let sf!: LocalStepFunctions;
@@ -211,6 +219,11 @@ describe('execution in the local Step Functions interpreter', () => {
     const handler = async (payload: unknown) => {
       const p = payload as { action: string; checkpointId?: number; taskToken?: string; iteration?: number };
       calls.push({ action: p.action, ...(p.checkpointId !== undefined ? { checkpointId: p.checkpointId } : {}) });
+      // Overdue: acks still arriving (slow) → wait again; none for a window (stuck) → aborted
+      if (p.action === 'overdue') {
+        overdueSeen.add(p.checkpointId!);
+        return { checkpointId: p.checkpointId, extend: !opts.stuck?.includes(p.checkpointId!) };
+      }
       const token = p.taskToken!;
       setImmediate(() => {
         if (p.action === 'begin') {
@@ -222,7 +235,10 @@ describe('execution in the local Step Functions interpreter', () => {
           parked = undefined;
           sf.sendTaskSuccess(token, JSON.stringify({ iteration: (p.iteration ?? 0) + 1, ckpt: { checkpointId: next++ } }));
         } else if (p.action === 'await') {
-          if (opts.failAcks?.includes(p.checkpointId!)) sf.sendTaskFailure(token, 'States.Timeout', 'no acks');
+          if (opts.failAcks?.includes(p.checkpointId!)) sf.sendTaskFailure(token, 'AcksFailed', 'an instance failed');
+          // no answer: the state's own timeout (the progress window) passes
+          else if (opts.stuck?.includes(p.checkpointId!)) return;
+          else if (opts.slowAcks?.includes(p.checkpointId!) && !overdueSeen.has(p.checkpointId!)) return;
           else sf.sendTaskSuccess(token, '{}');
         }
         // commit: the token is left to the state's heartbeat timeout (the pause)
@@ -233,7 +249,7 @@ describe('execution in the local Step Functions interpreter', () => {
       definition: d.definition,
       stateMachineArn: d.stateMachineArn,
       lambdaHandlers: { [d.coordinatorFunctionArn]: handler },
-      taskTimeoutOverrides: commitPauseOverride(d.definition, 5),
+      taskTimeoutOverrides: { ...commitPauseOverride(d.definition, 5), [S.awaitAcks]: 20 },
       waitTimeOverrides: { [S.pause]: 5 },
     });
     const { executionArn } = await sf.startExecution({ iteration: 0 });
@@ -263,6 +279,18 @@ describe('execution in the local Step Functions interpreter', () => {
   it('aborts a checkpoint whose acks fail, pauses, and goes on', async () => {
     const { calls } = await run(click, { checkpoints: 3, failAcks: [2] });
     expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 8)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'abort2', 'begin', 'await3']);
+  });
+
+  it('asks Overdue when the progress window passes and waits again while acks arrive, without aborting', async () => {
+    const { calls } = await run(click, { checkpoints: 3, slowAcks: [2] });
+    expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 9)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'overdue2', 'await2', 'commit2', 'begin']);
+  });
+
+  it('goes on to the pause and the next checkpoint when Overdue aborted a stuck one', async () => {
+    const { calls, transitions } = await run(click, { checkpoints: 3, stuck: [2] });
+    expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 8)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'overdue2', 'begin', 'await3']);
+    expect(transitions.byState[S.pause]).toBe(1);
+    expect(calls.some((c) => c.action === 'abort')).toBe(false); // Overdue aborted it itself
   });
 
   it('makes no transition while parked, and the first input wakes it', async () => {

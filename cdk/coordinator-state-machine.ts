@@ -9,7 +9,9 @@
  * Init ─▶ Fresh | Resume ─▶ Allocate ─────▶ AwaitAcks ─────▶ Commit ──(heartbeat timeout = the pause)──▶ Allocate
  *                            │  ▲  ▲            │                                               (loop)
  *                            │  │  └ InputArrived / idle re-check (a parked token)
- *                            │  └──────────── Pause ◀── Abort ◀┘ (ack timeout or error)
+ *                            │  │                 ├─ window passed ─▶ Overdue ─▶ Extend? ─▶ AwaitAcks (acks still arriving)
+ *                            │  │                 │                                   └──▶ Pause (n was stuck: aborted)
+ *                            │  └──────────── Pause ◀── Abort ◀┘ (ack error)
  *                            └─ ContinuedAsNew ─▶ Done (a fresh execution took over)
  * ```
  *
@@ -32,6 +34,7 @@ import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { pauseMsOf } from '../shared/coordinator/loop.js';
+import { ceilingMs } from '../shared/coordinator/timeouts.js';
 import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 
@@ -43,6 +46,8 @@ export const COORDINATOR_STATES = {
   allocate: 'Allocate',
   inject: 'Inject',
   awaitAcks: 'AwaitAcks',
+  overdue: 'Overdue',
+  extend: 'Extend?',
   commit: 'Commit',
   abort: 'Abort',
   pause: 'Pause',
@@ -114,11 +119,12 @@ export function pauseSeconds(checkpoint: CheckpointSettings): number {
 
 /**
  * Retry plan of `Allocate` on CheckpointInFlightError: exponential backoff (1 s, doubling, capped at
- * 30 s) with enough attempts to outwait twice the checkpoint timeout, so a checkpoint left open by
- * a dead execution has been timed out by the coordinator function before this execution gives up.
+ * 30 s) with enough attempts to outwait the hard ceiling of a checkpoint (shared/coordinator/timeouts.ts),
+ * so a checkpoint left open by a dead execution has been aborted by the coordinator function
+ * before this execution gives up, even one whose acks kept arriving.
  */
 export function allocateRetryAttempts(checkpoint: CheckpointSettings): number {
-  const budget = (2 * checkpoint.timeoutMs) / 1000 + 60;
+  const budget = ceilingMs(checkpoint.timeoutMs) / 1000 + 60;
   let waited = 0;
   let attempts = 0;
   for (let delay = 1; waited < budget; delay = Math.min(delay * 2, 30)) {
@@ -258,11 +264,28 @@ export class CoordinatorStateMachine extends Construct {
     commit.addCatch(allocate, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
 
     const abort = this.abortTask(fn);
-    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
     const pause = sfn.Wait.jsonPath(this, S.pause, {
       comment: 'after an abort: max(intervalMs, minPauseMs), whole seconds',
       time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
     });
+    // timeoutMs is a progress window: when it passes, the coordinator aborts n only if n is stuck
+    // (shared/coordinator/timeouts.ts), else the workflow waits again (off the happy path: no cost)
+    const overdue = tasks.LambdaInvoke.jsonPath(this, S.overdue, {
+      comment: 'the window passed: abort n if no ack came in it (or past the ceiling), else wait again',
+      lambdaFunction: fn,
+      payload: sfn.TaskInput.fromObject({ action: 'overdue', checkpointId }),
+      resultSelector: { extend: sfn.JsonPath.stringAt('$.Payload.extend') },
+      resultPath: '$.overdue',
+      retryOnServiceExceptions: false,
+    });
+    retryIdempotent(overdue);
+    awaitAcks.addCatch(overdue, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
+    awaitAcks.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
+    overdue.next(
+      sfn.Choice.jsonPath(this, S.extend, { comment: 'still open and progressing?' })
+        .when(sfn.Condition.booleanEquals('$.overdue.extend', true), awaitAcks)
+        .otherwise(pause),
+    );
     fresh.next(allocate);
     resume.next(allocate);
     allocate.next(awaitAcks).next(commit).next(allocate);
@@ -284,7 +307,7 @@ export class CoordinatorStateMachine extends Construct {
 
   /**
    * Several checkpoints in flight: a new one starts every pause while fewer than maxConcurrent are
-   * open. Settle commits the complete ones in order (and aborts the timed-out); when the window is
+   * open. Settle commits the complete ones in order (and aborts the stuck ones); when the window is
    * full the workflow waits on the oldest one's task token, woken by its last ack.
    */
   private concurrentLoop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass, checkpointId: number): void {
@@ -332,7 +355,7 @@ export class CoordinatorStateMachine extends Construct {
       .when(sfn.Condition.numberGreaterThanEquals('$.iteration', checkpoint.continueAsNewAfter), continueAsNew.next(done))
       .otherwise(allocate);
     const settle = tasks.LambdaInvoke.jsonPath(this, S.settle, {
-      comment: 'commit every complete open checkpoint in order, abort the timed-out (idempotent)',
+      comment: 'commit every complete open checkpoint in order, abort the stuck ones (idempotent)',
       lambdaFunction: fn,
       payload: sfn.TaskInput.fromObject({ action: 'settle' }),
       resultSelector: { open: sfn.JsonPath.numberAt('$.Payload.open'), oldest: sfn.JsonPath.numberAt('$.Payload.oldest') },
@@ -350,7 +373,7 @@ export class CoordinatorStateMachine extends Construct {
       retryOnServiceExceptions: false,
     });
     addServiceRetry(awaitOldest);
-    // a timeout is settled too: Settle aborts what is past its timeout
+    // a timeout is settled too: Settle aborts what is stuck (no ack for a window, or past the ceiling)
     awaitOldest.addCatch(settle, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
     // the window is full (or a stop or a reshard holds checkpoints back): settle, pause, try again
     allocate.addCatch(settle, { errors: [CHECKPOINT_IN_FLIGHT], resultPath: sfn.JsonPath.DISCARD });

@@ -159,6 +159,16 @@ describe('logLevel and stalledShardAlarmAfter', () => {
     });
   });
 
+  it('sends no platform lines to CloudWatch Logs at WARN, and never filters the level-less EMF documents', () => {
+    for (const name of ['sluice-clickstream-s0', 'sluice-clickstream-coordinator']) {
+      click.template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: name, LoggingConfig: { LogFormat: 'JSON', SystemLogLevel: 'WARN', ApplicationLogLevel: 'INFO' } });
+    }
+    synthJob(clickstream, { logLevel: 'DEBUG' }).template.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'sluice-clickstream-s0',
+      LoggingConfig: { LogFormat: 'JSON', SystemLogLevel: 'INFO', ApplicationLogLevel: 'DEBUG' },
+    });
+  });
+
   it('raises the stalled-shard alarm at the age given', () => {
     synthJob(clickstream, { stalledShardAlarmAfter: Duration.minutes(30) }).template.hasResourceProperties('AWS::CloudWatch::Alarm', {
       AlarmName: 'sluice-clickstream-s0-stalled-shard',

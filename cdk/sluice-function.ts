@@ -62,13 +62,36 @@ export interface SluiceFunctionProps {
   readonly reservedConcurrentExecutions?: number;
   /** @default no active tracing */
   readonly tracing?: lambda.Tracing;
+  /**
+   * The level the function's own logs are written at (POWERTOOLS_LOG_LEVEL). Lambda's platform
+   * lines (START, END, REPORT: about 360 bytes an invocation) are INFO events: below DEBUG and
+   * INFO they are not sent to CloudWatch Logs at all.
+   * @default 'WARN'
+   */
+  readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+}
+
+/**
+ * Lambda's log settings for a function logging at `level`: JSON format (log-level filtering needs
+ * it); platform lines only at DEBUG and INFO; application lines at INFO or below, never filtered
+ * above it, because the EMF documents carry no level and Lambda counts them as INFO (the
+ * function's logger does its own filtering at `level`).
+ */
+export function lambdaLogging(level: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' = 'WARN'): Pick<lambda.FunctionProps, 'loggingFormat' | 'systemLogLevelV2' | 'applicationLogLevelV2'> {
+  const verbose = level === 'DEBUG' || level === 'INFO';
+  return {
+    loggingFormat: lambda.LoggingFormat.JSON,
+    systemLogLevelV2: verbose ? lambda.SystemLogLevel.INFO : lambda.SystemLogLevel.WARN,
+    applicationLogLevelV2: level === 'DEBUG' ? lambda.ApplicationLogLevel.DEBUG : lambda.ApplicationLogLevel.INFO,
+  };
 }
 
 /** A function of Sluice: Node.js 22 on ARM, bundled from the repository with `bundlingOptions()`. */
 export function sluiceFunction(scope: Construct, id: string, props: SluiceFunctionProps): NodejsFunction {
-  const { reservedConcurrentExecutions, functionName, role, ...rest } = props;
+  const { reservedConcurrentExecutions, functionName, role, logLevel, ...rest } = props;
   return new NodejsFunction(scope, id, {
     ...rest,
+    ...lambdaLogging(logLevel),
     ...(functionName !== undefined ? { functionName } : {}),
     ...(role !== undefined ? { role } : {}),
     ...(reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions } : {}),

@@ -359,6 +359,7 @@ export class SluiceJob extends Construct {
         timeout: s.timeout,
         role,
         logGroup,
+        logLevel: props.logLevel ?? 'WARN',
         ...(tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
         ...(s.reservedConcurrency !== undefined ? { reservedConcurrentExecutions: s.reservedConcurrency } : {}),
         environment: { ...baseEnv, [ENV.stage]: stage.id },
@@ -437,6 +438,7 @@ export class SluiceJob extends Construct {
       timeout: Duration.seconds(60),
       role: coordinatorRole,
       logGroup: coordinatorLogs,
+      logLevel: props.logLevel ?? 'WARN',
       environment: { ...baseEnv, [LOOP_ENV.stateMachineArn]: stateMachineArn },
       ...(tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
     });

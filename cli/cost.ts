@@ -26,9 +26,13 @@ export function addCostCommand(program: Command): void {
     .option('--on-demand', 'the source streams in on-demand mode (SluiceJob onDemandSources); the streams between stages stay provisioned')
     .option('--dashboard', 'the job\'s CloudWatch dashboard (SluiceJob dashboard: true)')
     .option('--customer-key', 'a customer-managed KMS key (encryptionKey)')
+    .option('--log-level <level>', 'the functions\' log level (SluiceJob logLevel): DEBUG and INFO add Lambda\'s platform lines', (v: string) => {
+      if (!['DEBUG', 'INFO', 'WARN', 'ERROR'].includes(v)) throw new InvalidArgumentError(`--log-level must be DEBUG, INFO, WARN or ERROR, got "${v}"`);
+      return v as 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+    }, 'WARN')
     .option('--no-idle', 'the coordinator checkpoints even with no input (idleCoordinator: false)')
     .option('--json', 'print the estimate as JSON')
-    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean }) => {
+    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' }) => {
       const plan = planJob(await loadJob(jobPath));
       const c = monthlyCost({
         plan,
@@ -39,6 +43,7 @@ export function addCostCommand(program: Command): void {
         customerKey: o.customerKey ?? false,
         idleCoordinator: o.idle,
         dashboard: o.dashboard ?? false,
+        logLevel: o.logLevel,
       });
       if (o.json) {
         console.log(JSON.stringify(c, null, 2));

@@ -39,7 +39,7 @@ export function boundedReaderHandler(job: Job) {
   const names = resourceNames(plan, requireEnv(ENV.prefix));
   const defaultBucket = optionalEnv(ENV.bucket) ?? names.bucket;
   const clients = createAwsClients();
-  const telemetry = new PowertoolsTelemetry(plan.job, 'bounded-reader');
+  const telemetry = new PowertoolsTelemetry(plan.job, 'bounded-reader', { metricsPeriodMs: 0 });
   for (const c of [clients.kinesis, clients.s3]) telemetry.tracer.captureAWSv3Client(c);
   const store = s3ObjectStore(clients.s3);
   const writer = kinesisSourceWriter(clients.kinesis);

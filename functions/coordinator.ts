@@ -1,6 +1,6 @@
 /**
  * The coordinator function: performs one task of the coordinator state machine per invocation
- * (begin = allocate + inject, await, commit, abort, settle), the scheduled watchdog, and the
+ * (begin = allocate + inject, await, overdue, commit, abort, settle), the scheduled watchdog, and the
  * operator's requests (savepoint, gc). The workflow itself is defined in CDK; the loop that keeps
  * it at three transitions per checkpoint is shared/coordinator/loop.ts. Commit publishes the job's
  * S3 file and Kinesis sinks.
@@ -67,7 +67,8 @@ export function coordinatorTasks(o: CoordinatorTasksOptions): { readonly coordin
       telemetry.log('debug', `coordinator ${input.action}`, { input: { ...input, taskToken: undefined }, output: out });
       const failed = typeof out === 'object' && out !== null && 'failed' in out;
       if (input.action === 'commit' && !failed) telemetry.count('CheckpointCompleted');
-      if (input.action === 'abort') telemetry.count('CheckpointFailed');
+      // an abort by the workflow, or by Overdue (the checkpoint was stuck)
+      if (input.action === 'abort' || (input.action === 'overdue' && (out as { reason?: string } | undefined)?.reason !== undefined)) telemetry.count('CheckpointFailed');
       return out;
     },
   };
@@ -91,10 +92,13 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
   });
   return async (input, context) => {
     if (context) telemetry.logger.addContext(context);
+    let out: unknown;
     try {
-      return await tasks.run(input);
+      out = await tasks.run(input);
+      return out;
     } finally {
-      telemetry.flush();
+      // a parked coordinator may not run again for an hour: write what it counted now
+      telemetry.flush(typeof out === 'object' && out !== null && 'idle' in out);
     }
   };
 }

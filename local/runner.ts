@@ -72,12 +72,27 @@ export interface LocalRunOptions {
   readonly wrapPorts?: (ports: RuntimePorts, ctx: { stage: PlanStage; environment: string }) => RuntimePorts;
   /** wraps the SDK clients each environment's ports use (fault injection at the wire: throttling, partial PutRecords) */
   readonly wrapClients?: (clients: AwsClients, ctx: { stage: PlanStage; environment: string }) => AwsClients;
-  /** wraps each environment's handler (duplicate delivery, slow invocations that become zombies) */
-  readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }) => KinesisHandler;
+  /**
+   * wraps each environment's handler (duplicate delivery, slow invocations that become zombies);
+   * `reset` re-initialises the environment (its caches are gone), as Lambda does after a timeout
+   */
+  readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }) => KinesisHandler;
   /** wraps the coordinator function (task failures) */
   readonly wrapCoordinator?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
   /** an invocation running longer is treated as timed out: its batch is retried elsewhere while it goes on */
   readonly invocationTimeoutMs?: number;
+  /**
+   * the request timeout of the stage functions' SDK clients (a call without a response fails and is
+   * retried); producers, pollers and the coordinator keep the default; @default the clients' default
+   */
+  readonly requestTimeoutMs?: number;
+  /** run the coordinator's watchdog task this often, as the stack's schedule does; @default never */
+  readonly watchdogIntervalMs?: number;
+  /**
+   * fault injection: the status-change event of this failed coordinator execution is lost (the
+   * immediate restart skips it; only the watchdog can start a new execution)
+   */
+  readonly statusEventLost?: (executionArn: string) => boolean;
   /** where structured log lines go; @default nowhere */
   readonly log?: (line: string) => void;
   readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
@@ -120,10 +135,13 @@ export class LocalJobRunner {
   private stepFunctions!: LocalStepFunctions;
   private pollers: EventSourcePoller[] = [];
   private restartTimer: NodeJS.Timeout | undefined;
+  private watchdogTimer: NodeJS.Timeout | undefined;
   private readonly envs = new Map<string, Env[]>();
   private rng: () => number;
   private invocations = 0;
   clients!: AwsClients;
+  /** the clients the stage functions' environments use */
+  private stageClients!: AwsClients;
   coordinator!: Coordinator;
   /** what the restore did, when the run started from a savepoint */
   restored: RestoreResult | undefined;
@@ -179,12 +197,11 @@ export class LocalJobRunner {
     });
     const { endpoint: sfn } = await this.stepFunctions.listen();
     this.sfnEndpoint = sfn;
-    this.clients = createAwsClients({
-      region: this.emulators.region,
-      credentials: this.emulators.credentials,
-      endpoints: { ...this.emulators.endpoints, sfn },
-      maxAttempts: 3,
-    });
+    const clientOptions = { region: this.emulators.region, credentials: this.emulators.credentials, endpoints: { ...this.emulators.endpoints, sfn }, maxAttempts: 3 };
+    this.clients = createAwsClients(clientOptions);
+    // a short request timeout only where the engine runs: a producer's retry after a timed-out
+    // PutRecords that did land puts its records twice (two records to the job)
+    this.stageClients = o.requestTimeoutMs !== undefined ? createAwsClients({ ...clientOptions, requestTimeoutMs: o.requestTimeoutMs }) : this.clients;
     const targets: CommitTarget[] = [this.collected, ...stagedSinkPublishers(this.plan, this.names, this.clients, this.names.bucket, this.telemetry)];
     tasks = coordinatorTasks({
       plan: this.plan,
@@ -222,7 +239,10 @@ export class LocalJobRunner {
           }
           return handleKinesisBatch(e.runner, event);
         };
-        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id }) : handler;
+        const reset = () => {
+          e.runner = this.newRunner(stage, e.id);
+        };
+        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id, reset }) : handler;
         // tracked so that stop() waits for every invocation, a zombie the poller gave up on included:
         // one still writing when the emulators stop would fail against a closed store
         return { id: e.id, handler: (event: KinesisStreamEvent) => this.track(invoke(event)) };
@@ -255,9 +275,16 @@ export class LocalJobRunner {
     // as the stack's EventBridge rule does on AWS: a coordinator execution that failed or timed out
     // is started again (a stopped one is left alone)
     let restarting = false;
+    const lost = new Set<string>();
     this.restartTimer = setInterval(() => {
       const latest = this.stepFunctions.executions().at(-1);
       if (restarting || !latest || (latest.status !== 'FAILED' && latest.status !== 'TIMED_OUT') || !this.running) return;
+      if (lost.has(latest.arn)) return;
+      if (o.statusEventLost?.(latest.arn)) {
+        lost.add(latest.arn);
+        this.telemetry.log('warn', 'coordinator execution ended; its status event was lost', { execution: latest.arn });
+        return;
+      }
       restarting = true;
       void this.coordinator
         .jobStatus()
@@ -271,6 +298,17 @@ export class LocalJobRunner {
         .finally(() => (restarting = false));
     }, 1_000);
     this.restartTimer.unref();
+    if (o.watchdogIntervalMs !== undefined) {
+      let watching = false;
+      this.watchdogTimer = setInterval(() => {
+        if (watching || !this.running) return;
+        watching = true;
+        void this.track(tasks!.run({ action: 'watchdog' }))
+          .catch((err: unknown) => this.telemetry.log('warn', 'watchdog failed', { error: String(err) }))
+          .finally(() => (watching = false));
+      }, o.watchdogIntervalMs);
+      this.watchdogTimer.unref();
+    }
   }
 
   /** Remembers a running task until it settles (stop() waits for all of them). */
@@ -306,7 +344,7 @@ export class LocalJobRunner {
   }
 
   private newRunner(stage: PlanStage, environment: string): StageRunner {
-    const clients = this.options.wrapClients ? this.options.wrapClients(this.clients, { stage, environment }) : this.clients;
+    const clients = this.options.wrapClients ? this.options.wrapClients(this.stageClients, { stage, environment }) : this.stageClients;
     let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
     if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
     return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports, options: this.options.runner });
@@ -620,6 +658,7 @@ export class LocalJobRunner {
   /** Stops pollers, the workflow and (if started here) the emulators. Idempotent. */
   async stop(): Promise<void> {
     if (this.restartTimer) clearInterval(this.restartTimer);
+    if (this.watchdogTimer) clearInterval(this.watchdogTimer);
     await Promise.all(this.pollers.map((p) => p.stop()));
     this.pollers = [];
     await this.stepFunctions?.stop();

@@ -11,13 +11,14 @@
  *    that moved backwards while the job ran, and liveness (checkpoints kept completing).
  */
 import type { KinesisStreamEvent } from 'aws-lambda';
+import aggModule from 'aws-kinesis-agg';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { startEmulators } from '../../local/emulators.js';
-import { LocalJobRunner, type LocalRunOptions } from '../../local/runner.js';
+import { LocalJobRunner, type LocalRunOptions, type RecordPosition } from '../../local/runner.js';
 import { deleteJobStreams } from '../../local/chaos/check.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
-import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
+import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type ChaosHooks, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
 import { slowedHandler, startCpuHogs, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
@@ -29,6 +30,8 @@ import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type Publishe
 export const CHAOS_CHECKPOINT_TIMEOUT_MS = 8_000;
 /** Invocation timeout of the simulated Lambda: above a slow ack (which must not turn into a zombie). */
 export const CHAOS_INVOCATION_TIMEOUT_MS = 10_000;
+/** The SDK clients' request timeout: a hung call is retried well within the invocation timeout. */
+export const CHAOS_REQUEST_TIMEOUT_MS = 4_000;
 
 export interface ChaosOptions {
   readonly seeds: readonly number[];
@@ -127,6 +130,8 @@ interface GeneratedInput {
   readonly bursts: Array<Array<{ payload: unknown; produced: ProducedRecord }>>;
   readonly gapsMs: number[];
   readonly pinned: boolean;
+  /** distinct keys */
+  readonly keys: number;
   readonly records: number;
   readonly poison: number;
 }
@@ -190,7 +195,7 @@ export function generateInput(seed: number, shape: InputShape = {}): GeneratedIn
   const sorted = [0, ...[...cuts].sort((a, b) => a - b), n];
   for (let b = 0; b < nBursts; b++) bursts.push(all.slice(sorted[b], sorted[b + 1]));
   const gapsMs = bursts.map(() => shape.gapMs ?? 300 + int(900));
-  return { bursts, gapsMs, pinned: partitioning !== 'random', records: n, poison };
+  return { bursts, gapsMs, pinned: partitioning !== 'random', keys, records: n, poison };
 }
 
 /** Generated records in the form `ChaosRun.produce` takes. */
@@ -245,6 +250,9 @@ export class ChaosRun {
     readonly runner: LocalJobRunner,
     readonly schedule: FaultSchedule,
     readonly variant: ChaosVariant,
+    private readonly hooks: ChaosHooks,
+    /** the key the job's keyed function always fails for */
+    readonly failingKey: string | undefined,
   ) {}
 
   static async start(o: ChaosRunOptions): Promise<ChaosRun> {
@@ -263,21 +271,38 @@ export class ChaosRun {
       environments: 3,
       batchSize: 25 + Math.floor(rnd() * 76),
       checkpointIntervalMs: 300,
+      requestTimeoutMs: CHAOS_REQUEST_TIMEOUT_MS,
       ...(o.engineLog ? { log: o.engineLog } : {}),
       ...hooks.options,
       ...o.runnerOptions,
       ...(o.load?.kind === 'slow' ? { wrapHandler: (h, ctx) => hooks.options.wrapHandler!(slowedHandler(h, (o.load as { factor: number }).factor), ctx) } : {}),
     });
     hooks.attach(runner);
-    return new ChaosRun(runner, schedule, variant);
+    return new ChaosRun(runner, schedule, variant, hooks, o.job?.failingKey);
   }
 
-  /** Puts records on the source stream with their partition keys (and remembers them for the oracle). */
-  async produce(records: readonly InputRecord[]): Promise<void> {
-    if (!records.length) return;
+  /**
+   * Puts records on the source stream with their partition keys (and remembers them for the oracle).
+   * The schedule may pack a few of them into a broken KPL aggregate (`malformed-kpl-aggregate`).
+   */
+  async produce(input: readonly InputRecord[]): Promise<RecordPosition[]> {
+    if (!input.length) return [];
+    let records = input;
+    if (this.schedule.chance('malformed-kpl-aggregate')) {
+      const n = 1 + this.schedule.int(Math.min(3, input.length));
+      const at = this.schedule.int(input.length - n + 1);
+      const broken = brokenAggregate(input.slice(at, at + n), this.schedule);
+      this.schedule.count('malformed-kpl-aggregate');
+      this.schedule.observe(`malformed-kpl-aggregate:${broken.how}`);
+      records = [...input.slice(0, at), broken.record, ...input.slice(at + n)];
+    }
+    if (this.failingKey !== undefined) {
+      const failing = records.filter((x) => !x.produced.brokenAggregateOf && keyOf(x.produced.text) === this.failingKey).length;
+      if (failing) this.schedule.count('key-throws-forever', failing);
+    }
     const keys = records.map((x) => x.produced.partitionKey);
     this.produced.push(...records.map((x) => x.produced));
-    await this.runner.produce(
+    return this.runner.produce(
       SOURCE_NAME,
       records.map((x) => x.payload),
       { partitionKey: (_v, i) => keys[i]! },
@@ -347,7 +372,7 @@ export class ChaosRun {
   async verdict(options: { orderedKeys?: boolean } = {}): Promise<RunVerdict> {
     await this.stopMonitor();
     const r = this.runner;
-    const exp = expectedFrom(this.produced);
+    const exp = expectedFrom(this.produced, { ...(this.failingKey !== undefined ? { failingKey: this.failingKey } : {}) });
     const published = r.collected.published<PublishedOutput>(OUTPUTS_SINK);
     const rows = await r.readUpsertSink<UpsertRow>(TOTALS_SINK);
     const letters = await r.readDeadLetters();
@@ -401,8 +426,56 @@ export class ChaosRun {
   async stop(): Promise<void> {
     await this.stopMonitor();
     await this.runner.stop().catch(() => undefined);
+    await this.hooks.dispose();
     await deleteJobStreams(this.runner);
   }
+}
+
+/** A record produced after the input while missing kinds wait for data (ids above the input's). */
+function extraRecord(seed: number, n: number, i: number, keys: number, pinned: boolean): InputRecord {
+  const key = `k${(n + i) % keys}`;
+  return inputRecord({ id: `c${seed}-${String(90_000 + n).padStart(5, '0')}`, key, value: 1 + (n % 9) }, pinned ? key : `pk-x${n}`);
+}
+
+/** The key of a produced record's text (undefined for a line that is not JSON). */
+function keyOf(text: string): string | undefined {
+  try {
+    const o = JSON.parse(text) as { key?: unknown };
+    return typeof o?.key === 'string' ? o.key : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const kpl = aggModule as unknown as {
+  RecordAggregator: new () => { addUserRecord(r: { partitionKey: string; data: Buffer }): void; build(): { partitionKey: string; data: Buffer } };
+};
+
+/** A KPL aggregate of the records' payloads, made by the KPL's own aggregation library. */
+export function kplAggregate(records: readonly InputRecord[]): Buffer {
+  const agg = new kpl.RecordAggregator();
+  for (const r of records) agg.addUserRecord({ partitionKey: r.produced.partitionKey, data: Buffer.from(r.payload as Uint8Array) });
+  return Buffer.from(agg.build().data);
+}
+
+/**
+ * A KPL aggregate of `records`, then broken: its MD5 checksum flipped, or its end cut off (a
+ * truncated protobuf); `how` is drawn by the schedule unless given.
+ */
+export function brokenAggregate(records: readonly InputRecord[], schedule: FaultSchedule, forced?: 'checksum' | 'truncated'): { record: InputRecord; how: 'checksum' | 'truncated' } {
+  const data = kplAggregate(records);
+  const how = forced ?? (schedule.random() < 0.5 ? 'checksum' : 'truncated');
+  // the checksum is the last 16 bytes; a cut of 17–20 bytes also takes the end of the last record
+  let bytes: Buffer = data;
+  if (how === 'checksum') {
+    const at = data.length - 1 - schedule.int(16);
+    data[at] = data[at]! ^ 0x5a;
+  } else bytes = data.subarray(0, data.length - 17 - schedule.int(4));
+  const first = records[0]!.produced;
+  return {
+    record: { payload: new Uint8Array(bytes), produced: { text: first.text, partitionKey: first.partitionKey, brokenAggregateOf: records.map((r) => r.produced.text) } },
+    how,
+  };
 }
 
 /** Runs one seed. */
@@ -426,7 +499,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   const engineLimits = tight ? { maxHeldRecords: 1 + Math.floor(limitsRng() * 4), maxCachedKeys: 1 + Math.floor(limitsRng() * 3) } : undefined;
   // shards per stream: 2 by default, 1–3 on a third of the seeds
   const shardsDrawn = limitsRng() < 0.33 ? { sourceShards: 1 + Math.floor(limitsRng() * 3), innerShards: 1 + Math.floor(limitsRng() * 3) } : {};
-  const job = { ...shardsDrawn, ...options.job };
+  const job: Omit<ChaosJobOptions, 'variant'> & { failingKey?: string } = { ...shardsDrawn, ...options.job };
   // a third of the seeds reshard a running stream in the middle of the input (an inner stage's or
   // the source's), within Kinesis' half-to-double step; tight seeds also keep only 2 dirty keys in
   // memory (the rest waits in the spill store)
@@ -441,6 +514,10 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     engineLimits && reshardRoll > 0.8 ? { ...engineLimits, maxDirtyKeys: 2 } : engineLimits;
   const shards = `${job.sourceShards ?? 2}x${job.innerShards ?? 2}`;
   const timerStage = stageToRescale === keyedStage;
+  // the keyed function fails forever for the key of one record of the input
+  const inputKeys = input.bursts.flat().map((x) => keyOf(x.produced.text)).filter((k): k is string => k !== undefined);
+  const failingKey = inputKeys.length && schedule.chance('key-throws-forever') ? inputKeys[schedule.int(inputKeys.length)] : undefined;
+  if (failingKey !== undefined) job.failingKey = failingKey;
   let run: ChaosRun | undefined;
   const childHold = timerStage ? holdNewShards(seed, stageToRescale, from, () => run?.runner) : undefined;
   const profile =
@@ -481,8 +558,16 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     const lastBurst = Date.now();
     const faultUntil = lastBurst + (options.faultPhaseMaxMs ?? 30_000);
     let narrowed = false;
+    let extra = 0;
+    let lastExtra = 0;
     for (;;) {
       await sleep(250);
+      // kinds still missing once narrowed may need data to fire on (a snapshot with dirty rows, a
+      // PutRecords call): on a busy machine the input can be through before they got a chance
+      if (narrowed && schedule.missing().length && Date.now() - lastExtra > 2_000) {
+        lastExtra = Date.now();
+        await r.produce(Array.from({ length: 4 }, (_, i) => extraRecord(seed, extra++, i, input.keys, input.pinned)));
+      }
       // half-way through the bound, only the kinds still missing fire (they may need a commit that the others keep aborting)
       if (!narrowed && options.ensure !== false && Date.now() > lastBurst + (faultUntil - lastBurst) / 2 && schedule.missing().length) {
         narrowed = true;
@@ -515,6 +600,8 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       ...base,
       ...(rescaleError instanceof Error ? { error: `rescale of ${stageToRescale} to ${rescaleTo} shards: ${rescaleError.message}` } : {}),
       deadLettered: v.deadLettered,
+      // what the oracle counts as poison: the generated poison, a failing key's records, broken aggregates
+      poison: v.poison,
       faults: new Map(schedule.counts),
       totalFaults: schedule.total,
       observed: new Map(schedule.observed),
@@ -527,7 +614,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       phasesMs: { start: phases.start, fault: phases.fault, quiet: phases.quiet },
     };
   } catch (err) {
-    const exp = expectedFrom(input.bursts.flat().map((x) => x.produced));
+    const exp = expectedFrom(input.bursts.flat().map((x) => x.produced), { ...(job.failingKey !== undefined ? { failingKey: job.failingKey } : {}) });
     return {
       ...base,
       deadLettered: 0,
@@ -608,7 +695,7 @@ export function holdNewShards(
 /** The line printed for a seed. */
 export function seedLine(r: SeedResult): string {
   const faults = [...r.faults].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
-  const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|lost-response|narrowed|CacheMiss|PutRecordsRetried|InvocationErrors/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
+  const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|lost-response|hard-timeout@|sdk-hang|kpl|narrowed|CacheMiss|PutRecordsRetried|InvocationErrors/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
   const v = r.verdict;
   const bad = v.lost || v.duplicated || v.mismatched || r.deadLettered !== r.poison || !r.live || r.error !== undefined;
   return (

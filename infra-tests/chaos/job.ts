@@ -75,6 +75,12 @@ export interface ChaosJobOptions {
    * stage (outputs unchanged)
    */
   readonly timers?: boolean;
+  /**
+   * the keyed function throws for every record of this key, after updating the key's state and
+   * emitting its output (a bug that hits one key forever): each such record must be dead-lettered,
+   * its state change and output undone, and nothing else held up
+   */
+  readonly failingKey?: string;
 }
 
 function parseInput(raw: unknown): ChaosInput {
@@ -91,7 +97,7 @@ function failOnMapPoison(r: ChaosInput): ChaosInput {
 
 const totals = valueState<Totals>('totals');
 
-function runningSum(keepPad: boolean, timers: boolean): KeyedProcessFunction<string, ChaosInput, ChaosOutput & { count: number }> {
+function runningSum(keepPad: boolean, timers: boolean, failingKey: string | undefined): KeyedProcessFunction<string, ChaosInput, ChaosOutput & { count: number }> {
   return {
     state: [totals],
     ...(timers
@@ -112,6 +118,7 @@ function runningSum(keepPad: boolean, timers: boolean): KeyedProcessFunction<str
       if (keepPad && (r.pad ?? prev.pad) !== undefined) next.pad = r.pad ?? prev.pad;
       ctx.getState(totals).update(next);
       out.collect({ id: r.id, key: r.key, sum: next.sum, count: next.count });
+      if (r.key === failingKey) throw new Error(`the running sum of key ${r.key} always fails (record ${r.id})`);
     },
   };
 }
@@ -134,7 +141,7 @@ export function chaosJob(options: ChaosJobOptions = {}): Job {
       : parsed
           .rebalance({ parallelism: inner })
           .map((r) => ({ ...r, key: r.key }), { name: 'pass-through' });
-  const summed = beforeKey.keyBy((r) => r.key, { parallelism: inner }).process(runningSum(options.keepPadInState ?? false, options.timers ?? false), { name: 'running-sum' });
+  const summed = beforeKey.keyBy((r) => r.key, { parallelism: inner }).process(runningSum(options.keepPadInState ?? false, options.timers ?? false, options.failingKey), { name: 'running-sum' });
   summed.sinkTo(
     dynamoUpsertSink<ChaosOutput & { count: number }>({
       name: TOTALS_SINK,

@@ -10,6 +10,16 @@ export interface ProducedRecord {
   readonly text: string;
   /** source-stream partition key used */
   readonly partitionKey: string;
+  /**
+   * the texts of the user records packed into a KPL aggregate whose checksum or encoding is broken:
+   * the aggregate is one poison record (dead-lettered whole, named by its first record's id)
+   */
+  readonly brokenAggregateOf?: readonly string[];
+}
+
+export interface OracleOptions {
+  /** the keyed function fails for every record of this key: they are all poison */
+  readonly failingKey?: string;
 }
 
 export interface ExpectedRecord {
@@ -33,13 +43,19 @@ export interface Expected {
 const ID_RE = /"id"\s*:\s*"([^"]+)"/;
 
 /** Classifies every produced record and folds the good ones into totals. */
-export function expectedFrom(produced: readonly ProducedRecord[]): Expected {
+export function expectedFrom(produced: readonly ProducedRecord[], options: OracleOptions = {}): Expected {
   const records: ExpectedRecord[] = [];
   const byId = new Map<string, ExpectedRecord>();
   const totals = new Map<string, { sum: number; count: number }>();
   const poisonIds = new Set<string>();
   let anonymousPoison = 0;
   for (const p of produced) {
+    if (p.brokenAggregateOf) {
+      const m = ID_RE.exec(p.brokenAggregateOf[0] ?? '');
+      if (m) poisonIds.add(m[1]!);
+      else anonymousPoison++;
+      continue;
+    }
     let obj: unknown;
     try {
       obj = JSON.parse(p.text);
@@ -56,7 +72,7 @@ export function expectedFrom(produced: readonly ProducedRecord[]): Expected {
       else anonymousPoison++;
       continue;
     }
-    if (o.poison === 'map' || o.poison === 'process') {
+    if (o.poison === 'map' || o.poison === 'process' || (options.failingKey !== undefined && o.key === options.failingKey)) {
       poisonIds.add(o.id);
       continue;
     }

@@ -46,6 +46,10 @@ const program = new Command()
     console.log(`catch-up: ${r.catchUpMs === undefined ? 'not finished' : `${(r.catchUpMs / 1000).toFixed(1)} s`}; checkpoint ms during catch-up ${ms(r.checkpoints.catchUp)}; steady ${ms(r.checkpoints.steady)}`);
     console.log(`checkpoints: completed=${r.checkpoints.completed} aborted=${r.checkpoints.aborted}${r.checkpoints.reasons.length ? ` reasons: ${r.checkpoints.reasons.join(' | ')}` : ''}`);
     console.log(`commit latency ms (PutRecords → published): p50=${Math.round(r.commitLatencyMs.p50)} p99=${Math.round(r.commitLatencyMs.p99)} max=${r.commitLatencyMs.max}`);
+    for (const [stage, byPhase] of [...r.barrierTravel].sort()) {
+      const dist = (xs: number[]) => (xs.length ? `n=${xs.length} p50=${Math.round(percentile(xs, 50))} p99=${Math.round(percentile(xs, 99))} max=${Math.round(percentile(xs, 100))}` : 'n=0');
+      for (const [phase, w] of byPhase) console.log(`barrier wait in ${stage}'s input stream (${phase}): ${dist(w.barrier)}; oldest record's age per batch: ${dist(w.backlog)}`);
+    }
     const first = r.samples[0];
     const last = r.samples.at(-1);
     if (first && last) {

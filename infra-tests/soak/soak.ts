@@ -10,8 +10,9 @@
  *
  * Sampled every few seconds: heap of the process (after a GC when node runs with --expose-gc) and
  * what each simulated execution environment caches, DynamoDB items and bytes of the job's tables,
- * S3 objects in its bucket, every checkpoint's duration and outcome, and commit latency (from a
- * record's PutRecords to its output being published by a commit).
+ * S3 objects in its bucket, every checkpoint's duration and outcome, commit latency (from a
+ * record's PutRecords to its output being published by a commit), and how long barriers wait in
+ * each stage's input stream next to that stream's backlog (barrier-travel.ts).
  */
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
@@ -21,6 +22,7 @@ import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { FaultSchedule, prng, type FaultRates } from '../../local/chaos/faults.js';
 import { ChaosRun, inputRecord, type InputRecord } from '../chaos/harness.js';
 import { OUTPUTS_SINK, SOURCE_NAME, type ChaosVariant } from '../chaos/job.js';
+import { BarrierTravel, type StreamWaits } from './barrier-travel.js';
 import type { PublishedOutput } from '../chaos/oracle.js';
 
 /** Light faults for a long run: every kind that does not need a quiet machine to end. */
@@ -78,6 +80,8 @@ export interface SoakResult {
   /** every finished checkpoint: start (ms after the job started), duration, status */
   readonly timeline: Array<{ id: number; startMs: number; durationMs: number; status: string }>;
   readonly commitLatencyMs: { p50: number; p99: number; max: number };
+  /** per stage's input stream and phase: barrier waits and backlog ages (barrier-travel.ts) */
+  readonly barrierTravel: ReadonlyMap<string, ReadonlyMap<string, StreamWaits>>;
   readonly heapGrowthPct: number;
   readonly s3ObjectsEnd: number;
   /** steady minutes in which no checkpoint completed */
@@ -169,6 +173,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
   const preload = nextRecords(preloadN);
   const schedule = new FaultSchedule({ seed, rates: o.noFaults ? {} : SOAK_RATES, ensure: false });
   let run: ChaosRun | undefined;
+  let phase: SoakSample['phase'] = 'catch-up';
+  const travel = new BarrierTravel();
   try {
     run = await ChaosRun.start({
       seed,
@@ -177,7 +183,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       schedule,
       prefix: `soak-${seed}`,
       job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
-      ...(o.innerDelayMs ? { hookOptions: { slowHandlerMs: (stage: string) => (stage === 's0' ? 0 : o.innerDelayMs!) } } : {}),
+      hookOptions: {
+        ...(o.innerDelayMs ? { slowHandlerMs: (stage: string) => (stage === 's0' ? 0 : o.innerDelayMs!) } : {}),
+        beforeInvocation: async (stage, event) => travel.observe(stage, event, phase),
+      },
       ...(o.engineLog ? { engineLog: o.engineLog } : {}),
       runnerOptions: {
         beforeStart: async (runner) => {
@@ -200,7 +209,6 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     let catchUpEnd: number | undefined;
     // catch-up ends when every pre-loaded record that has an output (poison has none) is published
     const preloadIds = new Set(preload.filter((r) => !/"poison"|"value":$/.test(r.produced.text)).map(idOf));
-    let phase: SoakSample['phase'] = 'catch-up';
     const tables = [runner.names.controlTable, runner.names.stateTable];
 
     const observe = async () => {
@@ -307,6 +315,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       },
       timeline: all.map((c) => ({ id: c.checkpointId, startMs: started(c) - jobStart, durationMs: c.durationMs ?? -1, status: c.status })),
       commitLatencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: Math.max(0, ...latencies) },
+      barrierTravel: travel.waits,
       heapGrowthPct,
       s3ObjectsEnd: last.s3Objects,
       deadMinutes,

@@ -20,10 +20,12 @@ import { readNumberedLines } from '../input-lines.js';
 import { readRunOutput, type RunOutput } from '../run-output.js';
 import { LocalJobRunner } from '../runner.js';
 import { chaosHooks } from './faults.js';
-import { FaultSchedule, type FaultKind } from './schedule.js';
+import { FaultSchedule, INPUT_FAULT_KINDS, type FaultKind } from './schedule.js';
 
 /** Invocation timeout of the simulated Lambda under chaos: a zombie stalls past it. */
 export const CHAOS_CHECK_INVOCATION_TIMEOUT_MS = 10_000;
+/** The SDK's request timeout under chaos: well below the invocation timeout, so a hung call is retried in time. */
+export const CHAOS_CHECK_REQUEST_TIMEOUT_MS = 4_000;
 
 export interface ChaosCheckOptions {
   /** the fault schedule's seed: a seed always asks for the same kinds of trouble */
@@ -94,7 +96,8 @@ export async function chaosCheck(job: Job, options: ChaosCheckOptions): Promise<
   const emulators = options.emulators ?? (await startEmulators());
   try {
     // a slow ack outlasts the checkpoint timeout; under a long timeout it would outlast the invocation too
-    const exclude: FaultKind[] = plan.checkpoint.timeoutMs + 1_000 >= CHAOS_CHECK_INVOCATION_TIMEOUT_MS ? ['slow-ack'] : [];
+    // the input kinds change the chaos job's own input and function: a user's job takes the others
+    const exclude: FaultKind[] = [...INPUT_FAULT_KINDS, ...(plan.checkpoint.timeoutMs + 1_000 >= CHAOS_CHECK_INVOCATION_TIMEOUT_MS ? (['slow-ack'] as const) : [])];
     const schedule = new FaultSchedule({ seed: options.seed, exclude, ...(options.profile ? { profile: options.profile } : {}) });
     const tag = `${process.pid % 100_000}-${++runs}`;
     progress(`seed ${options.seed}: profile ${schedule.profile}; the faulted and the fault-free run start`);
@@ -139,6 +142,7 @@ async function runOnce(job: Job, plan: Plan, emulators: LocalEmulators, prefix: 
     seed: o.seed,
     environments: o.environments ?? 3,
     checkpointIntervalMs: o.checkpointIntervalMs ?? 500,
+    requestTimeoutMs: CHAOS_CHECK_REQUEST_TIMEOUT_MS,
     ...hooks?.options,
   });
   try {
@@ -175,6 +179,7 @@ async function runOnce(job: Job, plan: Plan, emulators: LocalEmulators, prefix: 
     return { output: await readRunOutput(runner, true), conflicts: runner.collected.conflicts };
   } finally {
     await runner.stop();
+    await hooks?.dispose();
     await deleteJobStreams(runner);
   }
 }

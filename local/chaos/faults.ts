@@ -29,6 +29,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import type { AwsClients } from '../../shared/adapters/aws/clients.js';
 import { decodePacket } from '../../shared/codec/envelope.js';
 import { Coordinator } from '../../shared/coordinator/coordinator.js';
@@ -70,7 +71,7 @@ interface EnvState {
 export interface ChaosHookOptions {
   /** the runner's invocation timeout; a zombie stalls longer than this */
   readonly invocationTimeoutMs: number;
-  /** the job's checkpoint timeout; a slow ack waits longer than this */
+  /** the job's checkpoint timeout (its progress window); a slow ack is held back until its checkpoint is aborted, 2 × this at most */
   readonly checkpointTimeoutMs: number;
   /** where zombies may stall; @default every point */
   readonly zombiePoints?: readonly ZombiePoint[];
@@ -91,14 +92,100 @@ export interface ChaosHookOptions {
    * return another command to send instead
    */
   readonly clientFault?: (service: keyof AwsClients, command: object, ctx: { stage: PlanStage; environment: string }) => object | void | Promise<object | void>;
+  /**
+   * targeted tests: where an invocation armed with a hard timeout is cut off — at the first call of
+   * its stage for which this answers (instead of at a call drawn by the schedule)
+   */
+  readonly hardTimeoutAt?: (stageId: string, command: string) => 'before' | 'after' | undefined;
+  /** how often the coordinator's watchdog runs; @default 2 s where executions may fail unheard of, else never */
+  readonly watchdogIntervalMs?: number;
   /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
   readonly coordinatorWriteCrash?: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined;
 }
 
 export interface ChaosHooks {
-  readonly options: Pick<LocalRunOptions, 'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'invocationTimeoutMs' | 'recycleProbability'>;
+  readonly options: Pick<
+    LocalRunOptions,
+    'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'invocationTimeoutMs' | 'recycleProbability' | 'watchdogIntervalMs' | 'statusEventLost'
+  >;
   /** gives the hooks the runner (needed to fake a coordinator that dies before its commit) */
   attach(runner: LocalJobRunner): void;
+  /** closes what the hooks started (the server that never answers) */
+  dispose(): Promise<void>;
+}
+
+/** The invocation a hard timeout cuts off at its `at`-th SDK call (see `hard-timeout`). */
+interface InvocationCut {
+  readonly at: number;
+  readonly when: 'before' | 'after';
+  calls: number;
+  /** the invocation has settled (work it left running in the background is not cut) */
+  ended: boolean;
+  cut(where: string): void;
+}
+
+const invocationCut = new AsyncLocalStorage<InvocationCut>();
+
+/** A promise that never settles: the rest of a cut-off invocation never runs. */
+const never = () => new Promise<never>(() => undefined);
+
+/**
+ * A TCP server on 127.0.0.1 that accepts connections, reads requests and never answers: a request
+ * sent to it hangs until the client gives up on it.
+ */
+function silentServer(onConnection: () => void, onGivenUp: () => void): { port: () => Promise<number>; close: () => Promise<void> } {
+  let server: Server | undefined;
+  let listening: Promise<number> | undefined;
+  let closing = false;
+  const sockets = new Set<Socket>();
+  return {
+    port() {
+      listening ??= new Promise<number>((resolve, reject) => {
+        server = createServer((socket) => {
+          sockets.add(socket);
+          onConnection();
+          socket.on('data', () => undefined);
+          socket.on('error', () => undefined);
+          socket.on('close', () => {
+            sockets.delete(socket);
+            // the client gave up on its request (not us closing at the end)
+            if (!closing) onGivenUp();
+          });
+        });
+        server.on('error', reject);
+        server.listen(0, '127.0.0.1', () => resolve((server!.address() as AddressInfo).port));
+        server.unref();
+      });
+      return listening;
+    },
+    async close() {
+      closing = true;
+      for (const socket of sockets) socket.destroy();
+      if (server?.listening) await new Promise<void>((resolve) => server!.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * Sends the first attempt of `cmd` to the silent server (the SDK's retries go to the real endpoint):
+ * a middleware inside the retry loop rewrites the attempt's host.
+ */
+function hangFirstAttempt(cmd: object, port: number): void {
+  const stack = (cmd as { middlewareStack?: { add: (mw: unknown, opts: object) => void } }).middlewareStack;
+  if (!stack) return;
+  let attempts = 0;
+  stack.add(
+    (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
+      const req = args.request as { hostname?: string; port?: number; protocol?: string } | undefined;
+      if (attempts++ === 0 && req && typeof req === 'object' && 'hostname' in req) {
+        req.hostname = '127.0.0.1';
+        req.port = port;
+        req.protocol = 'http:';
+      }
+      return next(args);
+    },
+    { step: 'finalizeRequest', priority: 'low', name: 'chaosHangFirstAttempt' },
+  );
 }
 
 /** The hooks that inject the schedule's faults into a LocalJobRunner. */
@@ -112,6 +199,20 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   let runner: LocalJobRunner | undefined;
   let commitless: Coordinator | undefined;
   let partialInject: { allowed: number } | undefined;
+  let lostStatusEvents = 0;
+
+  /**
+   * Sends an ack once checkpoint n is no longer in flight, or after two windows: long enough for the
+   * coordinator's looks (one per window) to see a window without progress and abort n; when the
+   * window has grown (after aborts in a row) the ack lands first and n completes late instead.
+   */
+  const lateAck = (n: number, send: () => Promise<unknown>): void => {
+    const until = Date.now() + 2 * opts.checkpointTimeoutMs + 1_000;
+    void (async () => {
+      while (Date.now() < until && (!runner || (await runner.coordinator.get(n))?.status === 'IN_FLIGHT')) await sleep(250);
+      await send();
+    })().catch(() => undefined); // the run may have ended meanwhile
+  };
 
   const zombieDelay = () => opts.invocationTimeoutMs + (opts.zombieOverrunMs ?? 300 + schedule.int(700));
   const zombiePoints = opts.zombiePoints ?? ZOMBIE_POINTS;
@@ -125,6 +226,11 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     schedule.observe(`zombie@${point}`);
     await sleep(zombieDelay());
   };
+
+  const silent = silentServer(
+    () => schedule.observe('sdk-hang-connections'),
+    () => schedule.observe('sdk-hang-given-up'),
+  );
 
   const observeFenced = (err: unknown) => {
     if ((err as { name?: string } | null)?.name === 'FencedError') schedule.observe('fenced-write-rejected');
@@ -172,7 +278,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         ack: async (n, id) => {
           await maybeStall(env, 'ack');
           if (schedule.roll('crash-before-ack')) throw new ChaosCrash('crash-before-ack', where(`ack(${n})`));
-          if (schedule.roll('slow-ack')) await sleep(opts.checkpointTimeoutMs + 300);
+          if (schedule.roll('slow-ack')) {
+            // the checkpoint's timeout is a progress window: an ack only a little late is waited
+            // for. This one is held back until its checkpoint was given up for want of progress
+            // (the invocation goes on, as if the write hung in the background), then lands late
+            lateAck(n, () => control.ack(n, id));
+            return { completedBy: false };
+          }
           const r = await control.ack(n, id);
           if (schedule.roll('crash-after-ack')) throw new ChaosCrash('crash-after-ack', where(`ack(${n})`));
           return r;
@@ -227,7 +339,20 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     const wrap = <C extends object>(service: keyof AwsClients, client: C, before: (cmd: object) => Promise<unknown> | undefined): C => {
       const send = (client as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> }).send.bind(client);
       const wrapped = async (original: object, ...rest: unknown[]) => {
+        const cut = invocationCut.getStore();
+        const when = cut && !cut.ended ? (opts.hardTimeoutAt ? opts.hardTimeoutAt(ctx.stage.id, original.constructor.name) : ++cut.calls === cut.at ? cut.when : undefined) : undefined;
+        if (cut && when) {
+          // a hard timeout at this call: the request is never sent, or applied with its response never read
+          cut.ended = true;
+          if (when === 'after') await send(original, ...rest).catch(() => undefined);
+          cut.cut(`${original.constructor.name}:${when}`);
+          return never();
+        }
         const cmd = (opts.clientFault && (await opts.clientFault(service, original, ctx))) || original;
+        if (schedule.roll('sdk-hang')) {
+          schedule.observe(`sdk-hang:${cmd.constructor.name}`);
+          hangFirstAttempt(cmd, await silent.port());
+        }
         const r = await before(cmd);
         if (r !== undefined) return r;
         return send(cmd, ...rest);
@@ -274,7 +399,37 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     };
   };
 
-  const wrapHandler = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }): KinesisHandler => {
+  const wrapHandler = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }): KinesisHandler => {
+    const invoke = faultedInvocation(handler, ctx);
+    return async (event: KinesisStreamEvent) => {
+      if (!schedule.chance('hard-timeout')) return invoke(event);
+      // counted only when the invocation really reaches its cut (it may make fewer calls)
+      let kill: (err: Error) => void = () => undefined;
+      const killed = new Promise<never>((_, reject) => (kill = reject));
+      const cut: InvocationCut = {
+        at: 1 + schedule.int(12),
+        when: schedule.random() < 0.5 ? 'before' : 'after',
+        calls: 0,
+        ended: false,
+        cut(where) {
+          schedule.count('hard-timeout');
+          schedule.observe(`hard-timeout@${where}`);
+          // Lambda ends the runtime of a timed-out invocation: the next one there starts cold. The
+          // ESM hears of the timeout at once rather than at the deadline: the cut-off invocation
+          // never does anything again, so waiting would change nothing but the seed's duration
+          ctx.reset();
+          kill(new ChaosCrash('hard-timeout', `${ctx.environment} at ${where}: Task timed out`));
+        },
+      };
+      try {
+        return await Promise.race([invocationCut.run(cut, () => invoke(event)), killed]);
+      } finally {
+        cut.ended = true;
+      }
+    };
+  };
+
+  const faultedInvocation = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }): KinesisHandler => {
     return async (event: KinesisStreamEvent) => {
       const st = envState(ctx.environment);
       if ((!opts.zombieStages || opts.zombieStages.includes(ctx.stage.id)) && schedule.chance('zombie')) {
@@ -315,6 +470,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         }
         throw new ChaosCrash('coordinator-partial-inject', `inject ${input.checkpointId} reached one source shard`);
       }
+      if (input.action === 'allocate' && schedule.roll('coordinator-left-to-watchdog')) {
+        // Allocate opens the checkpoint, then the execution fails and nobody hears of it
+        const opened = (await run(input)) as { checkpointId?: number } | undefined;
+        schedule.observe(`left-to-watchdog:checkpoint-${opened?.checkpointId ?? '?'}`);
+        lostStatusEvents++;
+        throw new ChaosCrash('coordinator-left-to-watchdog', 'allocate, after opening the checkpoint');
+      }
       if (schedule.roll('coordinator-task-failure')) {
         // Allocate has no Catch and retries only Lambda service errors: fail it the way Lambda does
         const err =
@@ -338,7 +500,15 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       wrapCoordinator,
       invocationTimeoutMs: opts.invocationTimeoutMs,
       recycleProbability: schedule.rates['env-recycled'],
+      // the stack's scheduled watchdog, sped up; it runs where executions may fail unheard of
+      ...(schedule.rates['coordinator-left-to-watchdog'] > 0 || opts.watchdogIntervalMs !== undefined ? { watchdogIntervalMs: opts.watchdogIntervalMs ?? 2_000 } : {}),
+      statusEventLost: () => {
+        if (lostStatusEvents <= 0) return false;
+        lostStatusEvents--;
+        return true;
+      },
     },
+    dispose: () => silent.close(),
     attach(r) {
       runner = r;
       crashCoordinatorWrites(r.clients, (where) => {

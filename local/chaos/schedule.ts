@@ -52,7 +52,7 @@ export const FAULT_KINDS = [
   'coordinator-skips-commit',
   /** a coordinator task dies right before or right after one of its writes (any write of any task) */
   'coordinator-crash-at-write',
-  /** an ack is delayed past the checkpoint timeout: the checkpoint aborts */
+  /** an ack is held back (the invocation goes on) until its checkpoint was aborted for want of progress, two windows at most: it lands late */
   'slow-ack',
   /** an execution environment is recycled: its caches are gone (runner option) */
   'env-recycled',
@@ -62,9 +62,32 @@ export const FAULT_KINDS = [
    * its own earlier write
    */
   'lost-response',
+  /**
+   * a hard Lambda timeout: the invocation is cut off at one of its SDK calls (before the request is
+   * sent, or after it was applied and before its response is read) and never goes on; its
+   * environment starts cold; the ESM retries the batch
+   */
+  'hard-timeout',
+  /** an SDK call hangs: its first attempt goes to a server that never answers (the request timeout must end it) */
+  'sdk-hang',
+  /** the keyed user function throws for one key, every time (after updating its state and emitting) */
+  'key-throws-forever',
+  /** a KPL aggregate record on the source whose checksum or protobuf is broken */
+  'malformed-kpl-aggregate',
+  /**
+   * the coordinator execution fails right after Allocate opened a checkpoint, and its status event
+   * is lost: only the scheduled watchdog starts a new execution
+   */
+  'coordinator-left-to-watchdog',
 ] as const;
 
 export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/**
+ * Kinds that change the input or the job itself (the chaos job's own input and function): a user's
+ * job checked by `chaosCheck` cannot take them, its fault-free run would see other input.
+ */
+export const INPUT_FAULT_KINDS: readonly FaultKind[] = ['key-throws-forever', 'malformed-kpl-aggregate'];
 
 export type FaultRates = Partial<Record<FaultKind, number>>;
 
@@ -93,6 +116,10 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'slow-ack': 0.01,
     'env-recycled': 0.1,
     'lost-response': 0.03,
+    'hard-timeout': 0.02,
+    'sdk-hang': 0.001,
+    'key-throws-forever': 1,
+    'malformed-kpl-aggregate': 0.3,
   },
   /** a zombie finishing after a takeover, with writes around it */
   'zombie-takeover': {
@@ -101,6 +128,7 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'duplicate-delivery': 0.05,
     'putrecords-partial': 0.05,
     'env-recycled': 0.15,
+    'hard-timeout': 0.04,
   },
   /** PutRecords failing right before a barrier, and crashes right after it */
   'putrecords-barrier': {
@@ -133,6 +161,9 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'throttle-s3': 0.1,
     'throttle-dynamodb': 0.02,
     'env-recycled': 0.1,
+    'key-throws-forever': 1,
+    'malformed-kpl-aggregate': 0.3,
+    'coordinator-left-to-watchdog': 0.04,
   },
 };
 
@@ -161,6 +192,11 @@ export const SOLO_RATES: Readonly<Record<FaultKind, number>> = {
   'slow-ack': 0.05,
   'env-recycled': 0.4,
   'lost-response': 0.15,
+  'hard-timeout': 0.1,
+  'sdk-hang': 0.01,
+  'key-throws-forever': 1,
+  'malformed-kpl-aggregate': 0.5,
+  'coordinator-left-to-watchdog': 0.1,
 };
 
 /** Kinds with few opportunities per seed are ensured early (see ScheduleOptions.ensure). */
@@ -175,6 +211,8 @@ const ENSURE_AFTER: Partial<Record<FaultKind, number>> = {
   'crash-after-ack': 2,
   'crash-after-delta': 2,
   'crash-mid-apply': 2,
+  'key-throws-forever': 1,
+  'malformed-kpl-aggregate': 2,
 };
 
 /** A small, fast, seedable PRNG (mulberry32). */

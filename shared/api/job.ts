@@ -24,7 +24,11 @@ import type { ProcessWindowFunction, TimeWindow, WindowAssigner, WindowOptions, 
 export interface CheckpointOptions {
   /** time between two checkpoints; @default 10 s */
   readonly intervalMs?: number;
-  /** a checkpoint not acknowledged by every instance by then is aborted; @default 60 s */
+  /**
+   * the progress window: a checkpoint is aborted when no instance acknowledged it for this long
+   * (doubled for each checkpoint aborted just before it), or once it has been open 10 × this long;
+   * a checkpoint whose acknowledgements keep arriving is not aborted for being slow; @default 60 s
+   */
   readonly timeoutMs?: number;
   /** least time between the end of one checkpoint and the start of the next; @default 0 */
   readonly minPauseMs?: number;

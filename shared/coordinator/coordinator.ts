@@ -11,10 +11,14 @@
  *    (a channel that skips a barrier number would stall every later alignment).
  *
  * Checkpoints in flight: `plan.checkpoint.maxConcurrent` (default 1); with more than one, `settle`
- * commits the complete ones in order and aborts the timed-out (the workflow calls it after every
+ * commits the complete ones in order and aborts the stuck ones (the workflow calls it after every
  * injection and whenever its window is full). Savepoints are checkpoints
  * too: a user asks for one (`requestSavepoint`), the next allocate turns into a savepoint, and its
  * commit writes the portable files (a `SavepointWriter`).
+ *
+ * When an open checkpoint is given up is a progress rule (./timeouts.ts): `timeoutMs` is a window
+ * that every new ack restarts, under a hard ceiling; the workflow asks `overdue` each time a window
+ * passes, and `settle` and `allocate` apply the same rule.
  *
  * Everything it reads and writes goes through ports (./ports.ts): the same class runs on AWS
  * (shared/adapters/aws/coordinator-ports.ts) and on the in-memory twins.
@@ -25,10 +29,12 @@ import type { ResourceNames } from '../plan/resources.js';
 import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
-import { deltasToDelete } from './gc.js';
+import { collectsGarbage, deltasToDelete } from './gc.js';
+import { pauseMsOf } from './loop.js';
 import type { CoordinatorPorts, CoordinatorState } from './ports.js';
 import { InPlaceRescale } from './rescale.js';
-import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, SettleOutput } from './protocol.js';
+import { progressVerdict, type TimeoutVerdict } from './timeouts.js';
+import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, OverdueOutput, SettleOutput } from './protocol.js';
 import { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
 import { validSavepointId, type CheckpointRecord, type InstanceCheckpointStats, type SavepointRecord } from './records.js';
 
@@ -90,6 +96,8 @@ export class Coordinator {
         return this.gc();
       case 'settle':
         return this.settle();
+      case 'overdue':
+        return this.overdue(input.checkpointId);
       default:
         throw new SluiceError(`unknown coordinator action ${JSON.stringify((input as { action?: unknown }).action)}`, 'BAD_INPUT');
     }
@@ -103,13 +111,14 @@ export class Coordinator {
     const { last, open } = state;
     const maxOpen = this.plan.checkpoint.maxConcurrent ?? 1;
     for (const id of open) {
-      // a checkpoint still open past its timeout was left by an execution that died (or whose
-      // allocate lost its answer): nobody waits for it any more, so abort it — which still delivers
-      // its barrier everywhere — and go on with the next one
+      // a checkpoint open with no ack for a whole progress window (or past the ceiling) was left by
+      // an execution that died (or whose allocate lost its answer): nobody waits for it any more, so
+      // abort it — which still delivers its barrier everywhere — and go on with the next one; one
+      // whose acks are still arriving stays open (timeouts.ts)
       const ck = await this.get(id);
-      const age = ck ? this.now().getTime() - Date.parse(ck.startedAt) : Number.POSITIVE_INFINITY;
-      if (age > this.plan.checkpoint.timeoutMs) {
-        await this.abort(id, 'left in flight past its timeout by a coordinator execution that ended');
+      const verdict: TimeoutVerdict = ck ? await progressVerdict(this.store, ck, this.plan.checkpoint.timeoutMs, this.now()) : { abort: true, reason: 'no record' };
+      if (verdict.abort) {
+        await this.abort(id, `left in flight by a coordinator execution that ended (${verdict.reason})`);
         return this.allocate(savepoint);
       }
     }
@@ -258,7 +267,8 @@ export class Coordinator {
     // only once n's outputs are published: whoever waits for the end finds them there
     await this.finishJobIfDone(n, ck, pointers ?? (await this.pointersOf(n)));
     if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
-    const gc = await this.gc();
+    // about once a minute (and at every savepoint): each run lists every instance's deltas
+    const gc = collectsGarbage(n, pauseMsOf(this.plan.checkpoint)) || ck.savepointId !== undefined ? await this.gc() : { deleted: 0 };
     // the last write: until here n stays open, so a later task finishes a commit that died half-way
     await this.close(n);
     return { checkpointId: n, published, deltasDeleted: gc.deleted };
@@ -487,7 +497,7 @@ export class Coordinator {
 
   /**
    * With more than one checkpoint in flight: commits, in order, every open checkpoint whose ack set
-   * is complete, and aborts those past their timeout. Returns what stays open, oldest first.
+   * is complete, and aborts the stuck ones (timeouts.ts). Returns what stays open, oldest first.
    */
   async settle(): Promise<SettleOutput> {
     const state = await this.store.readState();
@@ -496,8 +506,11 @@ export class Coordinator {
       const ck = await this.get(n);
       if (!ck || ck.status !== 'IN_FLIGHT') await this.finishLeftOver(n, ck);
       else if (ck.complete ?? ck.acks >= ck.expected) await this.commit(n);
-      else if (this.now().getTime() - Date.parse(ck.startedAt) > this.plan.checkpoint.timeoutMs) await this.abort(n, 'timed out');
-      else still.push(n);
+      else {
+        const verdict = await progressVerdict(this.store, ck, this.plan.checkpoint.timeoutMs, this.now());
+        if (verdict.abort) await this.abort(n, verdict.reason);
+        else still.push(n);
+      }
     }
     return { open: still.length, oldest: still[0] ?? 0 };
   }
@@ -543,6 +556,22 @@ export class Coordinator {
     } catch (err) {
       t.log('warn', 'could not tell whether the job is stalled', { checkpointId: n, error: String(err) });
     }
+  }
+
+  /**
+   * The workflow's progress window passed and checkpoint n is still open: abort it if it is stuck
+   * (timeouts.ts), else tell the workflow to wait again. `extend` is false once n is finished.
+   */
+  async overdue(n: number): Promise<OverdueOutput> {
+    const ck = await this.get(n);
+    if (!ck || ck.status !== 'IN_FLIGHT') return { checkpointId: n, extend: false };
+    // complete meanwhile (its last ack found no task token): waiting again wakes up at once
+    if (ck.complete ?? ck.acks >= ck.expected) return { checkpointId: n, extend: true };
+    const verdict = await progressVerdict(this.store, ck, this.plan.checkpoint.timeoutMs, this.now());
+    if (!verdict.abort) return { checkpointId: n, extend: true };
+    this.options.telemetry?.log('warn', 'checkpoint aborted', { checkpointId: n, reason: verdict.reason });
+    await this.abort(n, verdict.reason);
+    return { checkpointId: n, extend: false, reason: verdict.reason };
   }
 
   async get(n: number): Promise<CheckpointRecord | undefined> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { deltaNeeded, deltasToDelete } from './gc.js';
+import { collectsGarbage, deltaNeeded, deltasToDelete } from './gc.js';
 
 describe('delta garbage collection', () => {
   const needs = { retained: new Set([7, 9]), pointer: 9, latestCompleted: 9 };
@@ -19,5 +19,13 @@ describe('delta garbage collection', () => {
 
   it('keeps everything when nothing completed yet', () => {
     expect(deltasToDelete([1, 2], { retained: new Set(), pointer: undefined, latestCompleted: 0 })).toEqual([]);
+  });
+
+  it('collects about once a minute: every sixth checkpoint at a 10 s pause, every one at 60 s or more', () => {
+    const at = (pauseMs: number) => Array.from({ length: 24 }, (_, i) => i + 1).filter((n) => collectsGarbage(n, pauseMs));
+    expect(at(10_000)).toEqual([6, 12, 18, 24]);
+    expect(at(60_000)).toHaveLength(24);
+    expect(at(120_000)).toHaveLength(24);
+    expect(at(7_000)).toEqual([9, 18]);
   });
 });

@@ -25,3 +25,18 @@ export function deltaNeeded(k: number, needs: DeltaNeeds): boolean {
 export function deltasToDelete(existing: readonly number[], needs: DeltaNeeds): number[] {
   return [...new Set(existing)].filter((k) => !deltaNeeded(k, needs)).sort((a, b) => a - b);
 }
+
+/** A commit collects garbage at most about this often: each run lists every instance's deltas. */
+export const GC_PERIOD_MS = 60_000;
+
+/**
+ * Whether the commit of checkpoint n collects garbage: every `ceil(GC_PERIOD_MS / pauseMs)`-th
+ * checkpoint id, so a job pays one LIST and two reads per instance a minute rather than per
+ * checkpoint. Collecting less often is safe: a delta no checkpoint needs stays unneeded (the
+ * retained window and the pointers only move forward), it is just deleted a little later — at
+ * most that many extra deltas per instance are stored meanwhile.
+ */
+export function collectsGarbage(n: number, pauseMs: number): boolean {
+  const every = Math.max(1, Math.ceil(GC_PERIOD_MS / Math.max(1, pauseMs)));
+  return n % every === 0;
+}

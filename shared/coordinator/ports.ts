@@ -82,6 +82,11 @@ export interface CheckpointStore {
   createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void>;
   /** Ends n if it is IN_FLIGHT (a no-op otherwise) and forgets its task token. */
   finishCheckpoint(n: number, end: CheckpointEnd): Promise<void>;
+  /**
+   * Records that n, still IN_FLIGHT, was seen with `acks` acks at `at` (the progress window restarts
+   * there), unless a look already recorded as many: concurrent looks keep the first time.
+   */
+  noteProgress(n: number, acks: number, at: string): Promise<void>;
   /** Stores the workflow's task token on n; true when n's ack set is complete. */
   setTaskToken(n: number, taskToken: string): Promise<boolean>;
   /** Records what each instance flushed for n. */

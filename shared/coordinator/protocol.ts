@@ -21,8 +21,10 @@ export type CoordinatorTaskInput =
   | { readonly action: 'savepoint'; readonly savepointId?: string; readonly stop?: boolean }
   /** delete deltas no retained checkpoint needs (commit does it too) */
   | { readonly action: 'gc' }
-  /** with several checkpoints in flight: commit the complete ones in order, abort the timed-out ones */
-  | { readonly action: 'settle' };
+  /** with several checkpoints in flight: commit the complete ones in order, abort the stuck ones */
+  | { readonly action: 'settle' }
+  /** the progress window passed with n still open: abort n if it is stuck, else wait again (`extend`) */
+  | { readonly action: 'overdue'; readonly checkpointId: number };
 
 export interface AllocateOutput {
   readonly checkpointId: number;
@@ -43,6 +45,13 @@ export interface SettleOutput {
   readonly open: number;
   /** the oldest of them (0 when none) */
   readonly oldest: number;
+}
+export interface OverdueOutput {
+  readonly checkpointId: number;
+  /** true: n is still open and progressing (or complete): wait for it again */
+  readonly extend: boolean;
+  /** why n was aborted, when it was */
+  readonly reason?: string;
 }
 export interface AbortOutput {
   readonly checkpointId: number;

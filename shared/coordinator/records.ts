@@ -31,6 +31,9 @@ export interface CheckpointRecord {
   readonly endedAt?: string;
   readonly durationMs?: number;
   readonly reason?: string;
+  /** the ack count the coordinator last saw grow, and when (the progress window runs from there) */
+  readonly progressAcks?: number;
+  readonly progressAt?: string;
   /** per instance: bytes and keys flushed, replay point, delta (committed checkpoints) */
   readonly instances?: Readonly<Record<string, InstanceCheckpointStats>>;
   /** total delta bytes and dirty keys flushed by every instance */

@@ -26,6 +26,11 @@ export interface AwsClientOptions {
   readonly endpoints?: Partial<Record<'kinesis' | 'dynamodb' | 's3' | 'sfn', string>>;
   /** SDK attempts per call before our own retry loops take over; @default 8 */
   readonly maxAttempts?: number;
+  /**
+   * a request without a response after this long fails with a TimeoutError, which the SDK retries
+   * (keep it well below the function's timeout); @default 30 s
+   */
+  readonly requestTimeoutMs?: number;
 }
 
 export function createAwsClients(options: AwsClientOptions = {}): AwsClients {
@@ -35,8 +40,10 @@ export function createAwsClients(options: AwsClientOptions = {}): AwsClients {
     ...(options.credentials ? { credentials: options.credentials } : {}),
     maxAttempts: options.maxAttempts ?? 8,
     // HTTP/1.1 for every client: Kinesis' default HTTP/2 handler fails against some emulators, and
-    // keep-alive sockets are what Lambda wants anyway
-    requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: 30_000 }),
+    // keep-alive sockets are what Lambda wants anyway. A request timeout alone only logs a warning:
+    // without throwOnRequestTimeout a call that never gets its response hangs the invocation (and
+    // its shard) until the function times out; with it, the call fails and the SDK retries it.
+    requestHandler: new NodeHttpHandler({ connectionTimeout: 5_000, requestTimeout: options.requestTimeoutMs ?? 30_000, throwOnRequestTimeout: true }),
   };
   const ep = options.endpoints ?? {};
   const s3Endpoint = ep.s3 ?? env.AWS_ENDPOINT_URL_S3 ?? env.AWS_ENDPOINT_URL;

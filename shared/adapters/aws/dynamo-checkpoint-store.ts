@@ -221,6 +221,15 @@ export class DynamoCheckpointStore implements CheckpointStore {
     }).catch(ignoreConditionFailed);
   }
 
+  async noteProgress(n: number, acks: number, at: string): Promise<void> {
+    await this.update(controlKey.checkpoint(n), {
+      UpdateExpression: 'SET progressAcks = :a, progressAt = :t',
+      ConditionExpression: '#status = :inflight AND (attribute_not_exists(progressAcks) OR progressAcks < :a)',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: { ':a': acks, ':t': at, ':inflight': 'IN_FLIGHT' },
+    }).catch(ignoreConditionFailed);
+  }
+
   async setTaskToken(n: number, taskToken: string): Promise<boolean> {
     const r = await this.update(controlKey.checkpoint(n), { UpdateExpression: 'SET taskToken = :t', ExpressionAttributeValues: { ':t': taskToken }, ReturnValues: 'ALL_NEW' });
     return ackState(r.Attributes).complete;
@@ -480,6 +489,7 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
     ...(item.endedAt ? { endedAt: item.endedAt as string } : {}),
     ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),
     ...(item.reason ? { reason: item.reason as string } : {}),
+    ...(item.progressAcks !== undefined ? { progressAcks: item.progressAcks as number, progressAt: item.progressAt as string } : {}),
   };
 }
 

@@ -139,6 +139,20 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await store.getCheckpoint(1)).toBeUndefined();
   });
 
+  it('records progress only when the ack count grew, only while in flight: concurrent looks keep the first time', async () => {
+    const { store } = await open();
+    await store.createCheckpoint(checkpoint(1, ['s1:a', 's1:b']));
+    expect(await store.getCheckpoint(1)).not.toHaveProperty('progressAt');
+    await store.noteProgress(1, 1, '2026-01-01T00:00:05.000Z');
+    await store.noteProgress(1, 1, '2026-01-01T00:00:06.000Z'); // a second look at the same count
+    expect(await store.getCheckpoint(1)).toMatchObject({ progressAcks: 1, progressAt: '2026-01-01T00:00:05.000Z' });
+    await store.noteProgress(1, 2, '2026-01-01T00:00:07.000Z');
+    expect(await store.getCheckpoint(1)).toMatchObject({ progressAcks: 2, progressAt: '2026-01-01T00:00:07.000Z' });
+    await store.finishCheckpoint(1, { status: 'ABORTED', endedAt: '2026-01-01T00:00:09.000Z', durationMs: 8000, reason: 'stuck' });
+    await store.noteProgress(1, 3, '2026-01-01T00:00:10.000Z'); // ended: nothing
+    expect(await store.getCheckpoint(1)).toMatchObject({ progressAcks: 2, progressAt: '2026-01-01T00:00:07.000Z' });
+  });
+
   it('fences leases: only the holder of the newest fence publishes a snapshot pointer the coordinator reads', async () => {
     const { store, control } = await open();
     const first = await control.takeOver('s1:a', 0);

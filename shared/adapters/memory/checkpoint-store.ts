@@ -162,6 +162,13 @@ export class MemoryCheckpointStore implements CheckpointStore {
     delete ck.taskToken;
   }
 
+  async noteProgress(n: number, acks: number, at: string): Promise<void> {
+    const ck = this.control.checkpoint(n);
+    if (ck?.status !== 'IN_FLIGHT' || (ck.progressAcks ?? -1) >= acks) return;
+    ck.progressAcks = acks;
+    ck.progressAt = at;
+  }
+
   async setTaskToken(n: number, taskToken: string): Promise<boolean> {
     return this.control.setTaskToken(n, taskToken);
   }
@@ -318,6 +325,7 @@ function toRecord(ck: MemoryCheckpoint): CheckpointRecord {
     ...(ck.endedAt ? { endedAt: ck.endedAt } : {}),
     ...(ck.durationMs !== undefined ? { durationMs: ck.durationMs } : {}),
     ...(ck.reason ? { reason: ck.reason } : {}),
+    ...(ck.progressAcks !== undefined ? { progressAcks: ck.progressAcks, progressAt: ck.progressAt! } : {}),
   };
 }
 

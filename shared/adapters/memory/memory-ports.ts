@@ -83,6 +83,9 @@ export interface MemoryCheckpoint {
   readonly reshard?: readonly number[];
   taskToken?: string;
   reason?: string;
+  /** the ack count the coordinator last saw grow, and when */
+  progressAcks?: number;
+  progressAt?: string;
   endedAt?: string;
   durationMs?: number;
   /** what each instance flushed, as JSON (as the DynamoDB item keeps it) */
