@@ -41,7 +41,8 @@ import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
 import type { RuntimePorts } from '../shared/runtime/ports.js';
 import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
 import { handleKinesisBatch } from '../functions/operator.js';
-import type { StageInstance } from '../shared/runtime/stage-instance.js';
+import { instanceIdOf, type StageInstance } from '../shared/runtime/stage-instance.js';
+import { compareSeq } from '../shared/runtime/positions.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
@@ -387,7 +388,20 @@ export class LocalJobRunner {
       partitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
     }));
     const positions: RecordPosition[] = await putRecordsUntilAccepted(sdkKinesisApi(this.clients.kinesis), stream, entries);
+    for (const p of positions) this.noteProduced(source.id, p);
     return positions;
+  }
+
+  /** The last record this runner put on each source shard, by the source instance that reads it. */
+  private readonly producedThrough = new Map<string, string>();
+
+  private noteProduced(sourceId: string, p: RecordPosition): void {
+    for (const stage of this.plan.stages) {
+      if (stage.input.kind !== 'source' || stage.input.sourceId !== sourceId) continue;
+      const id = instanceIdOf(stage.id, p.shardId);
+      const prev = this.producedThrough.get(id);
+      if (prev === undefined || compareSeq(p.sequenceNumber, prev) > 0) this.producedThrough.set(id, p.sequenceNumber);
+    }
   }
 
   /**
@@ -422,15 +436,26 @@ export class LocalJobRunner {
   }
 
   /**
-   * Waits until `count` checkpoints that started after `since` have completed: then every record
+   * Waits until `count` checkpoints that started after `since` have completed, and one of them
+   * covers every record this runner had put on a source by then (sources put barriers at their read
+   * position, so a checkpoint started later may still leave a backlog out): then every record
    * produced before `since` has been processed, and its effects are in the sinks.
    */
   async awaitCheckpoints(count: number, since: Date, timeoutMs = 120_000, onProgress?: (done: number) => void): Promise<CheckpointRecord[]> {
     const deadline = Date.now() + timeoutMs;
+    const through = new Map(this.producedThrough);
+    const covers = (c: CheckpointRecord) =>
+      c.instances !== undefined &&
+      [...through].every(([id, seq]) => {
+        const rp = c.instances![id]?.replayPoint;
+        // an instance not in the checkpoint reads a shard a reshard closed before it
+        if (!rp) return true;
+        return rp.from === 'after' ? compareSeq(rp.sequenceNumber, seq) >= 0 : rp.from === 'at' && compareSeq(rp.sequenceNumber, seq) > 0;
+      });
     for (;;) {
       const done = (await this.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > since.getTime());
       onProgress?.(done.length);
-      if (done.length >= count) return done;
+      if (done.length >= count && done.some(covers)) return done;
       // a bounded job that finished takes no more checkpoints: its last one covers every record
       if ((await this.coordinator.jobStatus()).finishedAt !== undefined) return done;
       if (Date.now() > deadline) {

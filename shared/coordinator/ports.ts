@@ -9,7 +9,7 @@
  * Every write that another task may race is conditional; the methods say which condition, and a
  * `false` (or a silent no-op) is the answer of a failed condition.
  */
-import type { ShardDirectory, ShardInfo, SnapshotPointer, TaskNotifier } from '../runtime/ports.js';
+import type { AnnouncedBarrier, ShardDirectory, ShardInfo, SnapshotPointer, TaskNotifier } from '../runtime/ports.js';
 import type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, RescaleRecord, SavepointRecord, SavepointStatus } from './records.js';
 
 /** The coordinator's own row: last allocated checkpoint, the open ones, a stop held or taken. */
@@ -45,6 +45,9 @@ export interface CheckpointEnd {
   readonly reason?: string;
 }
 
+/** Checkpoints an announcement keeps: a source further behind takes the older ones at the tail. */
+export const ANNOUNCED_KEPT = 8;
+
 export interface CheckpointStore {
   // ---- the coordinator's state
   readState(): Promise<CoordinatorState>;
@@ -58,6 +61,12 @@ export interface CheckpointStore {
   markFinished(n: number): Promise<void>;
   /** The job stopped with a savepoint at n. */
   markStopped(n: number): Promise<void>;
+
+  /**
+   * Announces that checkpoint n is open to the source instances it names (they put barrier n at
+   * their read position). Keeps the last few announced; never drops another writer's checkpoint.
+   */
+  announceBarrier(announced: AnnouncedBarrier): Promise<void>;
 
   // ---- checkpoint records
   getCheckpoint(n: number): Promise<CheckpointRecord | undefined>;

@@ -3,6 +3,7 @@
  * v3 clients; in-memory twins implement them for fast unit tests of the pure core. Only adapters
  * import `@aws-sdk`.
  */
+import type { SourceControl } from '../codec/envelope.js';
 
 /** Where replay of an instance's input shard starts. */
 export type ReplayPoint =
@@ -193,6 +194,38 @@ export interface Telemetry {
   log(level: 'debug' | 'info' | 'warn' | 'error', message: string, fields?: Record<string, unknown>): void;
 }
 
+/** A barrier as the coordinator opens it to the sources (the payload of a barrier control record). */
+export type SourceBarrier = Extract<SourceControl, { readonly kind: 'barrier' }>;
+
+/** A checkpoint the coordinator opened, announced to the source instances it was opened to. */
+export interface AnnouncedBarrier {
+  readonly barrier: SourceBarrier;
+  /** the source instances of the shards open then (a parent shard closed by a reshard takes no part) */
+  readonly instances: readonly string[];
+}
+
+/** Where a source instance puts its barriers, and how far its batches have read (kept with its lease). */
+export interface SourceBarrierRecord {
+  /** barrier n goes out right after the record `after` of the shard; positions never decrease with n */
+  readonly placed: ReadonlyArray<{ readonly after: string; readonly barrier: SourceBarrier }>;
+  /** the last record a batch of any owner may have read (and emitted outputs for) */
+  readonly readThrough: string | undefined;
+}
+
+/**
+ * Barriers at a source's read position (runtime/source-barriers.ts): the coordinator announces the
+ * checkpoint it opens; a source instance records, fenced, where it puts each barrier before it
+ * forwards it, so that every replay puts it after the same record.
+ */
+export interface SourceBarrierStore {
+  /** the checkpoints announced most recently, oldest first (read with the lease, every batch) */
+  announced(): Promise<readonly AnnouncedBarrier[]>;
+  /** what the instance's owners recorded (read after a takeover) */
+  recorded(instanceId: string): Promise<SourceBarrierRecord>;
+  /** replaces the instance's record if `fence` still holds the lease (FencedError otherwise) */
+  record(instanceId: string, fence: number, record: SourceBarrierRecord): Promise<void>;
+}
+
 export interface RuntimePorts {
   readonly control: ControlStore;
   readonly state: StateStore;
@@ -206,4 +239,6 @@ export interface RuntimePorts {
   readonly telemetry: Telemetry;
   /** absent: dirty state stays in memory until the next snapshot */
   readonly spill?: SpillStore;
+  /** absent: a source puts barrier n where the coordinator appended it, at its shard's tail */
+  readonly sourceBarriers?: SourceBarrierStore;
 }

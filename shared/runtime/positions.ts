@@ -6,6 +6,11 @@ export function compareSeq(a: string, b: string): number {
 
 import type { ReplayPoint } from './ports.js';
 
+/** The later of two positions (undefined: none yet). */
+export function laterSeq(a: string | undefined, b: string | undefined): string | undefined {
+  return a === undefined ? b : b === undefined || compareSeq(a, b) >= 0 ? a : b;
+}
+
 /** True when the record at `seq` is covered by a snapshot whose replay point is `rp`. */
 export function coveredBySnapshot(seq: string, rp: ReplayPoint): boolean {
   switch (rp.from) {

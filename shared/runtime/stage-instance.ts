@@ -36,8 +36,9 @@ import { OperatorStateStore } from './operator-state.js';
 import { openDestinations, refreshDestinations } from './destinations.js';
 import { Outbox } from './outbox.js';
 import { mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
-import type { ReplayPoint, RuntimePorts, SnapshotPointer, StateRowId, StoredRecord } from './ports.js';
+import type { ReplayPoint, RuntimePorts, SnapshotPointer, SourceBarrier, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
+import { SourceBarrierPlan } from './source-barriers.js';
 import { RecordDedupe } from './record-dedupe.js';
 import { resolveUnits, StateLoader } from './state-prefetch.js';
 import { decodeSourceValue, userRecordsOf, type SourceFunctions } from './source-decoding.js';
@@ -195,6 +196,7 @@ export class StageInstance {
         if (this.lastPosition !== undefined && compareSeq(r.sequenceNumber, this.lastPosition) <= 0) continue;
         await this.processSourceRecord(r);
         this.lastPosition = r.sequenceNumber;
+        await this.barrierPlan?.forwardReached(() => this.epoch, r.sequenceNumber);
       }
       return;
     }
@@ -246,9 +248,9 @@ export class StageInstance {
     const control = decodeSourceControl(r.data);
     if (control) {
       if (control.kind === 'barrier' && control.checkpointId > this.epoch) {
-        this.sourceTick(control.time);
-        this.watermarks.emitSource(true);
-        await this.snapshot(control.checkpointId, control.topology, control.savepoint, { from: 'after', sequenceNumber: r.sequenceNumber }, control.reshard);
+        // recorded first, then forwarded right after this record (processRecords) or at its earlier place
+        if (this.barrierPlan) await this.barrierPlan.tailBarrier(this.epoch, this.fence, control, r.sequenceNumber);
+        else await this.sourceBarrier(control, r.sequenceNumber);
       } else if (control.kind === 'tick') {
         this.sourceTick(control.time);
       } else if (control.kind === 'end') {
@@ -286,6 +288,25 @@ export class StageInstance {
       }
       this.watermarks.sourceRecord(timestamp);
     }
+  }
+
+  /** Forwards barrier n right after the record `after` and snapshots. */
+  private async sourceBarrier(b: SourceBarrier, after: string): Promise<void> {
+    this.sourceTick(b.time);
+    this.watermarks.emitSource(true);
+    await this.snapshot(b.checkpointId, b.topology, b.savepoint, { from: 'after', sequenceNumber: after }, b.reshard);
+  }
+
+  /** Barriers at the read position (source-barriers.ts); not for a parent shard rebuilt for its child. */
+  get barrierPlan(): SourceBarrierPlan | undefined {
+    if (!this.source || !this.ports.sourceBarriers || this.ownedKeyGroups !== undefined) return undefined;
+    return (this.placements ??= new SourceBarrierPlan(this.ports.sourceBarriers, this.id, (b, after) => this.sourceBarrier(b, after)));
+  }
+  private placements: SourceBarrierPlan | undefined;
+
+  /** Where the source has read to: its last record, else the restored snapshot's position. */
+  get readPosition(): string | undefined {
+    return this.lastPosition ?? (this.skipThrough.from === 'after' ? this.skipThrough.sequenceNumber : undefined);
   }
 
   /** Processing time reaches a source through the barriers' coordinator time; it also decides idleness. */

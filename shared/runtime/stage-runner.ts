@@ -6,13 +6,20 @@
  * batch runs on the cached instance only if both match the lease; otherwise the runner takes the
  * lease over (bumping the fence, which shuts out any zombie's writes), restores the instance's last
  * snapshot and replays its shard up to the batch. A batch that throws drops the cached instance.
+ *
+ * The lease's position never moves back. A timed-out invocation may take the lease over after its
+ * retry succeeded further on (the retry ran where the instance was cached, so it bumped no fence);
+ * the mapping goes on after the retry's last record, which the zombie's instance never read. Had it
+ * committed its own, earlier position, its instance would match the lease and take the next batch
+ * as a cache hit: the records in between would be skipped and the rest numbered as they were not
+ * on any other run (another epoch or sequence number for the same record downstream).
  */
 import type { Job } from '../api/job.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { ShardInheritance } from './shard-inheritance.js';
-import { compareSeq, coveredBySnapshot, replayStart } from './positions.js';
+import { compareSeq, coveredBySnapshot, laterSeq, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
@@ -70,11 +77,15 @@ export class StageRunner {
     const id = instanceIdOf(this.stage.id, shardId);
     const t = this.ports.telemetry;
     this.totals.batches++;
-    const lease = await this.ports.control.readLease(id);
+    // a source learns with its lease which checkpoint is open: it puts that barrier at its read position
+    const barriers = this.stage.input.kind === 'source' ? this.ports.sourceBarriers : undefined;
+    const [lease, announced] = await Promise.all([this.ports.control.readLease(id), barriers ? barriers.announced() : []]);
     let inst = this.instances.get(id);
     const cacheHit = !!inst && inst.fence === lease.fence && inst.lastPosition === lease.lastPosition;
     this.instances.delete(id); // re-added only when the batch succeeds
     let replayed = 0;
+    // the last position any owner committed: the mapping's next batch starts no later than after it
+    let committed = lease.lastPosition;
     try {
       if (cacheHit) {
         this.totals.cacheHits++;
@@ -86,6 +97,7 @@ export class StageRunner {
         // restore what the lease points to *after* the takeover: a pointer read before it may have
         // been superseded by the previous owner in between
         const owned = await this.ports.control.takeOver(id, lease.fence);
+        committed = owned.lastPosition;
         inst.fence = owned.fence;
         await inst.init();
         await inst.restore(owned.snapshot);
@@ -99,6 +111,12 @@ export class StageRunner {
           const ack = await this.ports.control.ack(owned.snapshot.checkpointId, id);
           if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: owned.snapshot.checkpointId });
         }
+        // barriers earlier owners placed go out where they recorded them, the restored position's first
+        const plan = inst.barrierPlan;
+        if (plan) {
+          await plan.load(inst.epoch);
+          if (inst.skipThrough.from === 'after') await plan.forwardReached(() => inst!.epoch, inst.skipThrough.sequenceNumber);
+        }
         const r = await this.replay(inst, shardId, records[0]!.sequenceNumber, owned.snapshot ? undefined : owned.firstPosition);
         replayed = r.records;
         // the first position this instance ever processed: from the lease, else the first record read now
@@ -109,9 +127,19 @@ export class StageRunner {
       }
       const live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
       const before = inst!.stats.recordsIn;
+      const plan = inst!.barrierPlan;
+      // recorded before the batch emits anything: a later owner puts no barrier before what it read
+      if (plan && live.length) await plan.readingThrough(inst!.epoch, inst!.fence, live[live.length - 1]!.sequenceNumber);
       await inst!.processRecords(live);
+      if (plan) {
+        const at = inst!.readPosition;
+        await plan.placeAnnounced(inst!.epoch, inst!.fence, at, announced);
+        if (at !== undefined) await plan.forwardReached(() => inst!.epoch, at);
+      }
       await inst!.drain();
-      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, inst!.lastPosition, this.origins.get(id));
+      // an instance behind what an earlier owner committed leaves the lease there: it matches no
+      // lease then, and the next batch restores and replays instead of skipping what it never read
+      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, laterSeq(inst!.lastPosition, committed)!, this.origins.get(id));
       t.count('RecordsIn', inst!.stats.recordsIn - before);
       const maxDirty = this.options.maxDirtyKeys ?? 200_000;
       if (inst!.state.dirtyBound > maxDirty && inst!.state.dirtyCount > maxDirty) await inst!.spillDirty(Math.floor(maxDirty / 2));

@@ -3,7 +3,8 @@
  *
  * | pk                     | sk                  | what                                                    |
  * |------------------------|---------------------|---------------------------------------------------------|
- * | `lease#<instance>`     | `lease`             | fence, first/lastPosition, snapshot (current pointer)   |
+ * | `lease#<instance>`     | `lease`             | fence, first/lastPosition, snapshot (current pointer);  |
+ * |                        |                     | a source's barrier placements (`srcPlaced`, `srcReadThrough`) |
  * | `delta#<instance>`     | `<n, padded>`       | a small delta, inline (larger ones go to S3)            |
  * | `checkpoint`           | `<n, padded>`       | status, members (expected acks), ack set, token, times  |
  * | `savepoint`            | `<id>`              | a savepoint's status, checkpoint and files              |
@@ -12,15 +13,16 @@
  * | `coordinator`          | `rescale`           | an in-place rescale in progress                         |
  * | `coordinator`          | `idle`              | the parked `Allocate` task token                        |
  * | `coordinator`          | `loop`              | a commit in progress, an operator's stop                |
+ * | `coordinator`          | `source-barriers`   | the checkpoints last opened, announced to the sources   |
  *
  * `DynamoCheckpointStore` is the coordinator's side of it (shared/coordinator/ports.ts); the
  * instances' side is dynamo-control-store.ts, restore is savepoints.ts — both use these keys.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { BatchGetCommand, DeleteCommand, GetCommand, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { CheckpointEnd, CheckpointStore, CoordinatorState, LoopState, NewCheckpoint } from '../../coordinator/ports.js';
+import { ANNOUNCED_KEPT, type CheckpointEnd, type CheckpointStore, type CoordinatorState, type LoopState, type NewCheckpoint } from '../../coordinator/ports.js';
 import type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, RescaleRecord, SavepointRecord, SavepointStatus } from '../../coordinator/records.js';
-import type { SnapshotPointer } from '../../runtime/ports.js';
+import type { AnnouncedBarrier, SnapshotPointer } from '../../runtime/ports.js';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
 
@@ -36,6 +38,7 @@ export const controlKey = {
   rescale: { pk: 'coordinator', sk: 'rescale' },
   idle: { pk: 'coordinator', sk: 'idle' },
   loop: { pk: 'coordinator', sk: 'loop' },
+  sourceBarriers: { pk: 'coordinator', sk: 'source-barriers' },
   checkpoint: (n: number) => ({ pk: 'checkpoint', sk: pad(n) }),
   savepoint: (id: string) => ({ pk: 'savepoint', sk: id }),
   lease: (instanceId: string) => ({ pk: `${LEASE}${instanceId}`, sk: 'lease' }),
@@ -69,6 +72,11 @@ async function conditional(write: Promise<unknown>): Promise<boolean> {
   }
 }
 
+/** The announcement item's checkpoints, oldest first. */
+export function announcedOf(item: Record<string, unknown> | undefined): AnnouncedBarrier[] {
+  return typeof item?.barriers === 'string' ? (JSON.parse(item.barriers) as AnnouncedBarrier[]) : [];
+}
+
 export class DynamoCheckpointStore implements CheckpointStore {
   constructor(
     private readonly clients: AwsClients,
@@ -84,6 +92,25 @@ export class DynamoCheckpointStore implements CheckpointStore {
   }
 
   // ---- the coordinator's state
+
+  async announceBarrier(announced: AnnouncedBarrier): Promise<void> {
+    const n = announced.barrier.checkpointId;
+    // a conditional write on a version: two writers never drop each other's checkpoint
+    for (;;) {
+      const item = await this.item(controlKey.sourceBarriers);
+      const version = (item?.v as number | undefined) ?? 0;
+      const list = [...announcedOf(item).filter((a) => a.barrier.checkpointId !== n), announced].sort((a, b) => a.barrier.checkpointId - b.barrier.checkpointId);
+      const put = this.clients.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...controlKey.sourceBarriers, v: version + 1, barriers: JSON.stringify(list.slice(-ANNOUNCED_KEPT)) },
+          ConditionExpression: 'attribute_not_exists(v) OR v = :v',
+          ExpressionAttributeValues: { ':v': version },
+        }),
+      );
+      if (await conditional(put)) return;
+    }
+  }
 
   async readState(): Promise<CoordinatorState> {
     const item = await this.item(controlKey.state);

@@ -13,6 +13,7 @@ import { KinesisShardDirectory, KinesisShardReader, KinesisStreamWriter } from '
 import { S3DeadLetterStore } from './s3-dead-letters.js';
 import { S3SpillStore } from './s3-spill-store.js';
 import { SfnTaskNotifier } from './sfn-notifier.js';
+import { DynamoSourceBarrierStore } from './source-barriers.js';
 import { S3StagingStore, StagedSinkRouter } from './staged-sinks.js';
 
 const noCollect: CollectSinkStore = {
@@ -49,5 +50,7 @@ export function createAwsPorts(
     telemetry,
     // dirty keys beyond StageRunnerOptions.maxDirtyKeys wait here for the next snapshot
     spill: new S3SpillStore(clients, bucket),
+    // sources put barriers at their read position, not behind their backlog
+    sourceBarriers: new DynamoSourceBarrierStore(clients, names.controlTable),
   };
 }

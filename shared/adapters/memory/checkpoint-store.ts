@@ -8,27 +8,28 @@
  */
 import { Coordinator, type CoordinatorOptions } from '../../coordinator/coordinator.js';
 import type { LoopPorts } from '../../coordinator/loop.js';
-import type {
-  CheckpointEnd,
-  CheckpointStore,
-  CoordinatorPorts,
-  CoordinatorState,
-  DeltaObjects,
-  LoopState,
-  NewCheckpoint,
-  SavepointWriter,
-  ShardPeek,
-  SourceInjector,
-  StreamScaler,
-  StreamSummary,
-  Workflow,
+import {
+  ANNOUNCED_KEPT,
+  type CheckpointEnd,
+  type CheckpointStore,
+  type CoordinatorPorts,
+  type CoordinatorState,
+  type DeltaObjects,
+  type LoopState,
+  type NewCheckpoint,
+  type SavepointWriter,
+  type ShardPeek,
+  type SourceInjector,
+  type StreamScaler,
+  type StreamSummary,
+  type Workflow,
 } from '../../coordinator/ports.js';
 import type { CommitTarget } from '../../coordinator/protocol.js';
 import type { CheckpointRecord, InstanceCheckpointStats, RescaleRecord, SavepointRecord, SavepointStatus } from '../../coordinator/records.js';
 import type { Plan } from '../../plan/plan.js';
 import type { ResourceNames } from '../../plan/resources.js';
 import { savepointPrefix, writeSavepointFiles } from '../../codec/savepoint.js';
-import type { ShardInfo, SnapshotPointer, StateRow } from '../../runtime/ports.js';
+import type { AnnouncedBarrier, ShardInfo, SnapshotPointer, StateRow } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
 import { putRecordsUntilAccepted } from '../put-records.js';
 import { memoryKinesisApi, memoryRetry } from './memory-kinesis.js';
@@ -63,6 +64,12 @@ export class MemoryCheckpointStore implements CheckpointStore {
       ...(s.stoppedAt !== undefined ? { stoppedAt: s.stoppedAt } : {}),
       ...(s.finishedAt !== undefined ? { finishedAt: s.finishedAt } : {}),
     };
+  }
+
+  async announceBarrier(announced: AnnouncedBarrier): Promise<void> {
+    const n = announced.barrier.checkpointId;
+    const list = [...this.control.announcedBarriers.filter((a) => a.barrier.checkpointId !== n), JSON.parse(JSON.stringify(announced)) as AnnouncedBarrier];
+    this.control.announcedBarriers = list.sort((a, b) => a.barrier.checkpointId - b.barrier.checkpointId).slice(-ANNOUNCED_KEPT);
   }
 
   async openNext(n: number, previous: number, maxOpen: number, stop: boolean): Promise<boolean> {

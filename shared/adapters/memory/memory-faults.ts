@@ -25,6 +25,9 @@ export type PortOp =
   | 'notifier.succeed'
   | 'upsertSink.write'
   | 'collectSink.stage'
+  | 'sourceBarriers.announced'
+  | 'sourceBarriers.recorded'
+  | 'sourceBarriers.record'
   /** one PutRecords/PutRecord request (service hooks only) */
   | 'kinesis.putRecords'
   /** one GetRecords page (service hooks only) */

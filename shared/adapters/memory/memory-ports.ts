@@ -28,6 +28,7 @@
  */
 import { CheckpointInFlightError } from '../../coordinator/protocol.js';
 import type {
+  AnnouncedBarrier,
   CollectSinkStore,
   ControlStore,
   DeadLetter,
@@ -37,6 +38,7 @@ import type {
   OutgoingRecord,
   RuntimePorts,
   SnapshotPointer,
+  SourceBarrierRecord,
   StateRow,
   StateRowId,
   TaskNotifier,
@@ -124,6 +126,8 @@ export class MemoryControlStore implements ControlStore {
   private readonly checkpoints = new Map<number, MemoryCheckpoint>();
   /** the coordinator row: last allocated checkpoint, the open ones */
   readonly coordinatorState: MemoryCoordinatorState = { last: 0, open: new Set() };
+  /** the coordinator's announcement of the checkpoints it opened, oldest first (source-barriers.ts) */
+  announcedBarriers: AnnouncedBarrier[] = [];
   /** every pointer ever published, in order */
   readonly published: PublishedSnapshot[] = [];
   /** a delta rewritten with other bytes under the same (instance, checkpoint): must stay 0 */
@@ -462,7 +466,7 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
       await hooks.after?.(op, i);
       return r;
     };
-  const { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink } = ports;
+  const { control, state, shards, writer, reader, deadLetters, notifier, upsertSink, collectSink, sourceBarriers } = ports;
   return {
     control: {
       readLease: wrap('control.readLease', (id: string) => control.readLease(id), (instanceId) => ({ instanceId })),
@@ -498,6 +502,15 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
     collectSink: { stage: wrap('collectSink.stage', (s: string, o: Parameters<CollectSinkStore['stage']>[1]) => collectSink.stage(s, o), (_s, o) => ({ size: o.length })) },
     telemetry: ports.telemetry,
     ...(ports.spill ? { spill: ports.spill } : {}),
+    ...(sourceBarriers
+      ? {
+          sourceBarriers: {
+            announced: wrap('sourceBarriers.announced', () => sourceBarriers.announced(), () => ({})),
+            recorded: wrap('sourceBarriers.recorded', (id: string) => sourceBarriers.recorded(id), (instanceId) => ({ instanceId })),
+            record: wrap('sourceBarriers.record', (id: string, f: number, r: SourceBarrierRecord) => sourceBarriers.record(id, f, r), (instanceId) => ({ instanceId })),
+          },
+        }
+      : {}),
   };
 }
 
