@@ -249,7 +249,8 @@ describe('execution in the local Step Functions interpreter', () => {
       definition: d.definition,
       stateMachineArn: d.stateMachineArn,
       lambdaHandlers: { [d.coordinatorFunctionArn]: handler },
-      taskTimeoutOverrides: { ...commitPauseOverride(d.definition, 5), [S.awaitAcks]: 20 },
+      // the progress window, short only where a test leaves AwaitAcks unanswered
+      taskTimeoutOverrides: { ...commitPauseOverride(d.definition, 5), ...(opts.slowAcks || opts.stuck ? { [S.awaitAcks]: 300 } : {}) },
       waitTimeOverrides: { [S.pause]: 5 },
     });
     const { executionArn } = await sf.startExecution({ iteration: 0 });
@@ -283,12 +284,18 @@ describe('execution in the local Step Functions interpreter', () => {
 
   it('asks Overdue when the progress window passes and waits again while acks arrive, without aborting', async () => {
     const { calls } = await run(click, { checkpoints: 3, slowAcks: [2] });
-    expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 9)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'overdue2', 'await2', 'commit2', 'begin']);
+    // (on a busy machine a window may also pass on a checkpoint that is answered at once: Overdue extends it too)
+    const of2 = calls.filter((c) => c.checkpointId === 2).map((c) => String(c.action));
+    expect(of2.slice(0, 3)).toEqual(['await', 'overdue', 'await']);
+    expect(of2.at(-1)).toBe('commit');
+    expect(calls.filter((c) => c.action === 'commit').map((c) => c.checkpointId)).toEqual([1, 2, 3]);
+    expect(calls.some((c) => c.action === 'abort')).toBe(false);
   });
 
   it('goes on to the pause and the next checkpoint when Overdue aborted a stuck one', async () => {
     const { calls, transitions } = await run(click, { checkpoints: 3, stuck: [2] });
-    expect(calls.map((c) => `${String(c.action)}${c.checkpointId ?? ''}`).slice(0, 8)).toEqual(['begin', 'await1', 'commit1', 'begin', 'await2', 'overdue2', 'begin', 'await3']);
+    expect(calls.filter((c) => c.checkpointId === 2).map((c) => String(c.action))).toEqual(['await', 'overdue']);
+    expect(calls.filter((c) => c.action === 'commit').map((c) => c.checkpointId)).toEqual([1, 3]);
     expect(transitions.byState[S.pause]).toBe(1);
     expect(calls.some((c) => c.action === 'abort')).toBe(false); // Overdue aborted it itself
   });

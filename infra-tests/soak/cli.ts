@@ -58,7 +58,7 @@ const program = new Command()
     if (first && last) {
       const dd = (s: typeof first) => Object.entries(s.dynamo).map(([t, v]) => `${t}: ${v.items} items ${v.bytes} B`).join(', ');
       console.log(`dynamodb at start: ${dd(first)}; at end: ${dd(last)}`);
-      console.log(`s3 objects: start ${first.s3Objects}, max ${Math.max(...r.samples.map((s) => s.s3Objects))}, end ${last.s3Objects}`);
+      console.log(`s3 objects: start ${first.s3Objects}, max ${Math.max(...r.samples.map((s) => s.s3Objects))}, end ${last.s3Objects} (${Object.entries(last.s3ByPrefix).map(([p, n]) => `${p} ${n}`).join(', ')})`);
       console.log(`heap MB (one process serves every simulated environment): ${r.samples.map((s) => s.heapMb.toFixed(0)).join(' ')}`);
       console.log(`cached keys per environment at end: ${last.environments.map((e) => `${e.id}=${e.keys}`).join(' ')}`);
     }

@@ -74,6 +74,8 @@ export interface SoakSample {
   readonly environments: Array<{ id: string; instances: number; keys: number }>;
   readonly dynamo: Record<string, { items: number; bytes: number }>;
   readonly s3Objects: number;
+  /** objects per first key segment */
+  readonly s3ByPrefix: Record<string, number>;
   readonly produced: number;
   readonly published: number;
 }
@@ -140,15 +142,21 @@ async function tableStats(runner: LocalJobRunner, table: string): Promise<{ item
   return { items, bytes };
 }
 
-async function s3Objects(runner: LocalJobRunner): Promise<number> {
-  let n = 0;
+/** Objects in the job's bucket, in all and per first key segment (deltas/, dead letters, …). */
+async function s3Objects(runner: LocalJobRunner): Promise<{ total: number; byPrefix: Record<string, number> }> {
+  const byPrefix: Record<string, number> = {};
+  let total = 0;
   let token: string | undefined;
   do {
     const r = await runner.clients.s3.send(new ListObjectsV2Command({ Bucket: runner.names.bucket, ...(token ? { ContinuationToken: token } : {}) }));
-    n += r.KeyCount ?? r.Contents?.length ?? 0;
+    for (const o of r.Contents ?? []) {
+      const prefix = `${(o.Key ?? '').split('/')[0]}/`;
+      byPrefix[prefix] = (byPrefix[prefix] ?? 0) + 1;
+      total++;
+    }
     token = r.IsTruncated ? r.NextContinuationToken : undefined;
   } while (token);
-  return n;
+  return { total, byPrefix };
 }
 
 function heapMb(): number {
@@ -252,7 +260,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         heapMb: heapMb(),
         environments: runner.environments(),
         dynamo,
-        s3Objects: await s3Objects(runner).catch(() => -1),
+        ...(await s3Objects(runner).then(
+          (o) => ({ s3Objects: o.total, s3ByPrefix: o.byPrefix }),
+          () => ({ s3Objects: -1, s3ByPrefix: {} }),
+        )),
         produced: seq,
         published: publishedSeen,
       };
