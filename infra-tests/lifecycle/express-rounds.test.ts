@@ -6,14 +6,11 @@
  * Standard execution; with no input the round ends and the Standard execution parks until a source
  * stage wakes it.
  */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import job from '../../examples/clickstream/job.js';
 import { sleep } from '../../shared/adapters/aws/clients.js';
-import { awsCoordinatorWake } from '../../shared/adapters/aws/coordinator-ports.js';
-import { controlKey } from '../../shared/adapters/aws/dynamo-checkpoint-store.js';
-import { hasInput } from '../../shared/coordinator/wake.js';
 import { LocalJobRunner } from '../../local/runner.js';
+import { parked, until, wakeAfterSourceInput } from './idle-wake.js';
 
 const event = (i: number) => new TextEncoder().encode(JSON.stringify({ userId: `u${i % 3}`, url: `/product/${i % 4}`, ts: 1_793_534_400_000 + i }));
 
@@ -38,15 +35,7 @@ describe('checkpoints in Express rounds on the emulated stack', () => {
         }
         return run(input);
       },
-      // what functions/operator.ts does after a source batch
-      wrapHandler: (handler, { stage }) =>
-        stage.input.kind !== 'source'
-          ? handler
-          : async (event) => {
-              const out = await handler(event);
-              if (runner && hasInput(event)) await awsCoordinatorWake(runner.names, runner.clients).afterInput();
-              return out;
-            },
+      wrapHandler: wakeAfterSourceInput(() => runner),
     });
   }, 120_000);
 
@@ -54,15 +43,9 @@ describe('checkpoints in Express rounds on the emulated stack', () => {
     await runner?.stop();
   });
 
-  const parked = async () => (await runner!.clients.doc.send(new GetCommand({ TableName: runner!.names.controlTable, Key: controlKey.idle, ConsistentRead: true }))).Item?.token !== undefined;
+  const isParked = () => parked(runner!);
 
-  async function until(cond: () => Promise<boolean>, what: string, ms = 90_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!(await cond())) {
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms; coordinator tasks so far: ${tasks.slice(-40).join(' ')}`);
-      await sleep(100);
-    }
-  }
+  const waitFor = (cond: () => Promise<boolean>, what: string) => until(cond, what, tasks);
 
   const clicks = async () => (await runner!.readUpsertSink<{ pk: string; clicks: number }>('clicks-per-user-page')).reduce((a, r) => a + r.clicks, 0);
 
@@ -77,7 +60,7 @@ describe('checkpoints in Express rounds on the emulated stack', () => {
       produced += 2;
       await sleep(100);
     }
-    await until(async () => (await clicks()) === produced, `all ${produced} clicks published`);
+    await waitFor(async () => (await clicks()) === produced, `all ${produced} clicks published`);
     // the first commit failed twice inside the round; the Standard execution committed it
     const firstCommit = tasks.find((t) => t.startsWith('commit'))!;
     expect(tasks.filter((t) => t === firstCommit).length, tasks.join(' ')).toBeGreaterThanOrEqual(3);
@@ -86,7 +69,7 @@ describe('checkpoints in Express rounds on the emulated stack', () => {
     const completed = await completedCount();
     expect(runner!.coordinatorTransitions() / completed, tasks.join(' ')).toBeLessThan(2);
 
-    await until(parked, 'the coordinator parks with no input');
+    await waitFor(isParked, 'the coordinator parks with no input');
     const before = tasks.length;
     await sleep(1_500);
     expect(tasks.length).toBe(before);
@@ -94,7 +77,7 @@ describe('checkpoints in Express rounds on the emulated stack', () => {
     const again = new Date();
     await runner!.produce('clicks', Array.from({ length: 20 }, (_, i) => event(produced + i)));
     await runner!.awaitCheckpoints(1, again, 90_000);
-    await until(async () => (await clicks()) === produced + 20, 'the second burst published');
+    await waitFor(async () => (await clicks()) === produced + 20, 'the second burst published');
     const ids = (await runner!.coordinator.list()).filter((c) => c.status === 'COMPLETED').map((c) => c.checkpointId);
     expect(new Set(ids).size).toBe(ids.length);
     await sleep(500);

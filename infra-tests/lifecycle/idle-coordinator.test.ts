@@ -4,14 +4,11 @@
  * source stage sees wakes it (the edge hook of the deployed stage function, shared/coordinator/wake.ts),
  * after which the input is checkpointed and its results reach the sink.
  */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import job from '../../examples/clickstream/job.js';
 import { sleep } from '../../shared/adapters/aws/clients.js';
-import { awsCoordinatorWake } from '../../shared/adapters/aws/coordinator-ports.js';
-import { controlKey } from '../../shared/adapters/aws/dynamo-checkpoint-store.js';
-import { hasInput } from '../../shared/coordinator/wake.js';
 import { LocalJobRunner } from '../../local/runner.js';
+import { parked, until, wakeAfterSourceInput } from './idle-wake.js';
 
 const event = (i: number) => new TextEncoder().encode(JSON.stringify({ userId: `u${i % 3}`, url: `/product/${i}`, ts: 1_793_534_400_000 + i }));
 
@@ -29,15 +26,7 @@ describe('idle coordinator on the emulated stack', () => {
         tasks.push(input.action);
         return run(input);
       },
-      // what functions/operator.ts does after a source batch
-      wrapHandler: (handler, { stage }) =>
-        stage.input.kind !== 'source'
-          ? handler
-          : async (event) => {
-              const out = await handler(event);
-              if (runner && hasInput(event)) await awsCoordinatorWake(runner.names, runner.clients).afterInput();
-              return out;
-            },
+      wrapHandler: wakeAfterSourceInput(() => runner),
     });
   }, 120_000);
 
@@ -45,18 +34,12 @@ describe('idle coordinator on the emulated stack', () => {
     await runner?.stop();
   });
 
-  const parked = async () => (await runner!.clients.doc.send(new GetCommand({ TableName: runner!.names.controlTable, Key: controlKey.idle, ConsistentRead: true }))).Item?.token !== undefined;
+  const isParked = () => parked(runner!);
 
-  async function until(cond: () => Promise<boolean>, what: string, ms = 90_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (!(await cond())) {
-      if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms; coordinator tasks so far: ${tasks.join(' ')}`);
-      await sleep(100);
-    }
-  }
+  const waitFor = (cond: () => Promise<boolean>, what: string) => until(cond, what, tasks);
 
   it('parks after a checkpoint with no input, runs no coordinator task while parked, and the first input wakes it', async () => {
-    await until(parked, 'the coordinator parks with no input');
+    await waitFor(isParked, 'the coordinator parks with no input');
     const completed = (await runner!.coordinator.list()).filter((c) => c.status === 'COMPLETED').length;
     const metricBefore = runner!.telemetry.get('CheckpointCompleted');
     expect(metricBefore).toBeGreaterThan(0);
@@ -72,7 +55,7 @@ describe('idle coordinator on the emulated stack', () => {
     const rows = await runner!.readUpsertSink<{ pk: string; clicks: number }>('clicks-per-user-page');
     expect(rows.reduce((a, r) => a + r.clicks, 0)).toBe(6);
     // and once that input is checkpointed, it parks again
-    await until(parked, 'the coordinator parks again');
+    await waitFor(isParked, 'the coordinator parks again');
     // the tasks ran through the coordinator function's own factory: its metric is counted locally too
     expect(runner!.telemetry.get('CheckpointCompleted')).toBeGreaterThan(metricBefore);
   }, 200_000);
