@@ -190,15 +190,7 @@ export class CoordinatorLoop {
       }
       await this.store.takeIdle(token);
     }
-    const { checkpointId } = (await this.o.run({ action: 'allocate' })) as { checkpointId: number };
-    try {
-      await this.o.run({ action: 'inject', checkpointId });
-    } catch (err) {
-      // abort delivers barrier n everywhere too; if it fails as well, an allocate after the
-      // checkpoint timeout aborts n (CheckpointInFlight is retried meanwhile)
-      await this.o.run({ action: 'abort', checkpointId, reason: { error: (err as Error).name, cause: (err as Error).message } });
-      throw err;
-    }
+    const checkpointId = await this.allocateAndInject();
     const out: BeginOutput = { iteration: iteration + 1, ckpt: { checkpointId } };
     await this.workflow.succeed(token, out);
     return out;
@@ -234,14 +226,22 @@ export class CoordinatorLoop {
     if (this.roundAge(roundStartedAt) >= ROUND.allocateForMs || (await this.store.loopState()).stopped !== undefined) return { iteration, ckpt: last, end: 'budget' };
     await this.awaitRunningCommit();
     if (this.o.idle && (await this.quiet())) return { iteration, ckpt: last, end: 'idle' };
+    const checkpointId = await this.allocateAndInject();
+    return { iteration: iteration + 1, ckpt: { checkpointId }, end: 'allocated' };
+  }
+
+  /** Allocates checkpoint n and injects its barrier; a failed injection aborts n. */
+  private async allocateAndInject(): Promise<number> {
     const { checkpointId } = (await this.o.run({ action: 'allocate' })) as { checkpointId: number };
     try {
       await this.o.run({ action: 'inject', checkpointId });
     } catch (err) {
+      // abort delivers barrier n everywhere too; if it fails as well, an allocate after the
+      // checkpoint timeout aborts n (CheckpointInFlight is retried meanwhile)
       await this.o.run({ action: 'abort', checkpointId, reason: { error: (err as Error).name, cause: (err as Error).message } });
       throw err;
     }
-    return { iteration: iteration + 1, ckpt: { checkpointId }, end: 'allocated' };
+    return checkpointId;
   }
 
   private roundAge(roundStartedAt: string): number {
