@@ -131,6 +131,17 @@ async function killChild(child: ChildProcess, graceMs = 1_000): Promise<void> {
 // Helpers
 
 /** Bind port 0 on 127.0.0.1, read the port, close. A child may lose the race for it: callers retry. */
+/** Listens on a free port of 127.0.0.1 (never another interface); rejects if it cannot. */
+export function listenOnLoopback(server: { once(e: 'error', f: (err: Error) => void): unknown; removeListener(e: 'error', f: (err: Error) => void): unknown; listen(port: number, host: string, cb: () => void): unknown }): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+}
+
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
@@ -397,13 +408,7 @@ type DynaliteFactory = (opts: Record<string, unknown>) => Server;
 async function startDynamo(logDir: string, readyMs: number): Promise<Started> {
   const dynalite = require('dynalite') as DynaliteFactory;
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
-  });
+  await listenOnLoopback(server);
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : 0;
   const endpoint = `http://127.0.0.1:${port}`;

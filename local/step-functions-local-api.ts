@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { listenOnLoopback } from './emulators.js';
 import type { LocalStepFunctions } from './step-functions-local.js';
 
 /** A Step Functions API error (its `type` is the wire `__type`, e.g. TaskTimedOut, ExecutionAlreadyExists). */
@@ -25,13 +26,7 @@ export interface StepFunctionsApi {
 
 export async function serveStepFunctionsApi(sfn: LocalStepFunctions): Promise<StepFunctionsApi> {
   const server: Server = createServer((req, res) => void serve(sfn, req, res));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.removeListener('error', reject);
-      resolve();
-    });
-  });
+  await listenOnLoopback(server);
   const addr = server.address();
   return {
     endpoint: `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`,
