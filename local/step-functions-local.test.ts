@@ -250,6 +250,48 @@ describe('LocalStepFunctions', () => {
     expect(Date.now() - t0).toBeLessThan(500);
   });
 
+  it('an execution stopped during a Retry backoff calls its task no more (the call would never settle and its timeout timer would hold the process)', async () => {
+    let calls = 0;
+    let firstFailed!: () => void;
+    const failed = new Promise<void>((r) => (firstFailed = r));
+    const machine = new LocalStepFunctions({
+      stateMachineArn: ARN,
+      definition: {
+        StartAt: 'Flaky',
+        States: {
+          Flaky: {
+            Type: 'Task',
+            Resource: fnArn('flaky'),
+            TimeoutSeconds: 900,
+            Retry: [{ ErrorEquals: ['Transient'], IntervalSeconds: 3600, MaxAttempts: 3 }],
+            End: true,
+          },
+        },
+      },
+      lambdaHandlers: {},
+      resourceHandlers: {
+        [fnArn('flaky')]: () => {
+          calls++;
+          if (calls > 1) return new Promise<never>(() => undefined); // a call after the stop never answers
+          setImmediate(firstFailed);
+          return Promise.reject(new Transient('try again'));
+        },
+      },
+    });
+    running.push(machine);
+    const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const { executionArn } = await machine.startExecution({});
+    await failed;
+    // the interpreter is in the Retry's backoff (a 3600 s sleep) once the failure has been handled
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    machine.stopExecution(executionArn, 'Operator', 'test');
+    await machine.stop();
+    // the backoff ends at the abort; give the interpreter turns to (wrongly) call the task again
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(calls).toBe(1);
+    expect(process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length).toBeLessThanOrEqual(timersBefore);
+  });
+
   it('keeps a task alive with heartbeats and fails it with States.Timeout without them', async () => {
     let sfn!: SFNClient;
     const tagged: string[] = [];

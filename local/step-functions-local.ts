@@ -353,7 +353,7 @@ export class LocalStepFunctions {
       rec.cause = cause;
       rec.stopDate = new Date();
       rec.abort?.();
-      const abortErr = new StatesError('States.Aborted', 'execution aborted');
+      const abortErr = abortedError();
       for (const f of [...rec.abortTasks]) f(abortErr);
       this.closeExecution(rec);
     }
@@ -413,7 +413,11 @@ export class LocalStepFunctions {
   private handlersFor(rec: ExecutionRecord): Record<string, (input: unknown) => Promise<never>> {
     const out: Record<string, (input: unknown) => Promise<never>> = {};
     for (const [stateName, task] of this.tasks) {
-      out[stateName] = (input) => this.guard(rec, this.runTask(rec, stateName, task, input)) as Promise<never>;
+      // The interpreter checks its abort signal only between states: a Retry's backoff ends at the
+      // abort and calls the task again. An aborted execution runs no more tasks; otherwise that call
+      // would never settle and the interpreter's TimeoutSeconds timer would hold the process open.
+      out[stateName] = (input) =>
+        (rec.status === 'RUNNING' ? this.guard(rec, this.runTask(rec, stateName, task, input)) : Promise.reject(abortedError())) as Promise<never>;
     }
     return out;
   }
@@ -644,4 +648,8 @@ export class LocalStepFunctions {
     this.api = undefined;
     if (api) await api.close();
   }
+}
+
+function abortedError(): StatesError {
+  return new StatesError('States.Aborted', 'execution aborted');
 }
