@@ -10,14 +10,17 @@
 import { createHash } from 'node:crypto';
 import type { CollectSinkStore, StagedOutput } from '../../runtime/ports.js';
 
-/** A digest of an output's content: what is kept of a published output to tell a re-stage with other content. */
-const fingerprint = (value: unknown) => createHash('sha1').update(JSON.stringify(value) ?? 'undefined').digest('base64');
+/**
+ * A 32-bit digest of an output's content: all that is kept of a published output, to tell a re-stage
+ * with other content (a different content is missed only when its digest collides, 1 in 2^32).
+ */
+const fingerprint = (value: unknown) => createHash('sha1').update(JSON.stringify(value) ?? 'undefined').digest().readUInt32BE(0);
 
 export class CollectRegistry implements CollectSinkStore {
   /** staged outputs not published yet, per sink and id; a published one leaves (a long run would otherwise keep every output twice) */
   private readonly staged = new Map<string, Map<string, StagedOutput>>();
-  /** `sink/id` of every published output → its content's fingerprint */
-  private readonly publishedIds = new Map<string, string>();
+  /** every published output: per `sink/producer/epoch`, its seq → its content's fingerprint (numbers only: a long run publishes many) */
+  private readonly publishedIds = new Map<string, Map<number, number>>();
   private readonly out = new Map<string, unknown[]>();
   /** how often a staged id was rewritten with different content (must stay 0: determinism) */
   conflicts = 0;
@@ -29,7 +32,7 @@ export class CollectRegistry implements CollectSinkStore {
     if (!m) this.staged.set(sink, (m = new Map()));
     for (const o of outputs) {
       const id = `${o.producer}/${o.epoch}/${o.seq}`;
-      const done = this.publishedIds.get(`${sink}/${id}`);
+      const done = this.publishedIds.get(`${sink}/${o.producer}/${o.epoch}`)?.get(o.seq);
       if (done !== undefined) {
         if (done !== fingerprint(o.value)) this.conflict(sink);
         continue;
@@ -61,7 +64,10 @@ export class CollectRegistry implements CollectSinkStore {
       let list = this.out.get(sink);
       if (!list) this.out.set(sink, (list = []));
       for (const [id, o] of ready) {
-        this.publishedIds.set(`${sink}/${id}`, fingerprint(o.value));
+        const epoch = `${sink}/${o.producer}/${o.epoch}`;
+        let seqs = this.publishedIds.get(epoch);
+        if (!seqs) this.publishedIds.set(epoch, (seqs = new Map()));
+        seqs.set(o.seq, fingerprint(o.value));
         m.delete(id);
         list.push(o.value);
         n++;
