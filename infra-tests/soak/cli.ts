@@ -68,9 +68,14 @@ const program = new Command()
       const bytes = (s: typeof first) => Object.values(s.dynamo).reduce((a, x) => a + x.bytes, 0);
       console.log(`over time (one sample a minute): dynamodb items ${perMinute.map(items).join(' ')}; bytes ${perMinute.map(bytes).join(' ')}; s3 objects ${perMinute.map((s) => s.s3Objects).join(' ')} (deltas/ ${perMinute.map((s) => s.s3ByPrefix['deltas/'] ?? 0).join(' ')})`);
       console.log(`heap MB (one process serves every simulated environment): ${r.samples.map((s) => s.heapMb.toFixed(0)).join(' ')}`);
-      const warm = r.samples.find((s) => s.heapMb === r.heapWarmMb) ?? first;
+      const [warm, warmTo] = r.heapWindows.warm;
+      const [endFrom] = r.heapWindows.end;
+      const at = (s: typeof first) => `${(s.atMs / 1000).toFixed(0)} s`;
       const kept = (s: typeof first) => `published outputs ${s.retained.publishedOutputs}, staged outputs ${s.retained.stagedOutputs}, records awaiting their output ${s.retained.awaitingOutput}`;
-      console.log(`heap growth: ${r.heapWarmMb.toFixed(1)} MB at warm-up (${(warm.atMs / 1000).toFixed(0)} s) → ${r.heapEndMb.toFixed(1)} MB at the end of the input (${r.heapGrowthPct.toFixed(1)} %); kept by design: at warm-up ${kept(warm)}; at the end ${kept(last)}`);
+      console.log(
+        `heap growth: median ${r.heapWarmMb.toFixed(1)} MB after warm-up (${at(warm)}–${at(warmTo)}) → median ${r.heapEndMb.toFixed(1)} MB in the input's last minute (${at(endFrom)}–${at(last)}): ${r.heapGrowthPct.toFixed(1)} %; ` +
+          `kept by design: at warm-up ${kept(warm)}; at the end ${kept(last)}`,
+      );
       if (r.heapSnapshots.length) console.log(`heap snapshots: ${r.heapSnapshots.join(' ')}`);
       console.log(`cached keys per environment at end: ${last.environments.map((e) => `${e.id}=${e.keys}`).join(' ')}`);
     }

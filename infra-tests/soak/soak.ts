@@ -110,9 +110,15 @@ export interface SoakResult {
   /** per stage's input stream and phase: barrier waits and backlog ages (barrier-travel.ts) */
   readonly barrierTravel: ReadonlyMap<string, ReadonlyMap<string, StreamWaits>>;
   readonly heapGrowthPct: number;
-  /** the heap samples the growth is measured between (MB, after a GC with --expose-gc) */
+  /**
+   * the heap the growth is measured between (MB, after a GC with --expose-gc): the median of the
+   * samples of the first minute after warm-up, and of the last minute of the input (one sample moves
+   * by several MB with what is in flight at that moment)
+   */
   readonly heapWarmMb: number;
   readonly heapEndMb: number;
+  /** the first and the last sample of those two windows */
+  readonly heapWindows: { warm: [SoakSample, SoakSample]; end: [SoakSample, SoakSample] };
   /** the heap snapshots written (--heap-snapshots) */
   readonly heapSnapshots: string[];
   readonly s3ObjectsEnd: number;
@@ -125,6 +131,21 @@ export interface SoakResult {
   readonly samples: SoakSample[];
   readonly line: string;
   readonly ok: boolean;
+}
+
+/**
+ * Heap growth over a run: the median heap of the first minute of samples from `warmAtMs` on (the
+ * first steady one) against the median of the last minute. Medians, because one sample moves by
+ * several MB with what is in flight when it is taken.
+ */
+export function heapGrowth(samples: readonly Pick<SoakSample, 'atMs' | 'phase' | 'heapMb'>[], warmAtMs: number) {
+  const last = samples.at(-1)!;
+  const warmFrom = samples.findIndex((s) => s.phase === 'steady' && s.atMs >= warmAtMs);
+  const warmWindow = samples.slice(Math.max(0, warmFrom)).filter((s, _, xs) => s.atMs <= xs[0]!.atMs + 60_000);
+  const endWindow = samples.filter((s) => s.atMs >= last.atMs - 60_000 && s.atMs >= warmWindow[0]!.atMs);
+  const heapWarmMb = percentile(warmWindow.map((s) => s.heapMb), 50);
+  const heapEndMb = percentile(endWindow.map((s) => s.heapMb), 50);
+  return { heapWarmMb, heapEndMb, heapGrowthPct: ((heapEndMb - heapWarmMb) / heapWarmMb) * 100, warmWindow, endWindow };
 }
 
 type FinishedCheckpoint = Pick<CheckpointRecord, 'checkpointId' | 'status' | 'startedAt' | 'endedAt' | 'durationMs' | 'reason'>;
@@ -384,8 +405,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     for (let m = catchUpEnd ?? steadyEnd; m + 60_000 <= steadyEnd; m += 60_000) {
       if (!done.some((c) => Date.parse(c.endedAt ?? c.startedAt) >= m && Date.parse(c.endedAt ?? c.startedAt) < m + 60_000)) deadMinutes++;
     }
-    const warmSample = samples.find((s) => s.phase === 'steady' && s.atMs >= warm - jobStart) ?? samples[0]!;
-    const heapGrowthPct = ((last.heapMb - warmSample.heapMb) / warmSample.heapMb) * 100;
+    const { heapWarmMb, heapEndMb, heapGrowthPct, warmWindow, endWindow } = heapGrowth(samples, warm - jobStart);
     const p99 = (xs: number[]) => (xs.length ? String(Math.round(percentile(xs, 99))) : 'none');
     const line =
       `soak: minutes=${o.minutes} events=${seq} steady_ckpt_p99_ms=${p99(steady)} catchup_ckpt_p99_ms=${p99(catchUp)} aborted=${aborted.length} ` +
@@ -408,8 +428,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       commitLatencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: Math.max(0, ...latencies) },
       barrierTravel: travel.waits,
       heapGrowthPct,
-      heapWarmMb: warmSample.heapMb,
-      heapEndMb: last.heapMb,
+      heapWarmMb,
+      heapEndMb,
+      heapWindows: { warm: [warmWindow[0] as SoakSample, warmWindow.at(-1) as SoakSample], end: [endWindow[0] as SoakSample, endWindow.at(-1) as SoakSample] },
       heapSnapshots,
       s3ObjectsEnd: last.s3Objects,
       deadMinutes,
