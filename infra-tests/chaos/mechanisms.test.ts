@@ -9,10 +9,11 @@
  * until the new owner has completed a later snapshot (a zombie's late write only does harm then),
  * is released, and an instance is made to restore before anything replaces what the zombie wrote.
  */
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
-import type { StalledZombie, ZombiePoint } from '../../local/chaos/faults.js';
+import { ChaosCrash, type StalledZombie, type ZombiePoint } from '../../local/chaos/faults.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { ChaosRun, inputRecord, type InputRecord } from './harness.js';
@@ -168,5 +169,93 @@ describe('chaos: protocol mechanisms caught end to end', () => {
     expect(v.verdict.mismatched, msg).toBe(0);
     expect(v.verdict.problems, msg).toEqual([]);
     expect(v.verdict.outputs, msg).toBe(produced);
+  }, 300_000);
+
+  // Later barriers in the replay point (`futureBarriers` in BarrierBook.complete). Two source shards
+  // feed the keyed stage's one shard. Source shard 1 is held (a slow invocation) while checkpoint n
+  // waits for it; n is aborted at its timeout and n+1 begins, so shard 0, idle, sends barrier n+1
+  // on its channel before shard 1's barrier n arrives. Once shard 1 goes on, the keyed instance
+  // aligns n and snapshots; its invocation then crashes (before the ack), and the retry restores
+  // n. Its replay must start no later than shard 0's barrier n+1, which it has not aligned yet.
+  // Without it the replay starts at the frontier, after that barrier: barrier n+1 of shard 0 is
+  // never read again and no checkpoint aligns after n.
+  it('later barriers in the replay point: a barrier of the next checkpoint that arrived early is read again after a restore', async () => {
+    const seed = 403;
+    const held = 'shardId-000000000001';
+    let armed = false;
+    let holding = false;
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((r) => (release = r));
+    // the first checkpoint the keyed stage snapshots after shard 1 went on: its ack crashes
+    let crashFrom = Number.POSITIVE_INFINITY;
+    let crashed: number | undefined;
+    const run = await ChaosRun.start({
+      seed,
+      emulators,
+      variant: 'two-stage',
+      prefix: `chaos-${seed}-mx`,
+      // a short progress window: checkpoint n aborts soon once shard 1 is held
+      job: { sourceShards: 2, innerShards: 1, checkpointTimeoutMs: 4_000 },
+      hookOptions: {
+        beforeInvocation: async (stage: string, ev: KinesisStreamEvent) => {
+          if (!armed || stage !== 's0' || !ev.Records[0]?.eventID.includes(held)) return;
+          armed = false;
+          holding = true;
+          await released;
+          holding = false;
+        },
+        clientFault: (service, cmd, ctx) => {
+          const input = (cmd as { input?: { Key?: { pk?: unknown; sk?: unknown }; UpdateExpression?: string } }).input;
+          if (service !== 'doc' || ctx.stage.id !== 's1' || !(cmd instanceof UpdateCommand) || input?.Key?.pk !== 'checkpoint' || !input.UpdateExpression?.startsWith('ADD acks')) return;
+          const n = Number(input.Key.sk);
+          if (crashed !== undefined || n < crashFrom) return;
+          crashed = n;
+          throw new ChaosCrash('crash-before-ack', `s1 ack(${n}) right after its snapshot`);
+        },
+      },
+      // the held invocation is not a zombie: it outlasts the abort of checkpoint n
+      runnerOptions: { environments: 2, recycleProbability: 0, invocationTimeoutMs: 180_000 },
+    });
+    const r = run.runner;
+    let next = 0;
+    const step = (): InputRecord[] =>
+      Array.from({ length: 8 }, () => {
+        const i = next++;
+        return inputRecord({ id: `c${seed}-${String(i).padStart(5, '0')}`, key: `k${i % 3}`, value: 1 + (i % 5) }, `pk-${i}`);
+      });
+    try {
+      const control = new DynamoControlStore(r.clients, r.names.controlTable, r.names.bucket);
+      const pointedAt = async (shard: string) => (await control.readLease(`s0:${shard}`)).snapshot?.checkpointId ?? 0;
+      const shards = new Set((await run.produce(step())).map((p) => p.shardId));
+      expect([...shards].sort(), 'the input reaches both source shards').toEqual(['shardId-000000000000', held]);
+      await r.awaitCheckpoints(1, new Date(0), 120_000);
+      armed = true;
+      await until('source shard 1 held', () => holding);
+      // shard 0 snapshots (so forwards) two barriers past the last one shard 1 forwarded
+      let gap = { a: 0, b: 0 };
+      await until('checkpoint n aborted and shard 0 past barrier n+1', async () => {
+        gap = { a: await pointedAt('shardId-000000000000'), b: await pointedAt(held) };
+        return gap.a >= gap.b + 2;
+      }, 180_000);
+      crashFrom = gap.b + 1;
+      release();
+      await until('the keyed stage\'s ack after its snapshot crashed', () => crashed !== undefined);
+      await run.produce(step());
+      const since = run.faultsOff();
+      const q = await run.quiet(since, 120_000);
+      const v = await run.verdict();
+      const stall = q.live ? undefined : await r.coordinator.stalled(1);
+      const msg = JSON.stringify({ q, gap, crashed, stall: stall?.message, verdict: v.verdict });
+      console.log(msg);
+      expect(crashed, msg).toBeGreaterThanOrEqual(gap.b + 1);
+      expect(q.live, msg).toBe(true);
+      expect(v.verdict.lost, msg).toBe(0);
+      expect(v.verdict.duplicated, msg).toBe(0);
+      expect(v.verdict.mismatched, msg).toBe(0);
+      expect(v.verdict.outputs, msg).toBe(next);
+    } finally {
+      release();
+      await run.stop();
+    }
   }, 300_000);
 });
