@@ -81,6 +81,8 @@ export interface ChaosJobOptions {
    * its state change and output undone, and nothing else held up
    */
   readonly failingKey?: string;
+  /** the job's processing guarantee; @default 'exactly-once' */
+  readonly mode?: 'exactly-once' | 'at-least-once';
 }
 
 function parseInput(raw: unknown): ChaosInput {
@@ -131,6 +133,7 @@ export function chaosJob(options: ChaosJobOptions = {}): Job {
     maxParallelism: 16,
     poisonPolicy: 'dead-letter',
     checkpoint: { intervalMs: 300, timeoutMs: options.checkpointTimeoutMs ?? 2_000, retained: 3 },
+    ...(options.mode ? { mode: options.mode } : {}),
   });
   const parsed = j
     .source<ChaosInput>({ name: SOURCE_NAME, shards: options.sourceShards ?? 2, format: 'json', parse: parseInput })

@@ -175,10 +175,14 @@ describe('chaos: protocol mechanisms caught end to end', () => {
   // feed the keyed stage's one shard. Source shard 1 is held (a slow invocation) while checkpoint n
   // waits for it; n is aborted at its timeout and n+1 begins, so shard 0, idle, sends barrier n+1
   // on its channel before shard 1's barrier n arrives. Once shard 1 goes on, the keyed instance
-  // aligns n and snapshots; its invocation then crashes (before the ack), and the retry restores
-  // n. Its replay must start no later than shard 0's barrier n+1, which it has not aligned yet.
+  // completes n and snapshots; its invocation then crashes (before the ack), and the retry restores
+  // n. Its replay must start no later than shard 0's barrier n+1, which it has not completed yet.
   // Without it the replay starts at the frontier, after that barrier: barrier n+1 of shard 0 is
-  // never read again and no checkpoint aligns after n.
+  // never read again and no checkpoint completes after n.
+  // The job runs at-least-once: exactly-once holds shard 0's tick of epoch n back (every source
+  // barrier follows one), and a held record pulls the replay point back before barrier n+1 anyway;
+  // at-least-once holds nothing, so only the later barrier's position does. No record lies between
+  // the snapshot and the crash, so the exactly-once oracle applies.
   it('later barriers in the replay point: a barrier of the next checkpoint that arrived early is read again after a restore', async () => {
     const seed = 403;
     const held = 'shardId-000000000001';
@@ -195,7 +199,7 @@ describe('chaos: protocol mechanisms caught end to end', () => {
       variant: 'two-stage',
       prefix: `chaos-${seed}-mx`,
       // a short progress window: checkpoint n aborts soon once shard 1 is held
-      job: { sourceShards: 2, innerShards: 1, checkpointTimeoutMs: 4_000 },
+      job: { sourceShards: 2, innerShards: 1, checkpointTimeoutMs: 4_000, mode: 'at-least-once' },
       hookOptions: {
         beforeInvocation: async (stage: string, ev: KinesisStreamEvent) => {
           if (!armed || stage !== 's0' || !ev.Records[0]?.eventID.includes(held)) return;
