@@ -432,7 +432,7 @@ export class LocalJobRunner {
 
   /** Billed state transitions of the coordinator's executions so far (Express rounds are billed by duration, not transitions). */
   coordinatorTransitions(): number {
-    return this.stepFunctions.executions().reduce((a, e) => a + this.stepFunctions.transitions(e.arn).total, 0);
+    return this.stepFunctions.totalTransitions();
   }
 
   /**
