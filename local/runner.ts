@@ -77,6 +77,8 @@ export interface LocalRunOptions {
    * `reset` re-initialises the environment (its caches are gone), as Lambda does after a timeout
    */
   readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }) => KinesisHandler;
+  /** the coordinator's wall clock (fault injection: environments whose clocks are off); @default the system clock */
+  readonly coordinatorClock?: () => Date;
   /** wraps the coordinator function (task failures) */
   readonly wrapCoordinator?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
   /** an invocation running longer is treated as timed out: its batch is retried elsewhere while it goes on */
@@ -222,6 +224,7 @@ export class LocalJobRunner {
       idle: o.idleCoordinator ?? false,
       pauseMs: o.checkpointIntervalMs ?? pauseMsOf(this.plan.checkpoint),
       ...(o.wrapCoordinator ? { wrapRun: o.wrapCoordinator } : {}),
+      ...(o.coordinatorClock ? { now: o.coordinatorClock } : {}),
     });
     this.coordinator = tasks.coordinator;
     const { provisionJob } = await import('./provision.js');
