@@ -28,6 +28,7 @@ export type PortOp =
   | 'sourceBarriers.announced'
   | 'sourceBarriers.recorded'
   | 'sourceBarriers.record'
+  | 'sourceBarriers.crossed'
   /** one PutRecords/PutRecord request (service hooks only) */
   | 'kinesis.putRecords'
   /** one GetRecords page (service hooks only) */
