@@ -23,6 +23,7 @@ import { ChaosCrash, FaultSchedule } from './schedule.js';
 import { hangFirstAttempt, silentServer } from './sdk-hang.js';
 import { isConditionalWrite, lostResponse, partialBatchGet, partialPutRecords, shortQueryPage } from './sdk-answers.js';
 import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from './coordinator-crashes.js';
+import { coordinatorClockSkew } from './clock-skew.js';
 
 export * from './schedule.js';
 export { crashCoordinatorWrites, inCoordinatorTask, isWriteCommand, type CoordinatorWritePoint } from './coordinator-crashes.js';
@@ -114,7 +115,7 @@ export interface ChaosHookOptions {
 export interface ChaosHooks {
   readonly options: Pick<
     LocalRunOptions,
-    'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'invocationTimeoutMs' | 'recycleProbability' | 'watchdogIntervalMs' | 'statusEventLost'
+    'wrapPorts' | 'wrapClients' | 'wrapHandler' | 'wrapCoordinator' | 'coordinatorClock' | 'invocationTimeoutMs' | 'recycleProbability' | 'watchdogIntervalMs' | 'statusEventLost'
   >;
   /** gives the hooks the runner (needed to fake a coordinator that dies before its commit) */
   attach(runner: LocalJobRunner): void;
@@ -420,9 +421,11 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     };
   };
 
+  const skew = coordinatorClockSkew(schedule);
   const wrapCoordinator = (direct: (input: CoordinatorTaskInput) => Promise<unknown>) => {
     const run = inCoordinatorTask(direct);
-    return async (input: CoordinatorTaskInput): Promise<unknown> => {
+    return (input: CoordinatorTaskInput): Promise<unknown> => skew.inTask(() => faultedTask(input));
+    async function faultedTask(input: CoordinatorTaskInput): Promise<unknown> {
       await opts.beforeCoordinatorTask?.(input);
       if (input.action === 'commit' && runner && schedule.roll('coordinator-skips-commit')) {
         // COMPLETED is written, then the coordinator dies: nobody retries this commit
@@ -459,7 +462,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       const out = await run(input);
       await opts.afterCoordinatorTask?.(input, out);
       return out;
-    };
+    }
   };
 
   return {
@@ -468,6 +471,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       wrapClients,
       wrapHandler,
       wrapCoordinator,
+      coordinatorClock: skew.now,
       invocationTimeoutMs: opts.invocationTimeoutMs,
       recycleProbability: schedule.rates['env-recycled'],
       // the stack's scheduled watchdog, sped up; it runs where executions may fail unheard of
