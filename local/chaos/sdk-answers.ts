@@ -67,11 +67,23 @@ export function isConditionalWrite(cmd: object): boolean {
  * timeout), and the SDK sends the same request again — what the caller gets is the retry's answer.
  * An error of the first attempt is the caller's (nothing was lost).
  */
-export async function lostResponse(client: { send: (cmd: never) => Promise<unknown> }, cmd: object, schedule: FaultSchedule): Promise<unknown> {
+export async function lostResponse(client: { send: (cmd: never) => Promise<unknown> }, cmd: object, schedule: Pick<FaultSchedule, 'observe'>): Promise<unknown> {
   const send = client.send.bind(client) as (cmd: object) => Promise<unknown>;
   await send(cmd);
   schedule.observe(`lost-response:${cmd.constructor.name}`);
   return send(cmd);
+}
+
+/**
+ * Clients (for targeted tests) on which every DynamoDB conditional write loses its first response,
+ * the way the chaos schedule's `lost-response` does: the real request reaches the emulator twice.
+ */
+export function losingConditionalWrites(clients: AwsClients, onLost: (what: string) => void = () => undefined): AwsClients {
+  const doc = clients.doc;
+  const send = doc.send.bind(doc) as (cmd: object, ...rest: unknown[]) => Promise<unknown>;
+  const losing = Object.create(doc) as typeof doc;
+  (losing as unknown as { send: typeof send }).send = (cmd, ...rest) => (isConditionalWrite(cmd) ? lostResponse(doc, cmd, { observe: onLost }) : send(cmd, ...rest));
+  return { ...clients, doc: losing };
 }
 
 /** True when a Kinesis record is a packet holding a barrier. */
