@@ -40,6 +40,8 @@ export interface CoordinatorTasksOptions {
   readonly idle?: boolean;
   /** the pause between checkpoints; @default the plan's */
   readonly pauseMs?: number;
+  /** the wall clock the coordinator reads (barrier times, checkpoint and commit ages); @default the system clock */
+  readonly now?: () => Date;
   /** wraps the Coordinator's tasks (tests inject faults there) */
   readonly wrapRun?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
 }
@@ -48,7 +50,7 @@ export interface CoordinatorTasksOptions {
 export function coordinatorTasks(o: CoordinatorTasksOptions): { readonly coordinator: Coordinator; run(input: LoopTaskInput): Promise<unknown> } {
   const { plan, names, clients, telemetry } = o;
   const bucket = o.bucket ?? names.bucket;
-  const coordinator = awsCoordinator(plan, names, clients, o.commitTargets ?? stagedSinkPublishers(plan, names, clients, bucket, telemetry), undefined, { bucket, telemetry });
+  const coordinator = awsCoordinator(plan, names, clients, o.commitTargets ?? stagedSinkPublishers(plan, names, clients, bucket, telemetry), o.now, { bucket, telemetry });
   const direct = (input: CoordinatorTaskInput) => coordinator.run(input);
   const loop = new CoordinatorLoop({
     plan,
@@ -59,6 +61,7 @@ export function coordinatorTasks(o: CoordinatorTasksOptions): { readonly coordin
     pauseMs: o.pauseMs ?? pauseMsOf(plan.checkpoint),
     telemetry,
     ...(o.stateMachineArn ? { stateMachineArn: o.stateMachineArn } : {}),
+    ...(o.now ? { now: o.now } : {}),
   });
   return {
     coordinator,

@@ -18,6 +18,7 @@ import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-sto
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { sleep } from '../../shared/adapters/throttling.js';
 import { FaultSchedule, prng, type ChaosHookOptions, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
+import { OutsideReshard } from '../../local/chaos/source-reshard.js';
 import { startCpuHogs, type ChaosLoad } from './load.js';
 import type { ChaosJobOptions, ChaosVariant } from './job.js';
 import { expectedFrom } from './oracle.js';
@@ -144,10 +145,21 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
 
     // ---- fault phase: the input in bursts (a reshard starting half-way, while bursts go on)
     let rescaling: Promise<unknown> | undefined;
+    // someone else reshards the source (not while the job's own reshard of it runs)
+    let ownSourceReshard = false;
+    const outside = new OutsideReshard(r.runner.clients, r.runner.names.sourceStream(r.runner.plan.sources[0]!), schedule);
+    const outsideChance = () => {
+      if (!ownSourceReshard) outside.opportunity();
+    };
     for (let b = 0; b < input.bursts.length; b++) {
       if (stageToRescale && b === Math.floor(input.bursts.length / 2)) {
-        rescaling = r.runner.rescaleInPlace(stageToRescale, rescaleTo, { timeoutMs: 90_000 }).catch((err: unknown) => err);
+        ownSourceReshard = stageToRescale === 's0';
+        rescaling = r.runner
+          .rescaleInPlace(stageToRescale, rescaleTo, { timeoutMs: 90_000 })
+          .catch((err: unknown) => err)
+          .finally(() => (ownSourceReshard = false));
       }
+      if (b > 0) outsideChance();
       await r.produce(input.bursts[b]!);
       await sleep(input.gapsMs[b]!);
     }
@@ -161,6 +173,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     let lastExtra = 0;
     for (;;) {
       await sleep(250);
+      outsideChance();
       // kinds still missing once narrowed may need data to fire on (a snapshot with dirty rows, a
       // PutRecords call): on a busy machine the input can be through before they got a chance
       if (narrowed && schedule.missing().length && Date.now() - lastExtra > 2_000) {
@@ -180,6 +193,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       if ((ended >= (options.faultCheckpoints ?? 1) && committed && ensured) || Date.now() > faultUntil) break;
     }
     const since = r.faultsOff();
+    await outside.settled();
     // a reshard needs a checkpoint to complete; some schedules abort nearly all of them while faults are on
     const rescaleError = rescaling ? await rescaling : undefined;
     phases.fault = Date.now() - phases.t;

@@ -7,6 +7,8 @@ import { LocalJobRunner, type LocalRunOptions, type RecordPosition } from '../..
 import { deleteJobStreams } from '../../local/chaos/check.js';
 import { sleep } from '../../shared/adapters/throttling.js';
 import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type ChaosHooks } from '../../local/chaos/faults.js';
+import { EndpointOutages } from '../../local/chaos/endpoint-outage.js';
+import { CLOCK_SKEW_MAX_MS } from '../../local/chaos/clock-skew.js';
 import { brokenAggregate } from './kpl.js';
 import { slowedHandler, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
@@ -66,6 +68,7 @@ export class ChaosRun {
     private readonly hooks: ChaosHooks,
     /** the key the job's keyed function always fails for */
     readonly failingKey: string | undefined,
+    private readonly outages: EndpointOutages | undefined,
   ) {}
 
   static async start(o: ChaosRunOptions): Promise<ChaosRun> {
@@ -77,6 +80,12 @@ export class ChaosRun {
       ...o.hookOptions,
     });
     const rnd = prng(o.seed * 31 + 5);
+    // the stage functions reach the emulators through proxies that go dark now and then
+    const e = o.emulators;
+    const outages =
+      schedule.rates['endpoint-outage'] > 0
+        ? await EndpointOutages.start(e.endpoints, { region: e.region, credentials: e.credentials, maxAttempts: 3, requestTimeoutMs: CHAOS_REQUEST_TIMEOUT_MS }, schedule)
+        : undefined;
     const runner = await LocalJobRunner.start(chaosJob({ variant, checkpointTimeoutMs: CHAOS_CHECKPOINT_TIMEOUT_MS, ...o.job }), {
       emulators: o.emulators,
       prefix: o.prefix ?? `chaos-${o.seed}-${variant === 'two-stage' ? 'a' : 'b'}`,
@@ -87,11 +96,12 @@ export class ChaosRun {
       requestTimeoutMs: CHAOS_REQUEST_TIMEOUT_MS,
       ...(o.engineLog ? { log: o.engineLog } : {}),
       ...hooks.options,
+      ...(outages ? { wrapClients: (clients, ctx) => hooks.options.wrapClients!(outages.through(clients), ctx) } : {}),
       ...o.runnerOptions,
       ...(o.load?.kind === 'slow' ? { wrapHandler: (h, ctx) => hooks.options.wrapHandler!(slowedHandler(h, (o.load as { factor: number }).factor), ctx) } : {}),
     });
     hooks.attach(runner);
-    return new ChaosRun(runner, schedule, variant, hooks, o.job?.failingKey);
+    return new ChaosRun(runner, schedule, variant, hooks, o.job?.failingKey, outages);
   }
 
   /**
@@ -163,7 +173,9 @@ export class ChaosRun {
       const recycled = this.runner.telemetry.get('EnvironmentsRecycled');
       if (recycled) this.schedule.count('env-recycled', recycled);
     }
-    return new Date();
+    // a checkpoint opened by a coordinator whose clock ran ahead carries a start time later than
+    // its real one: the quiet phase counts only checkpoints that started after the skew's reach
+    return new Date(Date.now() + (this.schedule.rates['clock-skew'] > 0 ? CLOCK_SKEW_MAX_MS : 0));
   }
 
   /** Checkpoints in the coordinator's table. */
@@ -239,6 +251,7 @@ export class ChaosRun {
   async stop(): Promise<void> {
     await this.stopMonitor();
     await this.runner.stop().catch(() => undefined);
+    await this.outages?.stop();
     await this.hooks.dispose();
     await deleteJobStreams(this.runner);
   }

@@ -79,6 +79,12 @@ export const FAULT_KINDS = [
    * is lost: only the scheduled watchdog starts a new execution
    */
   'coordinator-left-to-watchdog',
+  /** a coordinator task runs in an environment whose wall clock is off by up to ±CLOCK_SKEW_MAX_MS (clock-skew.ts) */
+  'clock-skew',
+  /** someone outside the job splits a source shard, or merges two adjacent ones, while records arrive (source-reshard.ts) */
+  'source-resharded-outside',
+  /** a Kinesis, DynamoDB or S3 endpoint is unreachable for a while (connections refused and reset), then answers with its data intact (endpoint-outage.ts) */
+  'endpoint-outage',
 ] as const;
 
 export type FaultKind = (typeof FAULT_KINDS)[number];
@@ -120,6 +126,9 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'sdk-hang': 0.001,
     'key-throws-forever': 1,
     'malformed-kpl-aggregate': 0.3,
+    'clock-skew': 0.2,
+    'source-resharded-outside': 0.3,
+    'endpoint-outage': 0.05,
   },
   /** a zombie finishing after a takeover, with writes around it */
   'zombie-takeover': {
@@ -129,6 +138,7 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'putrecords-partial': 0.05,
     'env-recycled': 0.15,
     'hard-timeout': 0.04,
+    'endpoint-outage': 0.08,
   },
   /** PutRecords failing right before a barrier, and crashes right after it */
   'putrecords-barrier': {
@@ -164,6 +174,8 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'key-throws-forever': 1,
     'malformed-kpl-aggregate': 0.3,
     'coordinator-left-to-watchdog': 0.04,
+    'clock-skew': 0.3,
+    'source-resharded-outside': 0.3,
   },
 };
 
@@ -197,6 +209,9 @@ export const SOLO_RATES: Readonly<Record<FaultKind, number>> = {
   'key-throws-forever': 1,
   'malformed-kpl-aggregate': 0.5,
   'coordinator-left-to-watchdog': 0.1,
+  'clock-skew': 0.5,
+  'source-resharded-outside': 0.5,
+  'endpoint-outage': 0.1,
 };
 
 /** Kinds with few opportunities per seed are ensured early (see ScheduleOptions.ensure). */

@@ -21,6 +21,8 @@ import type { RuntimePorts, StoredRecord } from './ports.js';
 import { ShardInheritance } from './shard-inheritance.js';
 import { compareSeq, coveredBySnapshot, laterSeq, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
+import type { SourceWindow } from './source-window.js';
+import { decodeSourceControl } from '../codec/envelope.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
   /** clean cached keys kept per instance between batches; @default 100_000 */
@@ -30,6 +32,8 @@ export interface StageRunnerOptions extends InstanceOptions {
    * store (S3) until the next snapshot; @default 200_000
    */
   readonly maxDirtyKeys?: number;
+  /** how long a source batch its window holds back entirely waits for room before it is handed back; @default 1000 */
+  readonly holdWaitMs?: number;
 }
 
 export interface BatchOutcome {
@@ -37,6 +41,11 @@ export interface BatchOutcome {
   readonly cacheHit: boolean;
   readonly replayed: number;
   readonly processed: number;
+  /**
+   * the first record the source's window did not take (source-window.ts): the function reports it
+   * as the batch's first failure, so the mapping hands it over again
+   */
+  readonly heldFrom?: string;
 }
 
 /** What a stage's engine runs on: the job, its plan and stage, the resources' names and the ports. */
@@ -125,7 +134,18 @@ export class StageRunner {
         this.totals.replayed += replayed;
         t.count('RecordsReplayed', replayed);
       }
-      const live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
+      let live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
+      // a full window takes only what fits; the rest comes again (barriers below still go out)
+      const window = inst!.window;
+      let heldFrom: string | undefined;
+      if (window && live.length) {
+        const take = await takeable(live, window);
+        if (take < live.length) {
+          heldFrom = live[take]!.sequenceNumber;
+          live = live.slice(0, take);
+          t.count('SourceRecordsHeld', records.length - take);
+        }
+      }
       const before = inst!.stats.recordsIn;
       const plan = inst!.barrierPlan;
       // recorded before the batch emits anything: a later owner puts no barrier before what it read
@@ -146,7 +166,10 @@ export class StageRunner {
       const max = this.options.maxCachedKeys ?? 100_000;
       if (inst!.state.size > max) inst!.state.evictClean(max);
       this.instances.set(id, inst!);
-      return { instanceId: id, cacheHit, replayed, processed: live.length };
+      // nothing taken: wait (bounded) for a checkpoint to cross rather than have the batch handed
+      // back at once, so a held shard costs a read or two a second, not a busy loop
+      if (heldFrom !== undefined && !live.length && window) await waitForRoom(window, this.options.holdWaitMs ?? 1_000);
+      return { instanceId: id, cacheHit, replayed, processed: live.length, ...(heldFrom !== undefined ? { heldFrom } : {}) };
     } catch (err) {
       t.log('error', 'batch failed; the cached instance is dropped and the ESM will retry', {
         instance: id,
@@ -188,5 +211,24 @@ export class StageRunner {
   /** Instances cached in this environment (diagnostics and tests). */
   cached(): StageInstance[] {
     return [...this.instances.values()];
+  }
+}
+
+/** How many of a batch's records fit the window: control records always, data records while there is room. */
+async function takeable(records: readonly StoredRecord[], window: SourceWindow): Promise<number> {
+  let room: number | undefined;
+  for (let i = 0; i < records.length; i++) {
+    if (decodeSourceControl(records[i]!.data)) continue;
+    room ??= await window.room();
+    if (room-- <= 0) return i;
+  }
+  return records.length;
+}
+
+async function waitForRoom(window: SourceWindow, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  for (let pause = 50; Date.now() < until; pause = Math.min(pause * 2, 400)) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, until - Date.now()))));
+    if ((await window.room()) > 0) return;
   }
 }

@@ -28,6 +28,7 @@ export type PortOp =
   | 'sourceBarriers.announced'
   | 'sourceBarriers.recorded'
   | 'sourceBarriers.record'
+  | 'sourceBarriers.crossed'
   /** the coordinator's conditional writes that create an item or open a checkpoint */
   | 'checkpoints.openNext'
   | 'checkpoints.createRescale'

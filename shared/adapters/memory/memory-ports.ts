@@ -514,6 +514,7 @@ export function withHooks(ports: RuntimePorts, hooks: PortHooks): RuntimePorts {
             announced: wrap('sourceBarriers.announced', () => sourceBarriers.announced(), () => ({})),
             recorded: wrap('sourceBarriers.recorded', (id: string) => sourceBarriers.recorded(id), (instanceId) => ({ instanceId })),
             record: wrap('sourceBarriers.record', (id: string, f: number, r: SourceBarrierRecord) => sourceBarriers.record(id, f, r), (instanceId) => ({ instanceId })),
+            crossed: wrap('sourceBarriers.crossed', (n: number) => sourceBarriers.crossed(n), (checkpointId) => ({ checkpointId })),
           },
         }
       : {}),
