@@ -81,6 +81,8 @@ export interface ChaosJobOptions {
    * its state change and output undone, and nothing else held up
    */
   readonly failingKey?: string;
+  /** the job's processing guarantee; @default 'exactly-once' */
+  readonly mode?: 'exactly-once' | 'at-least-once';
   /** the job's `checkpoint.maxInFlightRecords` (a source shard's credit window); @default the engine's */
   readonly maxInFlightRecords?: number;
 }
@@ -138,6 +140,7 @@ export function chaosJob(options: ChaosJobOptions = {}): Job {
       retained: 3,
       ...(options.maxInFlightRecords !== undefined ? { maxInFlightRecords: options.maxInFlightRecords } : {}),
     },
+    ...(options.mode ? { mode: options.mode } : {}),
   });
   const parsed = j
     .source<ChaosInput>({ name: SOURCE_NAME, shards: options.sourceShards ?? 2, format: 'json', parse: parseInput })
