@@ -154,7 +154,7 @@ export class StageRunner {
         if (take < live.length) {
           heldFrom = live[take]!.sequenceNumber;
           live = live.slice(0, take);
-          t.count('SourceRecordsHeld', records.length - take);
+          t.count('SourceRecordsHeld', live.length - take);
         }
       }
       const before = inst!.stats.recordsIn;
