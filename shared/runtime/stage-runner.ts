@@ -137,8 +137,11 @@ export class StageRunner {
       }
       let live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
       const plan = inst!.barrierPlan;
-      // a full window takes only what fits; the rest comes again
-      const window = inst!.window;
+      // a full window takes only what fits; the rest comes again. Not on a shard a reshard closed
+      // (the last announcement leaves it out): its children are read only once it is read to its
+      // end, and the checkpoints that would free its window wait for them
+      const latest = announced.at(-1);
+      const window = latest && !latest.instances.includes(id) ? undefined : inst!.window;
       let heldFrom: string | undefined;
       if (window && live.length) {
         let take = await takeable(live, window);
