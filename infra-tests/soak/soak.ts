@@ -62,6 +62,8 @@ export interface SoakOptions {
   readonly innerDelayMs?: number;
   /** every invocation of an inner stage also waits this long per data record it is handed: an inner stage slower than the source */
   readonly innerRecordMs?: number;
+  /** the job's checkpoint.maxInFlightRecords (a source shard's credit window); @default the engine's */
+  readonly maxInFlightRecords?: number;
   /** one line per sample period */
   readonly progress?: (line: string) => void;
   readonly engineLog?: (line: string) => void;
@@ -196,7 +198,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       variant: o.variant ?? 'three-stage',
       schedule,
       prefix: `soak-${seed}`,
-      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
+      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000, ...(o.maxInFlightRecords !== undefined ? { maxInFlightRecords: o.maxInFlightRecords } : {}) },
       hookOptions: {
         ...(o.innerDelayMs || o.innerRecordMs
           ? {
