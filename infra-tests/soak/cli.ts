@@ -1,6 +1,6 @@
 /**
  * `npm run soak -- --minutes N [--rate R] [--preload S] [--seed X] [--no-faults] [--inner-delay MS]
- * [--inner-record-ms MS] [--timeline]`: runs the soak
+ * [--inner-record-ms MS] [--max-in-flight N] [--timeline]`: runs the soak
  * (infra-tests/soak/soak.ts) on the emulated stack, prints progress once a minute, the measurements,
  * and then exactly one summary line:
  *
@@ -28,10 +28,11 @@ const program = new Command()
   .option('--no-faults', 'no faults (a baseline)')
   .option('--inner-delay <ms>', 'every inner-stage invocation first waits this long (a backlog between stages)', int('--inner-delay', 0), 0)
   .option('--inner-record-ms <ms>', 'every inner-stage invocation also waits this long per data record (an inner stage slower than the source)', int('--inner-record-ms', 0), 0)
+  .option('--max-in-flight <n>', 'the job\'s checkpoint.maxInFlightRecords: records a source shard forwards beyond its last crossed barrier', int('--max-in-flight', 1))
   .option('--timeline', 'print every checkpoint: start, duration, status')
   .option('--heap-snapshots <dir>', 'write a heap snapshot at the warm-up sample and one at the end of the input into <dir>')
   .option('--verbose', 'print engine warnings and errors to stderr')
-  .action(async (o: { minutes: number; rate: number; preload: number; seed: number; checkpointTimeout: number; faults: boolean; innerDelay: number; innerRecordMs: number; timeline?: boolean; heapSnapshots?: string; verbose?: boolean }) => {
+  .action(async (o: { minutes: number; rate: number; preload: number; seed: number; checkpointTimeout: number; faults: boolean; innerDelay: number; innerRecordMs: number; maxInFlight?: number; timeline?: boolean; heapSnapshots?: string; verbose?: boolean }) => {
     if (!(globalThis as { gc?: unknown }).gc) console.log('note: node runs without --expose-gc: heap figures include garbage');
     const t0 = Date.now();
     const r = await runSoak({
@@ -44,6 +45,7 @@ const program = new Command()
       ...(o.innerDelay ? { innerDelayMs: o.innerDelay } : {}),
       ...(o.innerRecordMs ? { innerRecordMs: o.innerRecordMs } : {}),
       ...(o.heapSnapshots ? { heapSnapshotDir: o.heapSnapshots } : {}),
+      ...(o.maxInFlight !== undefined ? { maxInFlightRecords: o.maxInFlight } : {}),
       progress: (l) => console.log(l),
       ...(o.verbose ? { engineLog: (l: string) => process.stderr.write(l + '\n') } : {}),
     });

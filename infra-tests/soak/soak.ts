@@ -84,6 +84,8 @@ export interface SoakOptions {
   readonly innerRecordMs?: number;
   /** a directory to write two heap snapshots to: at the warm-up sample and at the end of the input (compare them in Chrome DevTools) */
   readonly heapSnapshotDir?: string;
+  /** the job's checkpoint.maxInFlightRecords (a source shard's credit window); @default the engine's */
+  readonly maxInFlightRecords?: number;
   /** one line per sample period */
   readonly progress?: (line: string) => void;
   readonly engineLog?: (line: string) => void;
@@ -272,7 +274,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       variant: o.variant ?? 'three-stage',
       schedule,
       prefix: `soak-${seed}`,
-      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
+      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000, ...(o.maxInFlightRecords !== undefined ? { maxInFlightRecords: o.maxInFlightRecords } : {}) },
       hookOptions: {
         ...(o.innerDelayMs || o.innerRecordMs
           ? {

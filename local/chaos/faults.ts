@@ -21,8 +21,8 @@ import type { KinesisHandler } from '../event-source-poller.js';
 
 import { ChaosCrash, FaultSchedule } from './schedule.js';
 import { hangFirstAttempt, silentServer } from './sdk-hang.js';
-import { isConditionalWrite, lostResponse, partialBatchGet, partialPutRecords, shortQueryPage } from './sdk-answers.js';
-import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from './coordinator-crashes.js';
+import { loseCoordinatorResponses, losesResponse, lostResponse, partialBatchGet, partialPutRecords, shortQueryPage } from './sdk-answers.js';
+import { crashCoordinatorWrites, inCoordinatorTask, inCoordinatorTaskNow, type CoordinatorWritePoint } from './coordinator-crashes.js';
 import { coordinatorClockSkew } from './clock-skew.js';
 
 export * from './schedule.js';
@@ -331,7 +331,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           schedule.observe(`throttled:${cmd.constructor.name}`);
           return Promise.reject(new KinesisThrottle({ message: 'chaos: Rate exceeded for shard', $metadata: {} }));
         }
-        if (cmd instanceof PutRecordsCommand && schedule.roll('lost-response')) return lostResponse(kinesis, cmd, schedule);
+        if (losesResponse('kinesis', cmd) && schedule.roll('lost-response')) return lostResponse(kinesis, cmd, schedule);
         if (cmd instanceof PutRecordsCommand) return partialPutRecords(kinesis, cmd, schedule);
         return undefined;
       }),
@@ -339,7 +339,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       doc: wrap('doc', clients.doc, (cmd) => {
         const t = dynamoThrottle(cmd);
         if (t) return t;
-        if (isConditionalWrite(cmd) && schedule.roll('lost-response')) return lostResponse(doc, cmd, schedule);
+        if (losesResponse('doc', cmd) && schedule.roll('lost-response')) return lostResponse(doc, cmd, schedule);
         if (cmd instanceof BatchGetCommand) return partialBatchGet(doc, cmd, schedule);
         if (cmd instanceof QueryCommand) return shortQueryPage(doc, cmd, schedule);
         return undefined;
@@ -349,9 +349,10 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           schedule.observe(`throttled:${cmd.constructor.name}`);
           return Promise.reject(new S3ServiceException({ name: 'SlowDown', $fault: 'server', message: 'chaos: Please reduce your request rate.', $metadata: {} }));
         }
+        if (losesResponse('s3', cmd) && schedule.roll('lost-response')) return lostResponse(clients.s3, cmd, schedule);
         return undefined;
       }),
-      sfn: wrap('sfn', clients.sfn, () => undefined),
+      sfn: wrap('sfn', clients.sfn, (cmd) => (losesResponse('sfn', cmd) && schedule.roll('lost-response') ? lostResponse(clients.sfn, cmd, schedule) : undefined)),
     };
   };
 
@@ -493,6 +494,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         schedule.observe(`coordinator-crash@${where.task}#${where.write}:${when}`);
         return when;
       });
+      loseCoordinatorResponses(r.clients, schedule, inCoordinatorTaskNow);
       // the coordinator writes barriers through the runner's own clients (not an environment's):
       // a partial injection lets the first barrier PutRecord of the task through and fails the rest
       const kinesis = r.clients.kinesis as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> };

@@ -17,7 +17,8 @@
 import type { Job } from '../api/job.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import type { RuntimePorts, StoredRecord } from './ports.js';
+import type { AnnouncedBarrier, RuntimePorts, StoredRecord } from './ports.js';
+import type { SourceBarrierPlan } from './source-barriers.js';
 import { ShardInheritance } from './shard-inheritance.js';
 import { compareSeq, coveredBySnapshot, laterSeq, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
@@ -32,7 +33,7 @@ export interface StageRunnerOptions extends InstanceOptions {
    * store (S3) until the next snapshot; @default 200_000
    */
   readonly maxDirtyKeys?: number;
-  /** how long a source batch its window holds back entirely waits for room before it is handed back; @default 1000 */
+  /** how long a source batch that finds its window full waits for room before it is handed back; @default 1000 */
   readonly holdWaitMs?: number;
 }
 
@@ -135,27 +136,35 @@ export class StageRunner {
         t.count('RecordsReplayed', replayed);
       }
       let live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
-      // a full window takes only what fits; the rest comes again (barriers below still go out)
-      const window = inst!.window;
+      const plan = inst!.barrierPlan;
+      // a full window takes only what fits; the rest comes again. Not on a shard a reshard closed
+      // (the last announcement leaves it out): its children are read only once it is read to its
+      // end, and the checkpoints that would free its window wait for them
+      const latest = announced.at(-1);
+      const window = latest && !latest.instances.includes(id) ? undefined : inst!.window;
       let heldFrom: string | undefined;
       if (window && live.length) {
-        const take = await takeable(live, window);
+        let take = await takeable(live, window);
+        if (take === 0) {
+          // the announced barrier goes out at the unchanged read position first (it is what frees the
+          // window), then a bounded wait for a checkpoint to cross: a held shard costs a few reads a
+          // second, not a busy loop, and room that opens meanwhile is used by this batch
+          if (plan) await this.placeAtReadPosition(inst!, plan, announced);
+          await inst!.drain();
+          await waitForRoom(window, this.options.holdWaitMs ?? 1_000);
+          take = await takeable(live, window);
+        }
         if (take < live.length) {
           heldFrom = live[take]!.sequenceNumber;
           live = live.slice(0, take);
-          t.count('SourceRecordsHeld', records.length - take);
+          t.count('SourceRecordsHeld', live.length - take);
         }
       }
       const before = inst!.stats.recordsIn;
-      const plan = inst!.barrierPlan;
       // recorded before the batch emits anything: a later owner puts no barrier before what it read
       if (plan && live.length) await plan.readingThrough(inst!.epoch, inst!.fence, live[live.length - 1]!.sequenceNumber);
       await inst!.processRecords(live);
-      if (plan) {
-        const at = inst!.readPosition;
-        await plan.placeAnnounced(inst!.epoch, inst!.fence, at, announced);
-        if (at !== undefined) await plan.forwardReached(() => inst!.epoch, at);
-      }
+      if (plan) await this.placeAtReadPosition(inst!, plan, announced);
       await inst!.drain();
       // an instance behind what an earlier owner committed leaves the lease there: it matches no
       // lease then, and the next batch restores and replays instead of skipping what it never read
@@ -166,9 +175,6 @@ export class StageRunner {
       const max = this.options.maxCachedKeys ?? 100_000;
       if (inst!.state.size > max) inst!.state.evictClean(max);
       this.instances.set(id, inst!);
-      // nothing taken: wait (bounded) for a checkpoint to cross rather than have the batch handed
-      // back at once, so a held shard costs a read or two a second, not a busy loop
-      if (heldFrom !== undefined && !live.length && window) await waitForRoom(window, this.options.holdWaitMs ?? 1_000);
       return { instanceId: id, cacheHit, replayed, processed: live.length, ...(heldFrom !== undefined ? { heldFrom } : {}) };
     } catch (err) {
       t.log('error', 'batch failed; the cached instance is dropped and the ESM will retry', {
@@ -178,6 +184,13 @@ export class StageRunner {
       });
       throw err;
     }
+  }
+
+  /** Puts every announced checkpoint not placed yet at the source's read position and forwards what is due there. */
+  private async placeAtReadPosition(inst: StageInstance, plan: SourceBarrierPlan, announced: readonly AnnouncedBarrier[]): Promise<void> {
+    const at = inst.readPosition;
+    await plan.placeAnnounced(inst.epoch, inst.fence, at, announced);
+    if (at !== undefined) await plan.forwardReached(() => inst.epoch, at);
   }
 
   /**

@@ -400,15 +400,23 @@ export class DynamoCheckpointStore implements CheckpointStore {
   }
 
   async idleToken(): Promise<string | undefined> {
-    return (await this.item(controlKey.idle))?.token as string | undefined;
+    const item = await this.item(controlKey.idle);
+    return item?.[WRITE_TOKEN] === undefined ? (item?.token as string | undefined) : undefined;
   }
 
-  takeIdle(taskToken: string): Promise<boolean> {
-    return conditional(
-      this.clients.doc.send(
-        new DeleteCommand({ TableName: this.table, Key: controlKey.idle, ConditionExpression: '#t = :t', ExpressionAttributeNames: { '#t': 'token' }, ExpressionAttributeValues: { ':t': taskToken } }),
-      ),
+  async takeIdle(taskToken: string): Promise<boolean> {
+    // marked taken rather than deleted: a retry after a lost response finds its own mark (a deleted
+    // item would say nothing about who deleted it); the next parkIdle replaces the item
+    const token = newWriteToken();
+    const r = await ownConditionalWrite(this.clients.doc, this.table, controlKey.idle, token, () =>
+      this.update(controlKey.idle, {
+        UpdateExpression: 'SET #wt = :wt',
+        ConditionExpression: '#t = :t AND attribute_not_exists(#wt)',
+        ExpressionAttributeNames: { '#t': 'token', '#wt': WRITE_TOKEN },
+        ExpressionAttributeValues: { ':t': taskToken, ':wt': token },
+      }),
     );
+    return r.ok;
   }
 
   async loopState(): Promise<LoopState> {

@@ -9,7 +9,7 @@
  *
  * Only for writes that leave the item in place: after a delete there is nothing to read back.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { GetCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { withThrottleRetry } from './clients.js';
@@ -17,8 +17,11 @@ import { withThrottleRetry } from './clients.js';
 /** The attribute holding the token of the write that last wrote the item. */
 export const WRITE_TOKEN = 'wt';
 
-/** A token for one write call (each call its own: a token shared by two writers would make them one). */
-export const newWriteToken = (): string => randomUUID();
+/**
+ * A token for one write call (each call its own: a token shared by two writers would make them one);
+ * 96 random bits in 16 characters, since it is stored in every item written (state items included).
+ */
+export const newWriteToken = (): string => randomBytes(12).toString('base64url');
 
 export type OwnWriteResult<T> =
   /** `out` is the write's own answer; `item` the item read back when the retry's condition failed on this call's earlier write */

@@ -230,6 +230,10 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await store.takeIdle('other')).toBe(false);
     expect(await store.takeIdle('tok')).toBe(true);
     expect(await store.takeIdle('tok')).toBe(false);
+    expect(await store.idleToken()).toBeUndefined();
+    await store.parkIdle('tok2', '2026-01-01T00:00:02.000Z'); // parked again: a fresh token to take
+    expect(await store.idleToken()).toBe('tok2');
+    expect(await store.takeIdle('tok2')).toBe(true);
     await store.markCommitting(7, '2026-01-01T00:00:00.000Z');
     await store.clearCommitting(6);
     expect(await store.loopState()).toEqual({ committing: 7, committingAt: '2026-01-01T00:00:00.000Z' });
@@ -269,6 +273,14 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
       expect(await store.createRescale(r)).toBe(true);
       expect(await store.createRescale({ ...r, toShards: 3 })).toBe(false);
       expect(await store.getRescale()).toEqual(r);
+    });
+
+    it('a waker whose take of the parked token meets its own earlier take woke the coordinator; a second waker still did not', async () => {
+      const { store } = await open({ lostResponses: true });
+      await store.parkIdle('tok', '2026-01-01T00:00:00.000Z');
+      expect(await store.takeIdle('tok')).toBe(true);
+      expect(await store.takeIdle('tok')).toBe(false);
+      expect(await store.idleToken()).toBeUndefined();
     });
   });
 });

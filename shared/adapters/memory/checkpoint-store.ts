@@ -49,7 +49,7 @@ export class MemoryCheckpointStore implements CheckpointStore {
   private rescale: Mutable<RescaleRecord> | undefined;
   /** the createRescale call that wrote `rescale` */
   private rescaleBy: symbol | undefined;
-  private idle: { token: string; since: string } | undefined;
+  private idle: { token: string; since: string; takenBy?: symbol } | undefined;
   private loop: Mutable<LoopState> = {};
 
   constructor(
@@ -290,13 +290,18 @@ export class MemoryCheckpointStore implements CheckpointStore {
   }
 
   async idleToken(): Promise<string | undefined> {
-    return this.idle?.token;
+    return this.idle?.takenBy === undefined ? this.idle?.token : undefined;
   }
 
   async takeIdle(taskToken: string): Promise<boolean> {
-    if (this.idle?.token !== taskToken) return false;
-    this.idle = undefined;
-    return true;
+    const token = Symbol('takeIdle');
+    return serviceCall(this.faults, 'checkpoints.takeIdle', {}, () => {
+      const idle = this.idle;
+      // a failed condition on this call's own earlier mark (its response lost) is a success, as in the adapter
+      if (idle?.token !== taskToken || idle.takenBy !== undefined) return idle?.takenBy === token;
+      idle.takenBy = token;
+      return true;
+    });
   }
 
   async loopState(): Promise<LoopState> {

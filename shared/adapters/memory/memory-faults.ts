@@ -32,6 +32,7 @@ export type PortOp =
   /** the coordinator's conditional writes that create an item or open a checkpoint */
   | 'checkpoints.openNext'
   | 'checkpoints.createRescale'
+  | 'checkpoints.takeIdle'
   /** one PutRecords/PutRecord request (service hooks only) */
   | 'kinesis.putRecords'
   /** one GetRecords page (service hooks only) */
