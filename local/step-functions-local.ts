@@ -30,10 +30,11 @@
  * Not supported by the interpreter: JSONata, `Assign`/variables, `$$.State.*`, `$$.Task.*`
  * (other than the token), Distributed Map, Activities.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type * as Ddb from '@aws-sdk/client-dynamodb';
 import { StateMachine, ExecutionError, ExecutionTimeoutError, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { SfnApiError, serveStepFunctionsApi, type StepFunctionsApi } from './step-functions-local-api.js';
+import { TaskTokens } from './step-functions-local-tokens.js';
 import {
   DYNAMO_OPTIMIZED,
   DYNAMO_SDK,
@@ -124,16 +125,6 @@ export interface ExecutionSummary {
 
 type TaskState = { Type: 'Task'; Resource: string; TimeoutSeconds?: number; TimeoutSecondsPath?: string; HeartbeatSeconds?: number };
 
-interface PendingTask {
-  executionArn: string;
-  stateName: string;
-  resolve(v: unknown): void;
-  reject(e: unknown): void;
-  heartbeatMs?: number;
-  heartbeatTimer?: NodeJS.Timeout;
-  timeoutTimer?: NodeJS.Timeout;
-}
-
 interface ExecutionRecord extends ExecutionSummary {
   stateMachineArn: string;
   inputJson: string;
@@ -155,8 +146,6 @@ function summaryOf(r: ExecutionRecord): ExecutionSummary {
   return { arn, name, status, startDate, stopDate, input, output, error, cause };
 }
 const DEFAULT_CLOSED_RETENTION = 100;
-/** Tokens of closed tasks remembered for a TaskTimedOut answer; older ones get InvalidToken (the engine treats both as stale). */
-const CLOSED_TOKENS_KEPT = 10_000;
 
 export class LocalStepFunctions {
   readonly stateMachineArn: string;
@@ -167,9 +156,7 @@ export class LocalStepFunctions {
   private readonly machine: StateMachine;
   private readonly tasks = new Map<string, TaskState>();
   private readonly execs = new Map<string, ExecutionRecord>();
-  private readonly pending = new Map<string, PendingTask>();
-  /** tokens whose task has closed: AWS answers TaskTimedOut for them */
-  private readonly closedTokens = new Set<string>();
+  private readonly tokens = new TaskTokens();
   /** closed executions still kept, oldest first */
   private readonly closed = new Set<string>();
   /** billed transitions of the closed executions no longer kept */
@@ -362,9 +349,7 @@ export class LocalStepFunctions {
 
   private closeExecution(rec: ExecutionRecord): void {
     rec.stopDate ??= new Date();
-    for (const [token, p] of this.pending) {
-      if (p.executionArn === rec.arn) this.closeToken(token);
-    }
+    this.tokens.closeAll(rec.arn);
     if (this.closed.has(rec.arn) || this.execs.get(rec.arn) !== rec) return;
     this.closed.add(rec.arn);
     // beyond the retention the oldest closed execution is forgotten (as AWS does after its retention period)
@@ -497,53 +482,18 @@ export class LocalStepFunctions {
     input: unknown,
     call: (input: unknown) => Promise<unknown>,
   ): Promise<unknown> {
-    const token = randomBytes(32).toString('base64url');
-    const { promise, resolve, reject } = (Promise as unknown as {
-      withResolvers<T>(): { promise: Promise<T>; resolve(v: T): void; reject(e: unknown): void };
-    }).withResolvers<unknown>();
-    const entry: PendingTask = { executionArn: rec.arn, stateName, resolve, reject };
-    this.pending.set(token, entry);
     const overrideMs = this.opts.taskTimeoutOverrides?.[stateName];
-    if (overrideMs !== undefined && task.HeartbeatSeconds === undefined) {
-      entry.timeoutTimer = setTimeout(() => {
-        if (this.pending.get(token) === entry) entry.reject(new StatesError('States.Timeout', `task timed out after ${overrideMs} ms`));
-      }, overrideMs);
-      entry.timeoutTimer.unref();
-    } else if (task.TimeoutSeconds !== undefined) {
-      // The interpreter rejects the state at this time; the token closes with it.
-      entry.timeoutTimer = setTimeout(() => this.closeToken(token), task.TimeoutSeconds * 1000);
-      entry.timeoutTimer.unref();
-    }
-    if (task.HeartbeatSeconds !== undefined) {
-      entry.heartbeatMs = overrideMs ?? task.HeartbeatSeconds * 1000;
-      this.armHeartbeat(token, entry);
-    }
-    promise.catch(() => undefined).finally(() => this.closeToken(token));
+    const { token, answer } = this.tokens.open(rec.arn, {
+      ...(overrideMs !== undefined ? { overrideMs } : {}),
+      ...(task.TimeoutSeconds !== undefined ? { timeoutSeconds: task.TimeoutSeconds } : {}),
+      ...(task.HeartbeatSeconds !== undefined ? { heartbeatMs: overrideMs ?? task.HeartbeatSeconds * 1000 } : {}),
+    });
     try {
       await call(substituteToken(input, token));
     } catch (err) {
-      if (this.pending.has(token)) reject(err);
+      this.tokens.failIfOpen(token, err);
     }
-    return promise;
-  }
-
-  private armHeartbeat(token: string, entry: PendingTask): void {
-    if (entry.heartbeatMs === undefined) return;
-    clearTimeout(entry.heartbeatTimer);
-    entry.heartbeatTimer = setTimeout(() => {
-      if (this.pending.get(token) === entry) entry.reject(new StatesError('States.Timeout', `no heartbeat for ${entry.heartbeatMs} ms`));
-    }, entry.heartbeatMs);
-    entry.heartbeatTimer.unref();
-  }
-
-  private closeToken(token: string): void {
-    const entry = this.pending.get(token);
-    if (!entry) return;
-    clearTimeout(entry.heartbeatTimer);
-    clearTimeout(entry.timeoutTimer);
-    this.pending.delete(token);
-    this.closedTokens.add(token);
-    if (this.closedTokens.size > CLOSED_TOKENS_KEPT) this.closedTokens.delete(this.closedTokens.values().next().value!);
+    return answer;
   }
 
   private async startChild(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown, mode: string | undefined): Promise<unknown> {
@@ -594,38 +544,16 @@ export class LocalStepFunctions {
   // -------------------------------------------------------------------------------------------
   // Callback API (also reachable over HTTP)
 
-  private taskFor(token: unknown): PendingTask {
-    if (typeof token !== 'string' || token.length === 0) throw new SfnApiError('InvalidToken', 'Invalid Token: empty');
-    const entry = this.pending.get(token);
-    if (entry) return entry;
-    if (this.closedTokens.has(token)) {
-      throw new SfnApiError('TaskTimedOut', 'Task Timed Out: the task for this token has already closed');
-    }
-    throw new SfnApiError('InvalidToken', `Invalid Token: '${token.slice(0, 32)}...'`);
-  }
-
   sendTaskSuccess(taskToken: string, output: string): void {
-    const entry = this.taskFor(taskToken);
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(output);
-    } catch {
-      throw new SfnApiError('InvalidOutput', 'Invalid Output: not JSON');
-    }
-    entry.resolve(parsed);
-    this.closeToken(taskToken);
+    this.tokens.succeed(taskToken, output);
   }
 
   sendTaskFailure(taskToken: string, error?: string, cause?: string): void {
-    const entry = this.taskFor(taskToken);
-    // AWS leaves Error empty when none is given; the interpreter matches names, and every Task error matches States.TaskFailed.
-    entry.reject(new StatesError(error || 'States.TaskFailed', cause ?? ''));
-    this.closeToken(taskToken);
+    this.tokens.fail(taskToken, error, cause);
   }
 
   sendTaskHeartbeat(taskToken: string): void {
-    const entry = this.taskFor(taskToken);
-    this.armHeartbeat(taskToken, entry);
+    this.tokens.heartbeat(taskToken);
   }
 
   /** Serves the Step Functions API for this machine on 127.0.0.1 (once; later calls return the same endpoint). */
@@ -643,7 +571,7 @@ export class LocalStepFunctions {
     }
     await Promise.allSettled([...this.execs.values()].map((r) => r.done));
     for (const m of this.opts.nested ?? []) await m.stop();
-    for (const token of [...this.pending.keys()]) this.closeToken(token);
+    this.tokens.closeAll();
     const api = this.api;
     this.api = undefined;
     if (api) await api.close();
