@@ -7,23 +7,15 @@
  * (`ownConditionalWrite` answering "someone else wrote"), the retried takeovers report FencedError
  * (`fenced-write-rejected`) and their invocations fail.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { describe, expect, it } from 'vitest';
+import { useEmulators } from '../emulators-fixture.js';
 import { runSeed, seedLine } from './harness.js';
 
 describe('chaos: lost responses on the emulated stack', () => {
-  let emulators: LocalEmulators;
-
-  beforeAll(async () => {
-    emulators = await startEmulators();
-  }, 120_000);
-
-  afterAll(async () => {
-    await emulators?.stop();
-  });
+  const emulators = useEmulators();
 
   it('a conditional write whose SDK retry meets its own earlier write succeeds: no takeover fenced by its own write, exact outputs', async () => {
-    const r = await runSeed(312, emulators, { prefixTag: '-lr', variant: 'two-stage', records: 80, input: { bursts: 6, gapMs: 600, keys: 4 }, rates: { 'lost-response': 0.3 } });
+    const r = await runSeed(312, emulators(), { prefixTag: '-lr', variant: 'two-stage', records: 80, input: { bursts: 6, gapMs: 600, keys: 4 }, rates: { 'lost-response': 0.3 } });
     const msg = seedLine(r);
     console.log(msg);
     expect(r.error, msg).toBeUndefined();

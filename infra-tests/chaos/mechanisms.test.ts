@@ -11,8 +11,8 @@
  */
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { KinesisStreamEvent } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { describe, expect, it } from 'vitest';
+import { useEmulators } from '../emulators-fixture.js';
 import { ChaosCrash, type StalledZombie, type ZombiePoint } from '../../local/chaos/faults.js';
 import { DynamoControlStore } from '../../shared/adapters/aws/dynamo-control-store.js';
 import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
@@ -38,15 +38,7 @@ async function until(what: string, cond: () => boolean | Promise<boolean>, timeo
 const INVOCATION_TIMEOUT_MS = 6_000;
 
 describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
-  let emulators: LocalEmulators;
-
-  beforeAll(async () => {
-    emulators = await startEmulators();
-  }, 120_000);
-
-  afterAll(async () => {
-    await emulators?.stop();
-  });
+  const emulators = useEmulators();
 
   /**
    * Two-stage chaos job with one shard per stream. A zombie of the keyed stage (s1) stalls at
@@ -64,7 +56,7 @@ describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
     const released = new Promise<void>((r) => (release = r));
     const run = await ChaosRun.start({
       seed,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${seed}-mx`,
       job: { sourceShards: 1, innerShards: 1 },
@@ -135,6 +127,17 @@ describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
     }
   }
 
+  /** The zombie was held at an older checkpoint than the owner reached; after the restore, every output exactly once and checkpoints going on. */
+  function expectExactAfterRestore(r: Pick<Awaited<ReturnType<typeof zombieAheadThenRestore>>, 'q' | 'v' | 'held' | 'ahead' | 'msg' | 'produced'>): void {
+    const { q, v, held, ahead, msg, produced } = r;
+    expect(held.checkpointId, msg).toBeLessThan(ahead);
+    expect(q.live, msg).toBe(true);
+    expect(v.verdict.lost, msg).toBe(0);
+    expect(v.verdict.duplicated, msg).toBe(0);
+    expect(v.verdict.mismatched, msg).toBe(0);
+    expect(v.verdict.problems, msg).toEqual([]);
+    expect(v.verdict.outputs, msg).toBe(produced);
+  }
   // Fence on pointer and position writes (`fence = :fence` in DynamoControlStore). A zombie of the
   // keyed stage stalls right before pointing s1's lease at its snapshot n; the new owner takes the
   // lease over (fence + 1), redoes n, folds later records into the same keys and snapshots past
@@ -143,13 +146,7 @@ describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
   // reads rows written by a later checkpoint.
   it('fence on pointer and position writes: a zombie\'s late snapshot pointer is refused after the new owner is ahead', async () => {
     const { q, v, held, ahead, msg, observed, produced } = await zombieAheadThenRestore(401, 'publishSnapshot', () => true);
-    expect(held.checkpointId, msg).toBeLessThan(ahead);
-    expect(q.live, msg).toBe(true);
-    expect(v.verdict.lost, msg).toBe(0);
-    expect(v.verdict.duplicated, msg).toBe(0);
-    expect(v.verdict.mismatched, msg).toBe(0);
-    expect(v.verdict.problems, msg).toEqual([]);
-    expect(v.verdict.outputs, msg).toBe(produced);
+    expectExactAfterRestore({ q, v, held, ahead, msg, produced });
     expect(observed.get('fenced-write-rejected') ?? 0, msg).toBeGreaterThan(0);
     expect(observed.get('recycled-before-invocation') ?? 0, msg).toBeGreaterThan(0);
   }, 300_000);
@@ -163,13 +160,7 @@ describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
   // read back their n values and later sums go wrong.
   it('packed state "later checkpoint wins": a zombie\'s late rows of an older checkpoint leave a later one\'s in place', async () => {
     const { q, v, held, ahead, msg, produced } = await zombieAheadThenRestore(402, 'applyRows', (z) => (z.rows ?? 0) > 0);
-    expect(held.checkpointId, msg).toBeLessThan(ahead);
-    expect(q.live, msg).toBe(true);
-    expect(v.verdict.lost, msg).toBe(0);
-    expect(v.verdict.duplicated, msg).toBe(0);
-    expect(v.verdict.mismatched, msg).toBe(0);
-    expect(v.verdict.problems, msg).toEqual([]);
-    expect(v.verdict.outputs, msg).toBe(produced);
+    expectExactAfterRestore({ q, v, held, ahead, msg, produced });
   }, 300_000);
 
   // Later barriers in the replay point (`futureBarriers` in BarrierBook.complete). Two source shards
@@ -196,7 +187,7 @@ describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
     let crashed: number | undefined;
     const run = await ChaosRun.start({
       seed,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${seed}-mx`,
       // a short progress window: checkpoint n aborts soon once shard 1 is held
@@ -291,7 +282,7 @@ describe.concurrent('chaos: protocol mechanisms caught end to end', () => {
     };
     run = await ChaosRun.start({
       seed,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${seed}-mx`,
       job: { sourceShards: 1, innerShards: 1 },
