@@ -101,6 +101,7 @@ export class ChaosRun {
       ...(o.load?.kind === 'slow' ? { wrapHandler: (h, ctx) => hooks.options.wrapHandler!(slowedHandler(h, (o.load as { factor: number }).factor), ctx) } : {}),
     });
     hooks.attach(runner);
+    outages?.begin();
     return new ChaosRun(runner, schedule, variant, hooks, o.job?.failingKey, outages);
   }
 

@@ -64,9 +64,11 @@ export class OutageProxy {
   /** Goes dark for `ms`: new connections are refused, open ones reset; then listens again on the same port. */
   async outage(ms: number): Promise<void> {
     this.dark = true;
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    // close() waits for the open connections: reset them first (keep-alive sockets would hold it for good)
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     for (const s of this.open) s.resetAndDestroy();
     this.open.clear();
+    await closed;
     await sleep(ms);
     this.dark = false;
     for (let attempt = 0; ; attempt++) {
@@ -99,9 +101,11 @@ export interface EndpointOutageOptions {
   /** outage length: min … max; @default 1–3.5 s */
   readonly minMs?: number;
   readonly maxMs?: number;
-  /** only these services go dark; @default all three */
+  /** the services that may go dark, one entry per chance; @default Kinesis and DynamoDB twice as often as S3 (which the stage functions call far less) */
   readonly services?: readonly OutageService[];
 }
+
+const SERVICE_DRAW: readonly OutageService[] = ['kinesis', 'dynamodb', 'kinesis', 'dynamodb', 's3'];
 
 /**
  * Proxies for the three endpoints and the seeded driver that takes one of them down now and then
@@ -109,16 +113,20 @@ export interface EndpointOutageOptions {
  */
 export class EndpointOutages {
   private running = true;
-  private readonly loop: Promise<void>;
+  private loop: Promise<void> = Promise.resolve();
   private clientsFor: AwsClients | undefined;
 
   private constructor(
     private readonly proxies: Readonly<Record<OutageService, OutageProxy>>,
     private readonly clientOptions: AwsClientOptions,
-    schedule: FaultSchedule,
-    o: EndpointOutageOptions,
-  ) {
-    const services = o.services ?? OUTAGE_SERVICES;
+    private readonly schedule: FaultSchedule,
+    private readonly o: EndpointOutageOptions,
+  ) {}
+
+  /** Starts the seeded outages (once the job runs: before, no function would notice). */
+  begin(): void {
+    const { schedule, o } = this;
+    const services = o.services ?? SERVICE_DRAW;
     const minMs = o.minMs ?? 1_000;
     const maxMs = o.maxMs ?? 3_500;
     this.loop = (async () => {
