@@ -265,6 +265,8 @@ export class SluiceJob extends Construct {
         ...(s.maxBatchingWindow ? { maxBatchingWindow: s.maxBatchingWindow } : {}),
         parallelizationFactor: 1,
         bisectBatchOnError: true,
+        // a source whose credit window is full reports the first record it did not take as failed:
+        // the mapping hands the rest over again (runtime/source-window.ts)
         reportBatchItemFailures: true,
         // -1: retry until the batch succeeds. An ESM that gives up skips the batch and loses data;
         // poison records are the engine's business (dead letters).

@@ -172,9 +172,6 @@ export function registerRunCommand(program: Command, int: (name: string) => (v: 
         allDead = allDeadLettered(fed.reduce((a, f) => a + f.records, 0), deadLetters);
       } finally {
         await runner.stop();
-        // Every invocation and emulator has stopped and nothing is left for the event loop, yet under
-        // load the process sometimes stays (its cause not found): a finished run still exits.
-        setTimeout(() => process.exit(), 2_000).unref();
       }
       if (allDead) throw new Error(allDead);
     });

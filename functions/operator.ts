@@ -66,9 +66,13 @@ export function kinesisBatch(event: KinesisStreamEvent): { shardId: string; reco
   return { shardId, records };
 }
 
-/** Runs one ESM batch on a stage's engine; throws (so the ESM retries the batch) on any failure. */
+/**
+ * Runs one ESM batch on a stage's engine; throws (so the ESM retries the batch) on any failure. A
+ * source whose window is full takes only part of the batch: the first record it did not take is
+ * reported as failed, and the mapping (ReportBatchItemFailures) hands the batch over again from there.
+ */
 export async function handleKinesisBatch(runner: StageRunner, event: KinesisStreamEvent): Promise<KinesisStreamBatchResponse> {
   const batch = kinesisBatch(event);
-  if (batch) await runner.run(batch.shardId, batch.records);
-  return { batchItemFailures: [] };
+  const out = batch ? await runner.run(batch.shardId, batch.records) : undefined;
+  return { batchItemFailures: out?.heldFrom !== undefined ? [{ itemIdentifier: out.heldFrom }] : [] };
 }

@@ -27,6 +27,7 @@ import {
   localKinesisClient,
   localS3Client,
 } from './aws-env.js';
+import { closeDynaliteIterators } from './dynalite-iterators.js';
 
 export type EmulatedService = 'kinesis' | 'dynamodb' | 's3';
 
@@ -406,6 +407,7 @@ function startS3(logDir: string, readyMs: number): Promise<Started> {
 type DynaliteFactory = (opts: Record<string, unknown>) => Server;
 
 async function startDynamo(logDir: string, readyMs: number): Promise<Started> {
+  closeDynaliteIterators(); // else every Query and Scan leaves its iterator open (see the module)
   const dynalite = require('dynalite') as DynaliteFactory;
   const server = dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 });
   await listenOnLoopback(server);

@@ -11,21 +11,18 @@
  *   Lambda tasks call the coordinator function's code, and a Step Functions endpoint for the
  *   instances' SendTaskSuccess.
  */
-import { ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { ListObjectsV2Command, GetObjectCommand } from '@aws-sdk/client-s3';
-import { DeleteStreamCommand, DescribeStreamSummaryCommand, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
+import { DeleteStreamCommand, DescribeStreamSummaryCommand } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { cachedCoordinatorDefinition } from './coordinator-cache.js';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
 import { kinesisSourceWriter } from '../shared/adapters/aws/bounded-input.js';
-import { listAllShards, sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
+import { sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
 import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
 import { endInput } from '../shared/bounded/bounded-reader.js';
 import { UsageError } from '../shared/util/errors.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { restoreSavepoint, type RestoreResult } from '../shared/adapters/aws/savepoints.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
-import { fileSinkPrefix, kinesisSinkStream } from '../shared/plan/sink-names.js';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import { CountingTelemetry } from '../shared/adapters/telemetry.js';
 import type { Job } from '../shared/api/job.js';
@@ -46,7 +43,8 @@ import { compareSeq } from '../shared/runtime/positions.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
 import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
-import { compareKeys, INTERNAL_ATTRIBUTE, readNumberedLines, type LocatedDeadLetter, type RecordPosition } from './input-lines.js';
+import { readNumberedLines, type LocatedDeadLetter, type RecordPosition } from './input-lines.js';
+import { SinkReader, type DeadLetterRecord } from './sink-readers.js';
 import { mulberry32 } from '../shared/runtime/random.js';
 
 export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
@@ -144,6 +142,7 @@ export class LocalJobRunner {
   private rng: () => number;
   private invocations = 0;
   clients!: AwsClients;
+  private sinks!: SinkReader;
   /** the clients the stage functions' environments use */
   private stageClients!: AwsClients;
   coordinator!: Coordinator;
@@ -210,6 +209,7 @@ export class LocalJobRunner {
     this.sfnEndpoint = sfn;
     const clientOptions = { region: this.emulators.region, credentials: this.emulators.credentials, endpoints: { ...this.emulators.endpoints, sfn }, maxAttempts: 3 };
     this.clients = createAwsClients(clientOptions);
+    this.sinks = new SinkReader(this.plan, this.names, this.clients, this.collected);
     // a short request timeout only where the engine runs: a producer's retry after a timed-out
     // PutRecords that did land puts its records twice (two records to the job)
     this.stageClients = o.requestTimeoutMs !== undefined ? createAwsClients({ ...clientOptions, requestTimeoutMs: o.requestTimeoutMs }) : this.clients;
@@ -435,7 +435,7 @@ export class LocalJobRunner {
 
   /** Billed state transitions of the coordinator's executions so far (Express rounds are billed by duration, not transitions). */
   coordinatorTransitions(): number {
-    return this.stepFunctions.executions().reduce((a, e) => a + this.stepFunctions.transitions(e.arn).total, 0);
+    return this.stepFunctions.totalTransitions();
   }
 
   /**
@@ -521,40 +521,13 @@ export class LocalJobRunner {
   }
 
   /** Every value published so far by a file sink, object by object in key order. */
-  async readFileSink<T = unknown>(sinkName: string): Promise<Array<{ key: string; values: T[] }>> {
-    const sink = this.plan.sinks.find((s) => s.name === sinkName && s.kind === 's3-file');
-    if (!sink) throw new Error(`job "${this.plan.job}" has no file sink "${sinkName}"`);
-    const out: Array<{ key: string; values: T[] }> = [];
-    let token: string | undefined;
-    do {
-      const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.names.bucket, Prefix: `${fileSinkPrefix(sink)}/`, ...(token ? { ContinuationToken: token } : {}) }));
-      for (const o of r.Contents ?? []) {
-        const body = await this.clients.s3.send(new GetObjectCommand({ Bucket: this.names.bucket, Key: o.Key! }));
-        const text = await body.Body!.transformToString();
-        out.push({ key: o.Key!, values: text.split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as T) });
-      }
-      token = r.IsTruncated ? r.NextContinuationToken : undefined;
-    } while (token);
-    return out.sort((a, b) => a.key.localeCompare(b.key));
+  readFileSink<T = unknown>(sinkName: string): Promise<Array<{ key: string; values: T[] }>> {
+    return this.sinks.fileSink<T>(sinkName);
   }
 
   /** Every record on a Kinesis sink's stream, parsed (`{ id, epoch, value }`). */
-  async readKinesisSink<T = unknown>(sinkName: string): Promise<Array<{ id: string; epoch: number; value: T }>> {
-    const sink = this.plan.sinks.find((s) => s.name === sinkName && s.kind === 'kinesis');
-    if (!sink) throw new Error(`job "${this.plan.job}" has no Kinesis sink "${sinkName}"`);
-    const stream = kinesisSinkStream(this.names, sink);
-    const out: Array<{ id: string; epoch: number; value: T }> = [];
-    const dec = new TextDecoder();
-    for (const shard of await listAllShards(this.clients, stream)) {
-      let it = (await this.clients.kinesis.send(new GetShardIteratorCommand({ StreamName: stream, ShardId: shard.shardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
-      while (it) {
-        const r = await this.clients.kinesis.send(new GetRecordsCommand({ ShardIterator: it, Limit: 1000 }));
-        for (const rec of r.Records ?? []) out.push(JSON.parse(dec.decode(rec.Data!)) as { id: string; epoch: number; value: T });
-        if (!r.Records?.length && (r.MillisBehindLatest ?? 0) === 0) break;
-        it = r.NextShardIterator;
-      }
-    }
-    return out;
+  readKinesisSink<T = unknown>(sinkName: string): Promise<Array<{ id: string; epoch: number; value: T }>> {
+    return this.sinks.kinesisSink<T>(sinkName);
   }
 
   /** Waits until a bounded job has read all of its input and committed the checkpoint that covers it. */
@@ -569,81 +542,26 @@ export class LocalJobRunner {
   }
 
   /** Every row of an upsert sink's table. */
-  async readUpsertSink<T = Record<string, unknown>>(sinkName: string): Promise<T[]> {
-    const sink = this.plan.sinks.find((s) => s.name === sinkName);
-    if (!sink) throw new Error(`job "${this.plan.job}" has no sink "${sinkName}"`);
-    const out: T[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const r = await this.clients.doc.send(new ScanCommand({ TableName: this.names.sinkTable(sink), ConsistentRead: true, ...(start ? { ExclusiveStartKey: start } : {}) }));
-      out.push(...((r.Items ?? []) as T[]));
-      start = r.LastEvaluatedKey;
-    } while (start);
-    return out;
+  readUpsertSink<T = Record<string, unknown>>(sinkName: string): Promise<T[]> {
+    return this.sinks.upsertSink<T>(sinkName);
   }
 
-  /**
-   * Everything a sink holds, as the values the job wrote: an upsert sink's rows (without the
-   * engine's own attributes, in key order), the records of a file sink's objects (object by object),
-   * the values on a Kinesis sink's stream, or what a collect sink published.
-   */
-  async readSink(sinkName: string): Promise<unknown[]> {
-    const sink = this.plan.sinks.find((s) => s.name === sinkName);
-    if (!sink) throw new Error(`job "${this.plan.job}" has no sink "${sinkName}" (sinks: ${this.plan.sinks.map((s) => s.name).join(', ')})`);
-    switch (sink.kind) {
-      case 'dynamodb-upsert': {
-        const key = sink.keyAttribute ?? 'pk';
-        const rows = (await this.readUpsertSink(sinkName)).map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith(INTERNAL_ATTRIBUTE))));
-        return rows.sort((a, b) => compareKeys(a[key], b[key]));
-      }
-      case 's3-file':
-        return (await this.readFileSink(sinkName)).flatMap((o) => o.values);
-      case 'kinesis':
-        return (await this.readKinesisSink(sinkName)).map((r) => r.value);
-      case 'collect':
-        return this.collected.published(sinkName);
-    }
+  /** Everything a sink holds, as the values the job wrote (see SinkReader.values). */
+  readSink(sinkName: string): Promise<unknown[]> {
+    return this.sinks.values(sinkName);
   }
 
   /**
    * Dead letters, each with the source, input file and line of the record it holds when that record
    * came from `produceFiles` (a record rejected in a later stage is named by its stage and position).
    */
-  async deadLettersWithLines(): Promise<LocatedDeadLetter[]> {
-    const sourceOfStage = new Map(this.plan.stages.flatMap((st) => (st.input.kind === 'source' ? [[st.id, st.input.sourceId] as const] : [])));
-    const letters = await this.readDeadLetters();
-    const out = letters.map((l): LocatedDeadLetter => {
-      // sequence numbers are unique per stream only: the stage says which source stream
-      const sourceId = sourceOfStage.get(l.stage);
-      const source = this.plan.sources.find((s) => s.id === sourceId)?.name;
-      const at = source !== undefined ? this.lineOf.get(`${source}/${l.shardId}/${l.sequenceNumber}`) : undefined;
-      return {
-        ...(source !== undefined ? { source } : {}),
-        ...(at ? { file: at.file, line: at.line } : {}),
-        reason: l.reason,
-        data: Buffer.from(l.data, 'base64').toString('utf8'),
-        stage: l.stage,
-        shardId: l.shardId,
-        sequenceNumber: l.sequenceNumber,
-        subSequence: l.subSequence,
-      };
-    });
-    return out.sort((a, b) => (a.file ?? '\uffff').localeCompare(b.file ?? '\uffff') || (a.line ?? 0) - (b.line ?? 0) || a.sequenceNumber.localeCompare(b.sequenceNumber));
+  deadLettersWithLines(): Promise<LocatedDeadLetter[]> {
+    return this.sinks.deadLettersWithLines(this.lineOf);
   }
 
   /** Dead letters written so far, parsed. */
-  async readDeadLetters(): Promise<Array<{ stage: string; shardId: string; sequenceNumber: string; subSequence: number; reason: string; data: string }>> {
-    const out = [];
-    let token: string | undefined;
-    do {
-      const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.names.bucket, Prefix: 'dead-letters/', ...(token ? { ContinuationToken: token } : {}) }));
-      for (const o of r.Contents ?? []) {
-        const body = await this.clients.s3.send(new GetObjectCommand({ Bucket: this.names.bucket, Key: o.Key! }));
-        out.push(JSON.parse(await body.Body!.transformToString()));
-      }
-      token = r.NextContinuationToken;
-    } while (token);
-    return out;
+  readDeadLetters(): Promise<DeadLetterRecord[]> {
+    return this.sinks.deadLetters();
   }
 
   /** What each simulated execution environment holds: its cached instances and their keys. */

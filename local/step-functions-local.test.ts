@@ -250,6 +250,48 @@ describe('LocalStepFunctions', () => {
     expect(Date.now() - t0).toBeLessThan(500);
   });
 
+  it('an execution stopped during a Retry backoff calls its task no more (the call would never settle and its timeout timer would hold the process)', async () => {
+    let calls = 0;
+    let firstFailed!: () => void;
+    const failed = new Promise<void>((r) => (firstFailed = r));
+    const machine = new LocalStepFunctions({
+      stateMachineArn: ARN,
+      definition: {
+        StartAt: 'Flaky',
+        States: {
+          Flaky: {
+            Type: 'Task',
+            Resource: fnArn('flaky'),
+            TimeoutSeconds: 900,
+            Retry: [{ ErrorEquals: ['Transient'], IntervalSeconds: 3600, MaxAttempts: 3 }],
+            End: true,
+          },
+        },
+      },
+      lambdaHandlers: {},
+      resourceHandlers: {
+        [fnArn('flaky')]: () => {
+          calls++;
+          if (calls > 1) return new Promise<never>(() => undefined); // a call after the stop never answers
+          setImmediate(firstFailed);
+          return Promise.reject(new Transient('try again'));
+        },
+      },
+    });
+    running.push(machine);
+    const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    const { executionArn } = await machine.startExecution({});
+    await failed;
+    // the interpreter is in the Retry's backoff (a 3600 s sleep) once the failure has been handled
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    machine.stopExecution(executionArn, 'Operator', 'test');
+    await machine.stop();
+    // the backoff ends at the abort; give the interpreter turns to (wrongly) call the task again
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(calls).toBe(1);
+    expect(process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length).toBeLessThanOrEqual(timersBefore);
+  });
+
   it('keeps a task alive with heartbeats and fails it with States.Timeout without them', async () => {
     let sfn!: SFNClient;
     const tagged: string[] = [];
@@ -362,6 +404,49 @@ describe('LocalStepFunctions', () => {
       ddb.destroy();
       await emu.stop();
     }
+  });
+  it('keeps only the retention\'s worth of closed executions (older ones do not exist any more), never a running one, and still counts their transitions', async () => {
+    const tokens: string[] = [];
+    const { machine, sfn } = await serve({
+      stateMachineArn: ARN,
+      closedExecutionRetention: 3,
+      definition: {
+        StartAt: 'Step',
+        States: {
+          Step: { Type: 'Pass', Next: 'Wait' },
+          Wait: { Type: 'Task', Resource: 'arn:aws:states:::lambda:invoke.waitForTaskToken', Parameters: { FunctionName: 'f', Payload: { 'token.$': '$$.Task.Token' } }, End: true },
+        },
+      },
+      lambdaHandlers: {
+        f: async (p) => {
+          tokens.push((p as { token: string }).token);
+        },
+      },
+    });
+    const first = await machine.startExecution({}, 'first'); // stays RUNNING throughout
+    const arns: string[] = [];
+    for (let i = 0; i < 8; i++) {
+      const { executionArn } = await machine.startExecution({ i }, `e${i}`);
+      arns.push(executionArn);
+      while (tokens.length < i + 2) await sleep(5);
+      machine.sendTaskSuccess(tokens.at(-1)!, JSON.stringify({ i }));
+      expect((await machine.waitFor(executionArn)).status).toBe('SUCCEEDED');
+    }
+    expect(machine.executions().map((e) => [e.arn.split(':').at(-1), e.status])).toEqual([
+      ['first', 'RUNNING'],
+      ['e5', 'SUCCEEDED'],
+      ['e6', 'SUCCEEDED'],
+      ['e7', 'SUCCEEDED'],
+    ]);
+    const listed = await sfn.send(new ListExecutionsCommand({ stateMachineArn: ARN }));
+    expect(listed.executions?.map((e) => e.name)).toEqual(['e7', 'e6', 'e5', 'first']);
+    await expect(sfn.send(new DescribeExecutionCommand({ executionArn: arns[0] }))).rejects.toMatchObject({ name: 'ExecutionDoesNotExist' });
+    expect((await sfn.send(new DescribeExecutionCommand({ executionArn: arns[7] }))).status).toBe('SUCCEEDED');
+    expect(machine.history(arns[0]!)).toEqual([]);
+    // every execution entered Step and Wait: 2 transitions each, dropped ones included (the first's may still be arriving)
+    while (machine.totalTransitions() < 18) await sleep(5);
+    expect(machine.totalTransitions()).toBe(18);
+    expect(machine.describe(first.executionArn).status).toBe('RUNNING');
   });
 });
 

@@ -101,6 +101,12 @@ export interface LocalStateMachineOptions {
    * coordinator's Express rounds; stopped with this one.
    */
   nested?: readonly LocalStepFunctions[];
+  /**
+   * How many closed executions are kept for DescribeExecution, ListExecutions and `history` (AWS
+   * keeps closed executions for a retention period; a long-running job's coordinator and its Express
+   * rounds close one every few seconds). An older one answers ExecutionDoesNotExist. @default 100
+   */
+  closedExecutionRetention?: number;
 }
 
 export interface ExecutionSummary {
@@ -144,6 +150,14 @@ interface ExecutionRecord extends ExecutionSummary {
 
 const HISTORY_LIMIT = 1_000;
 
+function summaryOf(r: ExecutionRecord): ExecutionSummary {
+  const { arn, name, status, startDate, stopDate, input, output, error, cause } = r;
+  return { arn, name, status, startDate, stopDate, input, output, error, cause };
+}
+const DEFAULT_CLOSED_RETENTION = 100;
+/** Tokens of closed tasks remembered for a TaskTimedOut answer; older ones get InvalidToken (the engine treats both as stale). */
+const CLOSED_TOKENS_KEPT = 10_000;
+
 export class LocalStepFunctions {
   readonly stateMachineArn: string;
   private readonly name: string;
@@ -156,6 +170,11 @@ export class LocalStepFunctions {
   private readonly pending = new Map<string, PendingTask>();
   /** tokens whose task has closed: AWS answers TaskTimedOut for them */
   private readonly closedTokens = new Set<string>();
+  /** closed executions still kept, oldest first */
+  private readonly closed = new Set<string>();
+  /** billed transitions of the closed executions no longer kept */
+  private droppedTransitions = 0;
+  private readonly retention: number;
   private api?: StepFunctionsApi;
   private stopped = false;
 
@@ -165,6 +184,10 @@ export class LocalStepFunctions {
       throw new TypeError(`LocalStepFunctions: stateMachineArn must look like arn:aws:states:<region>:<account>:stateMachine:<name>, got ${opts.stateMachineArn}`);
     }
     this.stateMachineArn = opts.stateMachineArn;
+    this.retention = opts.closedExecutionRetention ?? DEFAULT_CLOSED_RETENTION;
+    if (!Number.isInteger(this.retention) || this.retention < 1) {
+      throw new TypeError(`LocalStepFunctions: closedExecutionRetention must be an integer ≥ 1, got ${opts.closedExecutionRetention}`);
+    }
     this.region = arnParts[3];
     this.account = arnParts[4];
     this.name = arnParts[6];
@@ -306,6 +329,13 @@ export class LocalStepFunctions {
     return { executionArn: arn, startDate: rec.startDate };
   }
 
+  /** Billed state transitions of every execution this machine ran, including closed ones no longer kept. */
+  totalTransitions(): number {
+    let n = this.droppedTransitions;
+    for (const rec of this.execs.values()) n += rec.transitions;
+    return n;
+  }
+
   /** Billed state transitions of an execution so far (states entered plus retries), in total and by state. */
   transitions(executionArn: string): { total: number; byState: Record<string, number> } {
     const rec = this.execs.get(executionArn);
@@ -323,7 +353,7 @@ export class LocalStepFunctions {
       rec.cause = cause;
       rec.stopDate = new Date();
       rec.abort?.();
-      const abortErr = new StatesError('States.Aborted', 'execution aborted');
+      const abortErr = abortedError();
       for (const f of [...rec.abortTasks]) f(abortErr);
       this.closeExecution(rec);
     }
@@ -335,6 +365,15 @@ export class LocalStepFunctions {
     for (const [token, p] of this.pending) {
       if (p.executionArn === rec.arn) this.closeToken(token);
     }
+    if (this.closed.has(rec.arn) || this.execs.get(rec.arn) !== rec) return;
+    this.closed.add(rec.arn);
+    // beyond the retention the oldest closed execution is forgotten (as AWS does after its retention period)
+    for (const arn of this.closed) {
+      if (this.closed.size <= this.retention) break;
+      this.closed.delete(arn);
+      this.droppedTransitions += this.execs.get(arn)?.transitions ?? 0;
+      this.execs.delete(arn);
+    }
   }
 
   executions(): Array<{ arn: string; status: ExecutionStatus; error?: unknown }> {
@@ -344,8 +383,7 @@ export class LocalStepFunctions {
   describe(executionArn: string): ExecutionSummary {
     const r = this.execs.get(executionArn);
     if (!r) throw new SfnApiError('ExecutionDoesNotExist', `Execution Does Not Exist: '${executionArn}'`);
-    const { arn, name, status, startDate, stopDate, input, output, error, cause } = r;
-    return { arn, name, status, startDate, stopDate, input, output, error, cause };
+    return summaryOf(r);
   }
 
   /** The interpreter's event log of an execution (StateEntered, StateRetried, StateCaught, ...), last 1000 events. */
@@ -366,7 +404,7 @@ export class LocalStepFunctions {
     } finally {
       clearTimeout(timer);
     }
-    return this.describe(executionArn);
+    return summaryOf(rec); // it may no longer be kept once closed
   }
 
   // -------------------------------------------------------------------------------------------
@@ -375,7 +413,11 @@ export class LocalStepFunctions {
   private handlersFor(rec: ExecutionRecord): Record<string, (input: unknown) => Promise<never>> {
     const out: Record<string, (input: unknown) => Promise<never>> = {};
     for (const [stateName, task] of this.tasks) {
-      out[stateName] = (input) => this.guard(rec, this.runTask(rec, stateName, task, input)) as Promise<never>;
+      // The interpreter checks its abort signal only between states: a Retry's backoff ends at the
+      // abort and calls the task again. An aborted execution runs no more tasks; otherwise that call
+      // would never settle and the interpreter's TimeoutSeconds timer would hold the process open.
+      out[stateName] = (input) =>
+        (rec.status === 'RUNNING' ? this.guard(rec, this.runTask(rec, stateName, task, input)) : Promise.reject(abortedError())) as Promise<never>;
     }
     return out;
   }
@@ -501,6 +543,7 @@ export class LocalStepFunctions {
     clearTimeout(entry.timeoutTimer);
     this.pending.delete(token);
     this.closedTokens.add(token);
+    if (this.closedTokens.size > CLOSED_TOKENS_KEPT) this.closedTokens.delete(this.closedTokens.values().next().value!);
   }
 
   private async startChild(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown, mode: string | undefined): Promise<unknown> {
@@ -532,8 +575,7 @@ export class LocalStepFunctions {
     const started = await run(input);
     if (!mode) return { ExecutionArn: started.executionArn, StartDate: started.startDate.getTime() };
     // .sync / .sync:2: wait for the child and fail like it did.
-    await target.execs.get(started.executionArn)?.done;
-    const d = target.describe(started.executionArn);
+    const d = await target.waitFor(started.executionArn, 2 ** 31 - 1);
     if (d.status !== 'SUCCEEDED') {
       throw new StatesError('States.TaskFailed', JSON.stringify({ ExecutionArn: d.arn, Status: d.status, Error: d.error, Cause: d.cause }));
     }
@@ -606,4 +648,8 @@ export class LocalStepFunctions {
     this.api = undefined;
     if (api) await api.close();
   }
+}
+
+function abortedError(): StatesError {
+  return new StatesError('States.Aborted', 'execution aborted');
 }

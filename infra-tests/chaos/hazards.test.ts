@@ -64,8 +64,8 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   // A lost response: a PutRecords call or a conditional DynamoDB write is applied, its response is
   // lost, and the SDK sends the same request again. The PutRecords entries land twice on the keyed
   // stage's stream, under the same (producer, epoch, seq): the keyed stage's dedupe set drops the
-  // second copies. A conditional write's retry meets its own earlier write and fails its condition;
-  // the invocation fails and the batch is retried from the lease. Without the dedupe set: every
+  // second copies. A conditional write's retry that meets its own earlier write knows it by its write
+  // token and succeeds (lost-response.test.ts). Without the dedupe set: every
   // re-sent record is counted twice (duplicated outputs, wrong sums).
   it('a lost response re-sent by the SDK: PutRecords entries land twice and the dedupe set by (producer, epoch, seq) drops the copies', async () => {
     const r = await seed(311, { variant: 'two-stage', records: 80, input: { bursts: 6, gapMs: 600, keys: 4 }, rates: { 'lost-response': 0.3 } });

@@ -81,6 +81,10 @@ export interface ChaosJobOptions {
    * its state change and output undone, and nothing else held up
    */
   readonly failingKey?: string;
+  /** the job's processing guarantee; @default 'exactly-once' */
+  readonly mode?: 'exactly-once' | 'at-least-once';
+  /** the job's `checkpoint.maxInFlightRecords` (a source shard's credit window); @default the engine's */
+  readonly maxInFlightRecords?: number;
 }
 
 function parseInput(raw: unknown): ChaosInput {
@@ -130,7 +134,13 @@ export function chaosJob(options: ChaosJobOptions = {}): Job {
   const j = job(options.name ?? (variant === 'two-stage' ? 'chaos2' : 'chaos3'), {
     maxParallelism: 16,
     poisonPolicy: 'dead-letter',
-    checkpoint: { intervalMs: 300, timeoutMs: options.checkpointTimeoutMs ?? 2_000, retained: 3 },
+    checkpoint: {
+      intervalMs: 300,
+      timeoutMs: options.checkpointTimeoutMs ?? 2_000,
+      retained: 3,
+      ...(options.maxInFlightRecords !== undefined ? { maxInFlightRecords: options.maxInFlightRecords } : {}),
+    },
+    ...(options.mode ? { mode: options.mode } : {}),
   });
   const parsed = j
     .source<ChaosInput>({ name: SOURCE_NAME, shards: options.sourceShards ?? 2, format: 'json', parse: parseInput })

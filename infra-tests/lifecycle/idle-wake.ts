@@ -3,10 +3,9 @@
  * batch with input, whether the coordinator is parked, and a wait for a condition that says what
  * the coordinator did meanwhile when it fails.
  */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { sleep } from '../../shared/adapters/aws/clients.js';
 import { awsCoordinatorWake } from '../../shared/adapters/aws/coordinator-ports.js';
-import { controlKey } from '../../shared/adapters/aws/dynamo-checkpoint-store.js';
+import { DynamoCheckpointStore } from '../../shared/adapters/aws/dynamo-checkpoint-store.js';
 import { hasInput } from '../../shared/coordinator/wake.js';
 import type { LocalJobRunner, LocalRunOptions } from '../../local/runner.js';
 
@@ -23,10 +22,9 @@ export function wakeAfterSourceInput(runner: () => LocalJobRunner | undefined): 
         };
 }
 
-/** Whether the coordinator parked its Allocate token (idle). */
+/** Whether the coordinator parked its Allocate token (idle) and no waker has taken it yet. */
 export async function parked(runner: LocalJobRunner): Promise<boolean> {
-  const idle = await runner.clients.doc.send(new GetCommand({ TableName: runner.names.controlTable, Key: controlKey.idle, ConsistentRead: true }));
-  return idle.Item?.token !== undefined;
+  return (await new DynamoCheckpointStore(runner.clients, runner.names.controlTable).idleToken()) !== undefined;
 }
 
 /** Waits for `cond`; past `ms` fails naming what was awaited and the coordinator's last tasks. */

@@ -14,12 +14,14 @@
  * record's PutRecords to its output being published by a commit), and how long barriers wait in
  * each stage's input stream next to that stream's backlog (barrier-travel.ts).
  */
+import { join } from 'node:path';
+import { writeHeapSnapshot } from 'node:v8';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { startEmulators } from '../../local/emulators.js';
 import type { LocalJobRunner } from '../../local/runner.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
-import { FaultSchedule, prng, type FaultRates } from '../../local/chaos/faults.js';
+import { FaultSchedule, prng, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
 import { ChaosRun, inputRecord, type InputRecord } from '../chaos/harness.js';
 import { OUTPUTS_SINK, SOURCE_NAME, type ChaosVariant } from '../chaos/job.js';
 import type { KinesisStreamEvent } from 'aws-lambda';
@@ -43,6 +45,24 @@ export const SOAK_RATES: FaultRates = {
   'env-recycled': 0.05,
 };
 
+/** A fault schedule that also notes when each fault fired, to tell which checkpoints a fault slowed down. */
+class TimedFaultSchedule extends FaultSchedule {
+  /** when a zombie stalled, and when any other fault fired (ms since the epoch) */
+  readonly zombies: number[] = [];
+  readonly others: number[] = [];
+  override count(kind: FaultKind, n = 1): void {
+    if (this.enabled) (kind === 'zombie' ? this.zombies : this.others).push(Date.now());
+    super.count(kind, n);
+  }
+}
+
+/**
+ * The heap's warm-up after catch-up: for a minute or two after the last pre-loaded record's output
+ * is published, the backlog's records are still in flight and the heap is several MB above where it
+ * settles (measured: 67–69 MB, then 59–60 MB); growth measured from that peak would hide a leak.
+ */
+const HEAP_WARM_UP_MS = 150_000;
+
 /** The most an inner invocation is slowed down (--inner-delay, --inner-record-ms): below the chaos invocation timeout. */
 const INNER_SLOWNESS_CAP_MS = 8_000;
 
@@ -62,6 +82,10 @@ export interface SoakOptions {
   readonly innerDelayMs?: number;
   /** every invocation of an inner stage also waits this long per data record it is handed: an inner stage slower than the source */
   readonly innerRecordMs?: number;
+  /** a directory to write two heap snapshots to: at the warm-up sample and at the end of the input (compare them in Chrome DevTools) */
+  readonly heapSnapshotDir?: string;
+  /** the job's checkpoint.maxInFlightRecords (a source shard's credit window); @default the engine's */
+  readonly maxInFlightRecords?: number;
   /** one line per sample period */
   readonly progress?: (line: string) => void;
   readonly engineLog?: (line: string) => void;
@@ -78,6 +102,8 @@ export interface SoakSample {
   readonly s3ByPrefix: Record<string, number>;
   readonly produced: number;
   readonly published: number;
+  /** what the process keeps that grows with the input by design: the collect sink's published outputs (the emulated downstream system's contents), outputs staged but not published yet, and the records whose output the soak still waits for (it keeps their PutRecords time; poison records stay there) */
+  readonly retained: { publishedOutputs: number; stagedOutputs: number; awaitingOutput: number };
 }
 
 export interface SoakResult {
@@ -85,12 +111,25 @@ export interface SoakResult {
   readonly events: number;
   readonly catchUpMs: number | undefined;
   readonly checkpoints: { catchUp: number[]; steady: number[]; aborted: number; completed: number; reasons: string[] };
+  /** steady checkpoint durations by the faults that fired while each was open: 'zombie' (an invocation stalled past its timeout), 'other' faults, 'none' */
+  readonly steadyByFault: Record<'zombie' | 'other' | 'none', number[]>;
   /** every finished checkpoint: start (ms after the job started), duration, status */
   readonly timeline: Array<{ id: number; startMs: number; durationMs: number; status: string }>;
   readonly commitLatencyMs: { p50: number; p99: number; max: number };
   /** per stage's input stream and phase: barrier waits and backlog ages (barrier-travel.ts) */
   readonly barrierTravel: ReadonlyMap<string, ReadonlyMap<string, StreamWaits>>;
   readonly heapGrowthPct: number;
+  /**
+   * the heap the growth is measured between (MB, after a GC with --expose-gc): the median of the
+   * samples of the first minute after warm-up, and of the last minute of the input (one sample moves
+   * by several MB with what is in flight at that moment)
+   */
+  readonly heapWarmMb: number;
+  readonly heapEndMb: number;
+  /** the first and the last sample of those two windows */
+  readonly heapWindows: { warm: [SoakSample, SoakSample]; end: [SoakSample, SoakSample] };
+  /** the heap snapshots written (--heap-snapshots) */
+  readonly heapSnapshots: string[];
   readonly s3ObjectsEnd: number;
   /** steady minutes in which no checkpoint completed */
   readonly deadMinutes: number;
@@ -102,6 +141,31 @@ export interface SoakResult {
   readonly line: string;
   readonly ok: boolean;
 }
+
+/**
+ * Heap growth over a run: the median heap of the first minute of samples from `warmAtMs` on (the
+ * first steady one) against the median of the last minute. Medians, because one sample moves by
+ * several MB with what is in flight when it is taken.
+ */
+export function heapGrowth(samples: readonly Pick<SoakSample, 'atMs' | 'phase' | 'heapMb'>[], warmAtMs: number) {
+  const last = samples.at(-1)!;
+  const warmFrom = samples.findIndex((s) => s.phase === 'steady' && s.atMs >= warmAtMs);
+  const warmWindow = samples.slice(Math.max(0, warmFrom)).filter((s, _, xs) => s.atMs <= xs[0]!.atMs + 60_000);
+  const endWindow = samples.filter((s) => s.atMs >= last.atMs - 60_000 && s.atMs >= warmWindow[0]!.atMs);
+  const heapWarmMb = percentile(warmWindow.map((s) => s.heapMb), 50);
+  const heapEndMb = percentile(endWindow.map((s) => s.heapMb), 50);
+  return { heapWarmMb, heapEndMb, heapGrowthPct: ((heapEndMb - heapWarmMb) / heapWarmMb) * 100, warmWindow, endWindow };
+}
+
+type FinishedCheckpoint = Pick<CheckpointRecord, 'checkpointId' | 'status' | 'startedAt' | 'endedAt' | 'durationMs' | 'reason'>;
+const finished = ({ checkpointId, status, startedAt, endedAt, durationMs, reason }: CheckpointRecord): FinishedCheckpoint => ({
+  checkpointId,
+  status,
+  startedAt,
+  ...(endedAt !== undefined ? { endedAt } : {}),
+  ...(durationMs !== undefined ? { durationMs } : {}),
+  ...(reason !== undefined ? { reason } : {}),
+});
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -164,15 +228,14 @@ function heapMb(): number {
   return process.memoryUsage().heapUsed / 2 ** 20;
 }
 
-export async function runSoak(o: SoakOptions): Promise<SoakResult> {
-  const rate = o.ratePerSecond ?? 20;
-  const preloadN = Math.round(rate * (o.preloadSeconds ?? 60));
-  const seed = o.seed ?? 1;
+/**
+ * The soak's input, record after record: the same seed always gives the same records, so the oracle
+ * needs only their count while the input runs (it gets them back for the verdict).
+ */
+export function soakInput(seed: number): (n: number) => InputRecord[] {
   const rnd = prng(seed * 7 + 3);
-  const say = o.progress ?? (() => undefined);
   let seq = 0;
-  const producedAt = new Map<string, number>();
-  const nextRecords = (n: number): InputRecord[] =>
+  return (n) =>
     Array.from({ length: n }, () => {
       // the chaos oracle finds an id in a dead letter by this shape, even inside an inner packet
       if (seq > 99_999) throw new Error('the soak numbers records with 5 digits: lower --rate or --minutes');
@@ -181,11 +244,26 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       const poison = roll < 0.002 ? 'malformed' : roll < 0.004 ? 'map' : roll < 0.006 ? 'process' : undefined;
       return inputRecord({ id, key: `k${Math.floor(rnd() * 24)}`, value: 1 + Math.floor(rnd() * 9), ...(poison ? { poison } : {}) }, `pk-${Math.floor(rnd() * 1000)}`);
     });
+}
+
+export async function runSoak(o: SoakOptions): Promise<SoakResult> {
+  const rate = o.ratePerSecond ?? 20;
+  const preloadN = Math.round(rate * (o.preloadSeconds ?? 60));
+  const seed = o.seed ?? 1;
+  const say = o.progress ?? (() => undefined);
+  const input = soakInput(seed);
+  let seq = 0;
+  const nextRecords = (n: number): InputRecord[] => {
+    const batch = input(n);
+    seq += batch.length;
+    return batch;
+  };
+  const producedAt = new Map<string, number>();
   const idOf = (r: InputRecord) => /"id":"([^"]+)"/.exec(r.produced.text)![1]!;
 
   const emulators = await startEmulators();
   const preload = nextRecords(preloadN);
-  const schedule = new FaultSchedule({ seed, rates: o.noFaults ? {} : SOAK_RATES, ensure: false });
+  const schedule = new TimedFaultSchedule({ seed, rates: o.noFaults ? {} : SOAK_RATES, ensure: false });
   let run: ChaosRun | undefined;
   let phase: SoakSample['phase'] = 'catch-up';
   const travel = new BarrierTravel();
@@ -196,7 +274,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       variant: o.variant ?? 'three-stage',
       schedule,
       prefix: `soak-${seed}`,
-      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000 },
+      job: { checkpointTimeoutMs: o.checkpointTimeoutMs ?? 8_000, ...(o.maxInFlightRecords !== undefined ? { maxInFlightRecords: o.maxInFlightRecords } : {}) },
       hookOptions: {
         ...(o.innerDelayMs || o.innerRecordMs
           ? {
@@ -217,14 +295,19 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       },
     });
     const jobStart = Date.now();
-    run.produced.push(...preload.map((r) => r.produced));
+    // the oracle's records are the input's count until the verdict (soakInput gives them back):
+    // the heap figures are the job's, not a copy of every record
     for (const r of preload) producedAt.set(idOf(r), jobStart);
     const runner = run.runner;
     run.startMonitor();
 
-    const ckpts = new Map<number, CheckpointRecord>();
+    // only what the figures need: the records themselves carry every instance's replay point
+    const ckpts = new Map<number, FinishedCheckpoint>();
     const latencies: number[] = [];
     const samples: SoakSample[] = [];
+    const heapSnapshots: string[] = [];
+    // the heap is compared from the first steady sample HEAP_WARM_UP_MS after catch-up
+    const warmAtMs = () => (catchUpEnd === undefined ? Infinity : catchUpEnd + HEAP_WARM_UP_MS - jobStart);
     let publishedSeen = 0;
     let catchUpEnd: number | undefined;
     // catch-up ends when every pre-loaded record that has an output (poison has none) is published
@@ -232,7 +315,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     const tables = [runner.names.controlTable, runner.names.stateTable];
 
     const observe = async () => {
-      for (const c of await runner.coordinator.list()) if (c.status !== 'IN_FLIGHT') ckpts.set(c.checkpointId, c);
+      for (const c of await runner.coordinator.list()) if (c.status !== 'IN_FLIGHT' && !ckpts.has(c.checkpointId)) ckpts.set(c.checkpointId, finished(c));
       const published = runner.collected.published<PublishedOutput & { id: string }>(OUTPUTS_SINK);
       const now = Date.now();
       for (; publishedSeen < published.length; publishedSeen++) {
@@ -266,8 +349,10 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         )),
         produced: seq,
         published: publishedSeen,
+        retained: { publishedOutputs: runner.collected.published(OUTPUTS_SINK).length, stagedOutputs: runner.collected.pending(), awaitingOutput: producedAt.size },
       };
       samples.push(s);
+      if (o.heapSnapshotDir && (heapSnapshots.length === 0 ? s.phase === 'steady' && s.atMs >= warmAtMs() : false)) heapSnapshots.push(writeHeapSnapshot(join(o.heapSnapshotDir, `soak-warm-${process.pid}.heapsnapshot`)));
       return s;
     };
 
@@ -279,6 +364,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       const tick = Date.now();
       const batch = nextRecords(rate);
       await run.produce(batch);
+      // ChaosRun.produce keeps what it put; the soak's faults never repack records (no broken KPL aggregates), so that is the batch
+      const kept = run.produced.splice(0);
+      if (kept.length !== batch.length || kept.some((p, i) => p !== batch[i]!.produced)) throw new Error('soak: the chaos run put other records than the soak input (a fault that repacks records?)');
       const at = Date.now();
       for (const r of batch) producedAt.set(idOf(r), at);
       if (Date.now() >= nextSample) {
@@ -298,27 +386,35 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     }
     const steadyEnd = Date.now();
     const last = await sample();
+    if (o.heapSnapshotDir) heapSnapshots.push(writeHeapSnapshot(join(o.heapSnapshotDir, `soak-end-${process.pid}.heapsnapshot`)));
     phase = 'quiet';
     say(`input stopped after ${((steadyEnd - jobStart) / 60_000).toFixed(1)} min (${seq} records); faults off, waiting for two checkpoints`);
     const since = run.faultsOff();
     const quiet = await run.quiet(since, 180_000);
     await observe();
+    // the whole input again, for the oracle (after the last heap sample)
+    run.produced.push(...soakInput(seed)(seq).map((r) => r.produced));
     const verdict = await run.verdict();
 
     const all = [...ckpts.values()].sort((a, b) => a.checkpointId - b.checkpointId);
-    const started = (c: CheckpointRecord) => Date.parse(c.startedAt);
+    const started = (c: FinishedCheckpoint) => Date.parse(c.startedAt);
     const warm = (catchUpEnd ?? steadyEnd) + 10_000;
     const done = all.filter((c) => c.status === 'COMPLETED' && c.durationMs !== undefined);
     const catchUp = done.filter((c) => catchUpEnd === undefined || started(c) < catchUpEnd).map((c) => c.durationMs!);
-    const steady = done.filter((c) => started(c) >= warm && started(c) < steadyEnd).map((c) => c.durationMs!);
+    const steadyDone = done.filter((c) => started(c) >= warm && started(c) < steadyEnd);
+    const steady = steadyDone.map((c) => c.durationMs!);
+    const steadyByFault: SoakResult['steadyByFault'] = { zombie: [], other: [], none: [] };
+    for (const c of steadyDone) {
+      const within = (at: number) => at >= started(c) && at <= started(c) + c.durationMs!;
+      steadyByFault[schedule.zombies.some(within) ? 'zombie' : schedule.others.some(within) ? 'other' : 'none'].push(c.durationMs!);
+    }
     const aborted = all.filter((c) => c.status === 'ABORTED');
     // liveness: every steady minute (after catch-up) has a completed checkpoint
     let deadMinutes = 0;
     for (let m = catchUpEnd ?? steadyEnd; m + 60_000 <= steadyEnd; m += 60_000) {
       if (!done.some((c) => Date.parse(c.endedAt ?? c.startedAt) >= m && Date.parse(c.endedAt ?? c.startedAt) < m + 60_000)) deadMinutes++;
     }
-    const warmSample = samples.find((s) => s.phase === 'steady' && s.atMs >= warm - jobStart) ?? samples[0]!;
-    const heapGrowthPct = ((last.heapMb - warmSample.heapMb) / warmSample.heapMb) * 100;
+    const { heapWarmMb, heapEndMb, heapGrowthPct, warmWindow, endWindow } = heapGrowth(samples, (catchUpEnd ?? steadyEnd) + HEAP_WARM_UP_MS - jobStart);
     const p99 = (xs: number[]) => (xs.length ? String(Math.round(percentile(xs, 99))) : 'none');
     const line =
       `soak: minutes=${o.minutes} events=${seq} steady_ckpt_p99_ms=${p99(steady)} catchup_ckpt_p99_ms=${p99(catchUp)} aborted=${aborted.length} ` +
@@ -336,10 +432,15 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         completed: done.length,
         reasons: [...new Set(aborted.map((c) => c.reason ?? '?'))].slice(0, 8),
       },
+      steadyByFault,
       timeline: all.map((c) => ({ id: c.checkpointId, startMs: started(c) - jobStart, durationMs: c.durationMs ?? -1, status: c.status })),
       commitLatencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99), max: Math.max(0, ...latencies) },
       barrierTravel: travel.waits,
       heapGrowthPct,
+      heapWarmMb,
+      heapEndMb,
+      heapWindows: { warm: [warmWindow[0] as SoakSample, warmWindow.at(-1) as SoakSample], end: [endWindow[0] as SoakSample, endWindow.at(-1) as SoakSample] },
+      heapSnapshots,
       s3ObjectsEnd: last.s3Objects,
       deadMinutes,
       lost: verdict.verdict.lost,

@@ -14,6 +14,9 @@ export function inCoordinatorTask<I extends { action: string }, O>(run: (input: 
   return (input) => coordinatorTask.run({ task: input.action, writes: 0 }, () => run(input));
 }
 
+/** True inside a coordinator task (see inCoordinatorTask). */
+export const inCoordinatorTaskNow = (): boolean => coordinatorTask.getStore() !== undefined;
+
 /** Commands that change something: the crash points of the coordinator's tasks. */
 const WRITE_COMMANDS = new Set([
   'PutCommand',

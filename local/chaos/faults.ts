@@ -21,8 +21,8 @@ import type { KinesisHandler } from '../event-source-poller.js';
 
 import { ChaosCrash, FaultSchedule } from './schedule.js';
 import { hangFirstAttempt, silentServer } from './sdk-hang.js';
-import { isConditionalWrite, lostResponse, partialBatchGet, partialPutRecords, shortQueryPage } from './sdk-answers.js';
-import { crashCoordinatorWrites, inCoordinatorTask, type CoordinatorWritePoint } from './coordinator-crashes.js';
+import { loseCoordinatorResponses, losesResponse, lostResponse, partialBatchGet, partialPutRecords, shortQueryPage } from './sdk-answers.js';
+import { crashCoordinatorWrites, inCoordinatorTask, inCoordinatorTaskNow, type CoordinatorWritePoint } from './coordinator-crashes.js';
 import { coordinatorClockSkew } from './clock-skew.js';
 
 export * from './schedule.js';
@@ -50,7 +50,18 @@ export const ZOMBIE_POINTS = ['start', 'putAll', 'upsert', 'collect', 'writeDelt
 export type ZombiePoint = (typeof ZOMBIE_POINTS)[number];
 
 interface EnvState {
-  zombie?: { point: ZombiePoint; armed: boolean };
+  zombie?: { point: ZombiePoint; armed: boolean; stageId: string; aimed?: boolean };
+}
+
+/** A zombie stalled at its point (what a targeted test's `zombieHold` is told). */
+export interface StalledZombie {
+  readonly stageId: string;
+  readonly environment: string;
+  readonly point: ZombiePoint;
+  /** the checkpoint of the stalled call (writeDelta, publishSnapshot, applyRows, ack) */
+  readonly checkpointId?: number;
+  /** rows the stalled applyRows writes */
+  readonly rows?: number;
 }
 
 export interface ChaosHookOptions {
@@ -86,6 +97,19 @@ export interface ChaosHookOptions {
   readonly watchdogIntervalMs?: number;
   /** targeted tests: crash a coordinator task right before or after this write (asked before the schedule) */
   readonly coordinatorWriteCrash?: (where: CoordinatorWritePoint) => 'before' | 'after' | undefined;
+  /** targeted tests: this invocation turns into a zombie at the point answered (asked instead of the schedule) */
+  readonly zombieAt?: (stageId: string, event: KinesisStreamEvent) => ZombiePoint | undefined;
+  /** targeted tests: an aimed zombie stalls only at a call of its point this accepts (it stays armed otherwise) */
+  readonly zombieWhen?: (z: StalledZombie) => boolean;
+  /**
+   * targeted tests: a zombie stalls until this settles instead of for a drawn overrun (the test
+   * holds it until the new owner is ahead); it must outlast the invocation timeout to be a zombie
+   */
+  readonly zombieHold?: (z: StalledZombie) => Promise<void>;
+  /** targeted tests: called when a zombie's invocation has ended (its late writes are done) */
+  readonly zombieEnded?: (z: StalledZombie, error: unknown) => void;
+  /** targeted tests: the environment is recycled right before this invocation (a forced restore) */
+  readonly recycleBefore?: (stageId: string, event: KinesisStreamEvent) => boolean;
 }
 
 export interface ChaosHooks {
@@ -143,14 +167,20 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   const zombieDelay = () => opts.invocationTimeoutMs + (opts.zombieOverrunMs ?? 300 + schedule.int(700));
   const zombiePoints = opts.zombiePoints ?? ZOMBIE_POINTS;
 
+  /** The zombie stalled in each environment (until its invocation ends). */
+  const stalled = new Map<string, StalledZombie>();
+
   /** If this environment's current invocation is a zombie stalling at `point`, stall now. */
-  const maybeStall = async (env: string, point: ZombiePoint): Promise<void> => {
+  const maybeStall = async (env: string, point: ZombiePoint, checkpointId?: number, rows?: number): Promise<void> => {
     const z = envs.get(env)?.zombie;
     if (!z || !z.armed || z.point !== point) return;
+    const info: StalledZombie = { stageId: z.stageId, environment: env, point, ...(checkpointId !== undefined ? { checkpointId } : {}), ...(rows !== undefined ? { rows } : {}) };
+    if (z.aimed && opts.zombieWhen && !opts.zombieWhen(info)) return;
     z.armed = false;
     schedule.count('zombie');
     schedule.observe(`zombie@${point}`);
-    await sleep(zombieDelay());
+    stalled.set(env, info);
+    await (opts.zombieHold ? opts.zombieHold(info) : sleep(zombieDelay()));
   };
 
   const silent = silentServer(
@@ -178,13 +208,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           }
         },
         writeDelta: async (id, n, delta) => {
-          await maybeStall(env, 'writeDelta');
+          await maybeStall(env, 'writeDelta', n);
           const ref = await control.writeDelta(id, n, delta);
           if (schedule.roll('crash-after-delta')) throw new ChaosCrash('crash-after-delta', where(`writeDelta(${n})`));
           return ref;
         },
         publishSnapshot: async (id, fence, pointer) => {
-          await maybeStall(env, 'publishSnapshot');
+          await maybeStall(env, 'publishSnapshot', pointer.checkpointId);
           try {
             await control.publishSnapshot(id, fence, pointer);
           } catch (err) {
@@ -202,7 +232,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           }
         },
         ack: async (n, id) => {
-          await maybeStall(env, 'ack');
+          await maybeStall(env, 'ack', n);
           if (schedule.roll('crash-before-ack')) throw new ChaosCrash('crash-before-ack', where(`ack(${n})`));
           if (schedule.roll('slow-ack')) {
             // the checkpoint's timeout is a progress window: an ack only a little late is waited
@@ -222,7 +252,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           return state.getRows(ids);
         },
         applyRows: async (n, fence, rows) => {
-          await maybeStall(env, 'applyRows');
+          await maybeStall(env, 'applyRows', n, rows.length);
           if (rows.length && schedule.roll('crash-mid-apply')) {
             const k = schedule.int(rows.length);
             await state.applyRows(n, fence, rows.slice(0, k));
@@ -301,7 +331,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           schedule.observe(`throttled:${cmd.constructor.name}`);
           return Promise.reject(new KinesisThrottle({ message: 'chaos: Rate exceeded for shard', $metadata: {} }));
         }
-        if (cmd instanceof PutRecordsCommand && schedule.roll('lost-response')) return lostResponse(kinesis, cmd, schedule);
+        if (losesResponse('kinesis', cmd) && schedule.roll('lost-response')) return lostResponse(kinesis, cmd, schedule);
         if (cmd instanceof PutRecordsCommand) return partialPutRecords(kinesis, cmd, schedule);
         return undefined;
       }),
@@ -309,7 +339,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
       doc: wrap('doc', clients.doc, (cmd) => {
         const t = dynamoThrottle(cmd);
         if (t) return t;
-        if (isConditionalWrite(cmd) && schedule.roll('lost-response')) return lostResponse(doc, cmd, schedule);
+        if (losesResponse('doc', cmd) && schedule.roll('lost-response')) return lostResponse(doc, cmd, schedule);
         if (cmd instanceof BatchGetCommand) return partialBatchGet(doc, cmd, schedule);
         if (cmd instanceof QueryCommand) return shortQueryPage(doc, cmd, schedule);
         return undefined;
@@ -319,15 +349,20 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
           schedule.observe(`throttled:${cmd.constructor.name}`);
           return Promise.reject(new S3ServiceException({ name: 'SlowDown', $fault: 'server', message: 'chaos: Please reduce your request rate.', $metadata: {} }));
         }
+        if (losesResponse('s3', cmd) && schedule.roll('lost-response')) return lostResponse(clients.s3, cmd, schedule);
         return undefined;
       }),
-      sfn: wrap('sfn', clients.sfn, () => undefined),
+      sfn: wrap('sfn', clients.sfn, (cmd) => (losesResponse('sfn', cmd) && schedule.roll('lost-response') ? lostResponse(clients.sfn, cmd, schedule) : undefined)),
     };
   };
 
   const wrapHandler = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }): KinesisHandler => {
     const invoke = faultedInvocation(handler, ctx);
     return async (event: KinesisStreamEvent) => {
+      if (opts.recycleBefore?.(ctx.stage.id, event)) {
+        schedule.observe('recycled-before-invocation');
+        ctx.reset();
+      }
       if (!schedule.chance('hard-timeout')) return invoke(event);
       // counted only when the invocation really reaches its cut (it may make fewer calls)
       let kill: (err: Error) => void = () => undefined;
@@ -358,10 +393,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   const faultedInvocation = (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string }): KinesisHandler => {
     return async (event: KinesisStreamEvent) => {
       const st = envState(ctx.environment);
-      if ((!opts.zombieStages || opts.zombieStages.includes(ctx.stage.id)) && schedule.chance('zombie')) {
+      const aimed = opts.zombieAt?.(ctx.stage.id, event);
+      if (aimed) st.zombie = { point: aimed, armed: true, stageId: ctx.stage.id, aimed: true };
+      else if ((!opts.zombieStages || opts.zombieStages.includes(ctx.stage.id)) && schedule.chance('zombie')) {
         // counted only when it actually stalls (maybeStall)
-        st.zombie = { point: zombiePoints[schedule.int(zombiePoints.length)]!, armed: true };
+        st.zombie = { point: zombiePoints[schedule.int(zombiePoints.length)]!, armed: true, stageId: ctx.stage.id };
       } else st.zombie = undefined;
+      let failed: unknown;
       try {
         const slow = opts.slowHandlerMs?.(ctx.stage.id, event) ?? 0;
         if (slow > 0) await sleep(slow);
@@ -370,8 +408,16 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         const out = await handler(event);
         if (schedule.roll('duplicate-delivery')) throw new ChaosCrash('duplicate-delivery', `${ctx.environment} after a successful batch`);
         return out;
+      } catch (err) {
+        failed = err;
+        throw err;
       } finally {
         st.zombie = undefined;
+        const z = stalled.get(ctx.environment);
+        if (z) {
+          stalled.delete(ctx.environment);
+          opts.zombieEnded?.(z, failed);
+        }
       }
     };
   };
@@ -448,6 +494,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         schedule.observe(`coordinator-crash@${where.task}#${where.write}:${when}`);
         return when;
       });
+      loseCoordinatorResponses(r.clients, schedule, inCoordinatorTaskNow);
       // the coordinator writes barriers through the runner's own clients (not an environment's):
       // a partial injection lets the first barrier PutRecord of the task through and fails the rest
       const kinesis = r.clients.kinesis as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> };

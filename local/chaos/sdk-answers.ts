@@ -3,6 +3,8 @@
  * after the request was applied, a PutRecords that fails some entries, a replay point trimmed away.
  * Each is what the service really does under load; a reader or writer that ignores it loses data.
  */
+import { DeleteObjectCommand, DeleteObjectsCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { SendTaskFailureCommand, SendTaskHeartbeatCommand, SendTaskSuccessCommand } from '@aws-sdk/client-sfn';
 import { GetShardIteratorCommand, PutRecordsCommand, type KinesisClient, type PutRecordsCommandInput, type PutRecordsCommandOutput, type PutRecordsResultEntry } from '@aws-sdk/client-kinesis';
 import {
   BatchGetCommand,
@@ -56,6 +58,38 @@ export async function shortQueryPage(doc: DynamoDBDocumentClient, cmd: QueryComm
   return out;
 }
 
+/**
+ * The requests a lost response is applied to, per service: every kind of write the engine makes.
+ * DynamoDB: conditional writes (a retry can meet its own earlier write; unconditional ones are
+ * idempotent); Kinesis: PutRecords (a retry lands the entries again); S3: object writes and deletes
+ * (a retry rewrites the same bytes, deletes nothing more); Step Functions: task answers (a retry
+ * finds the token used: TaskTimedOut).
+ */
+export function losesResponse(service: keyof AwsClients, cmd: object): boolean {
+  switch (service) {
+    case 'doc':
+      return isConditionalWrite(cmd);
+    case 'kinesis':
+      return cmd instanceof PutRecordsCommand;
+    case 's3':
+      return cmd instanceof PutObjectCommand || cmd instanceof DeleteObjectCommand || cmd instanceof DeleteObjectsCommand;
+    case 'sfn':
+      return cmd instanceof SendTaskSuccessCommand || cmd instanceof SendTaskFailureCommand || cmd instanceof SendTaskHeartbeatCommand;
+    default:
+      return false;
+  }
+}
+
+/**
+ * The coordinator's clients (patched in place, like crashCoordinatorWrites): a conditional write
+ * sent inside a coordinator task may lose its response.
+ */
+export function loseCoordinatorResponses(clients: AwsClients, schedule: FaultSchedule, inTask: () => boolean): void {
+  const doc = clients.doc as unknown as { send: (cmd: object, ...rest: unknown[]) => Promise<unknown> };
+  const send = doc.send.bind(doc);
+  doc.send = (cmd: object, ...rest: unknown[]) => (inTask() && isConditionalWrite(cmd) && schedule.roll('lost-response') ? lostResponse({ send }, cmd, schedule) : send(cmd, ...rest));
+}
+
 /** A DynamoDB write with a condition (document client): its retry can meet its own earlier write. */
 export function isConditionalWrite(cmd: object): boolean {
   if (cmd instanceof TransactWriteCommand) return true;
@@ -67,11 +101,23 @@ export function isConditionalWrite(cmd: object): boolean {
  * timeout), and the SDK sends the same request again — what the caller gets is the retry's answer.
  * An error of the first attempt is the caller's (nothing was lost).
  */
-export async function lostResponse(client: { send: (cmd: never) => Promise<unknown> }, cmd: object, schedule: FaultSchedule): Promise<unknown> {
+export async function lostResponse(client: { send: (cmd: never) => Promise<unknown> }, cmd: object, schedule: Pick<FaultSchedule, 'observe'>): Promise<unknown> {
   const send = client.send.bind(client) as (cmd: object) => Promise<unknown>;
   await send(cmd);
   schedule.observe(`lost-response:${cmd.constructor.name}`);
   return send(cmd);
+}
+
+/**
+ * Clients (for targeted tests) on which every DynamoDB conditional write loses its first response,
+ * the way the chaos schedule's `lost-response` does: the real request reaches the emulator twice.
+ */
+export function losingConditionalWrites(clients: AwsClients, onLost: (what: string) => void = () => undefined): AwsClients {
+  const doc = clients.doc;
+  const send = doc.send.bind(doc) as (cmd: object, ...rest: unknown[]) => Promise<unknown>;
+  const losing = Object.create(doc) as typeof doc;
+  (losing as unknown as { send: typeof send }).send = (cmd, ...rest) => (isConditionalWrite(cmd) ? lostResponse(doc, cmd, { observe: onLost }) : send(cmd, ...rest));
+  return { ...clients, doc: losing };
 }
 
 /** True when a Kinesis record is a packet holding a barrier. */

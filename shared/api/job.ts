@@ -39,6 +39,13 @@ export interface CheckpointOptions {
    * align, as long as fewer than this many are open; @default 1
    */
   readonly maxConcurrent?: number;
+  /**
+   * a source shard forwards at most this many records beyond its position at the barrier of the
+   * last checkpoint that crossed the whole pipeline, then waits for the next one to cross: bounds
+   * what queues between stages, so a checkpoint's barriers cross a stage slower than its input in
+   * about this many records' processing (only with one checkpoint in flight); @default 50_000
+   */
+  readonly maxInFlightRecords?: number;
 }
 
 export interface JobOptions {

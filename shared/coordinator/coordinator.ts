@@ -268,7 +268,8 @@ export class Coordinator {
     await this.finishJobIfDone(n, ck, pointers ?? (await this.pointersOf(n)));
     if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
     // about once a minute (and at every savepoint): each run lists every instance's deltas
-    const gc = collectsGarbage(n, pauseMsOf(this.plan.checkpoint)) || ck.savepointId !== undefined ? await this.gc() : { deleted: 0 };
+    const open = { startedAt: Date.parse(ck.startedAt), committedAt: this.now().getTime() };
+    const gc = collectsGarbage(n, pauseMsOf(this.plan.checkpoint), open) || ck.savepointId !== undefined ? await this.gc() : { deleted: 0 };
     // the last write: until here n stays open, so a later task finishes a commit that died half-way
     await this.close(n);
     return { checkpointId: n, published, deltasDeleted: gc.deleted };

@@ -28,4 +28,16 @@ describe('delta garbage collection', () => {
     expect(at(120_000)).toHaveLength(24);
     expect(at(7_000)).toEqual([9, 18]);
   });
+
+  it('checkpoints slower than their pause still collect about once a minute: whenever one is open across a minute boundary', () => {
+    // a 300 ms pause (every 200th id) and checkpoints of 14.7 s: 4 a minute, so the ids alone collect once in 50 minutes
+    const t0 = Date.UTC(2026, 0, 1, 10, 0, 0);
+    let collected = 0;
+    for (let n = 1, t = t0; t < t0 + 10 * 60_000; n++, t += 15_000) {
+      if (collectsGarbage(n, 300, { startedAt: t + 300, committedAt: t + 15_000 })) collected++;
+    }
+    expect(collected).toBe(10);
+    expect(collectsGarbage(7, 300, { startedAt: t0 + 59_500, committedAt: t0 + 65_000 })).toBe(true);
+    expect(collectsGarbage(7, 300, { startedAt: t0 + 65_000, committedAt: t0 + 80_000 })).toBe(false);
+  });
 });

@@ -32,11 +32,15 @@ export const GC_PERIOD_MS = 60_000;
 /**
  * Whether the commit of checkpoint n collects garbage: every `ceil(GC_PERIOD_MS / pauseMs)`-th
  * checkpoint id, so a job pays one LIST and two reads per instance a minute rather than per
- * checkpoint. Collecting less often is safe: a delta no checkpoint needs stays unneeded (the
- * retained window and the pointers only move forward), it is just deleted a little later — at
- * most that many extra deltas per instance are stored meanwhile.
+ * checkpoint. Checkpoints that take longer than the pause come far less often than that (a short
+ * pause and 10 s checkpoints: one every 200 ids is once in half an hour, and deltas and records
+ * pile up meanwhile), so a commit also collects when n was open across a GC_PERIOD_MS boundary
+ * (`open`: its start and its commit, ms since the epoch). Collecting less often is safe: a delta no
+ * checkpoint needs stays unneeded (the retained window and the pointers only move forward), it is
+ * just deleted a little later.
  */
-export function collectsGarbage(n: number, pauseMs: number): boolean {
+export function collectsGarbage(n: number, pauseMs: number, open?: { readonly startedAt: number; readonly committedAt: number }): boolean {
   const every = Math.max(1, Math.ceil(GC_PERIOD_MS / Math.max(1, pauseMs)));
-  return n % every === 0;
+  if (n % every === 0) return true;
+  return open !== undefined && Math.floor(open.startedAt / GC_PERIOD_MS) !== Math.floor(open.committedAt / GC_PERIOD_MS);
 }

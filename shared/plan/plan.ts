@@ -134,6 +134,8 @@ export interface CheckpointSettings {
   readonly continueAsNewAfter: number;
   /** checkpoints in flight at once; absent = 1 */
   readonly maxConcurrent?: number;
+  /** a source shard's credit window (runtime/source-window.ts); absent = its default */
+  readonly maxInFlightRecords?: number;
 }
 
 export interface Plan {

@@ -230,6 +230,9 @@ describe('planJob rejects invalid jobs at plan time, naming the bad operator or 
       [{ checkpoint: { retained: 101 } }, 'options.checkpoint.retained'],
       [{ checkpoint: { timeoutMs: 5000, minPauseMs: 5000 } }, 'options.checkpoint.timeoutMs'],
       [{ checkpoint: { intervalMs: 1000, bogus: 1 } as never }, 'options.checkpoint'],
+      [{ checkpoint: { maxInFlightRecords: 0 } }, 'options.checkpoint.maxInFlightRecords'],
+      [{ checkpoint: { maxInFlightRecords: 2.5 } }, 'options.checkpoint.maxInFlightRecords'],
+      [{ checkpoint: { maxInFlightRecords: 100, maxConcurrent: 2 } }, 'options.checkpoint.maxInFlightRecords'],
       [{ mode: 'sometimes' as never }, 'options.mode'],
       [{ poisonPolicy: 'ignore' as never }, 'options.poisonPolicy'],
       [{ colour: 'red' } as never, 'options'],
@@ -239,6 +242,7 @@ describe('planJob rejects invalid jobs at plan time, naming the bad operator or 
       expect(e.path).toBe(`job "small" › ${path}`);
     }
     expect(planError(smallJob({ checkpoint: { timeoutMs: 5000, minPauseMs: 5000 } })).message).toMatch(/must exceed minPauseMs/);
+    expect(planError(smallJob({ checkpoint: { maxInFlightRecords: 100, maxConcurrent: 2 } })).message).toMatch(/needs maxConcurrent 1/);
   });
 });
 

@@ -26,6 +26,7 @@ const jobOptionsSchema = z
         minPauseMs: z.number().int().min(0).optional(),
         retained: z.number().int().min(1).max(100).optional(),
         maxConcurrent: z.number().int().min(1).max(8).optional(),
+        maxInFlightRecords: z.number().int().min(1).optional(),
       })
       .strict()
       .optional(),
@@ -220,7 +221,13 @@ export function planJob(job: Job): Plan {
     continueAsNewAfter: 500,
     // only set above 1: the plan (and its hash) of a job that does not ask stays as it was
     ...(c.maxConcurrent !== undefined && c.maxConcurrent > 1 ? { maxConcurrent: c.maxConcurrent } : {}),
+    ...(c.maxInFlightRecords !== undefined ? { maxInFlightRecords: c.maxInFlightRecords } : {}),
   };
+  if (checkpoint.maxInFlightRecords !== undefined && (checkpoint.maxConcurrent ?? 1) > 1) {
+    // overlapping checkpoints put barriers at the tail of the source shards: a source holding back
+    // its input would never read them, and no checkpoint would free its window
+    throw new PlanError(`job "${job.name}" › options.checkpoint.maxInFlightRecords`, 'needs maxConcurrent 1 (barriers at the sources\' read position)');
+  }
   if (checkpoint.timeoutMs <= checkpoint.minPauseMs) {
     throw new PlanError(`job "${job.name}" › options.checkpoint.timeoutMs`, 'must exceed minPauseMs');
   }

@@ -224,6 +224,11 @@ export interface SourceBarrierStore {
   recorded(instanceId: string): Promise<SourceBarrierRecord>;
   /** replaces the instance's record if `fence` still holds the lease (FencedError otherwise) */
   record(instanceId: string, fence: number, record: SourceBarrierRecord): Promise<void>;
+  /**
+   * whether checkpoint n's barriers crossed the whole pipeline: every instance it expects acked it
+   * (or it was committed); false for an aborted or unknown checkpoint (a source's window, source-window.ts)
+   */
+  crossed(checkpointId: number): Promise<boolean>;
 }
 
 export interface RuntimePorts {

@@ -39,6 +39,7 @@ import { mergeParents, type ParentHandover, type ParentShare } from './parent-ha
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, SourceBarrier, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { SourceBarrierPlan } from './source-barriers.js';
+import { DEFAULT_MAX_IN_FLIGHT_RECORDS, SourceWindow } from './source-window.js';
 import { RecordDedupe } from './record-dedupe.js';
 import { resolveUnits, StateLoader } from './state-prefetch.js';
 import { decodeSourceValue, userRecordsOf, type SourceFunctions } from './source-decoding.js';
@@ -98,6 +99,7 @@ export class StageInstance {
    * its state: data envelopes of key groups the child does not own (0) are skipped.
    */
   private ownedKeyGroups: Uint8Array | undefined;
+  private sourceWindow: SourceWindow | undefined;
 
   processingTime = 0;
   private reportedOut = 0;
@@ -129,6 +131,11 @@ export class StageInstance {
       this.sourceNode = node?.kind === 'source' ? (node as never) : undefined;
       strategy = node?.kind === 'source' ? node.watermarks : undefined;
       this.expectedProducers = () => 1;
+      // only with barriers at the read position: a source holding back input never reads a tail barrier
+      const barriers = ports.sourceBarriers;
+      if (barriers && (plan.checkpoint.maxConcurrent ?? 1) === 1) {
+        this.sourceWindow = new SourceWindow(plan.checkpoint.maxInFlightRecords ?? DEFAULT_MAX_IN_FLIGHT_RECORDS, (n) => barriers.crossed(n));
+      }
     } else {
       const from = stage.input.fromStages.map((id) => plan.stages.findIndex((s) => s.id === id));
       const fallback = from.reduce((a, i) => a + plan.stages[i]!.parallelism, 0);
@@ -261,6 +268,7 @@ export class StageInstance {
       return;
     }
     const src = this.source!;
+    this.sourceWindow?.count();
     let userRecords: Uint8Array[];
     try {
       userRecords = userRecordsOf(r.data, r.sequenceNumber, r.partitionKey, src.deaggregate);
@@ -295,6 +303,12 @@ export class StageInstance {
     this.sourceTick(b.time);
     this.watermarks.emitSource(true);
     await this.snapshot(b.checkpointId, b.topology, b.savepoint, { from: 'after', sequenceNumber: after }, b.reshard);
+    this.sourceWindow?.barrier(b.checkpointId);
+  }
+
+  /** The source's credit window (source-window.ts); not for a parent shard rebuilt for its child. */
+  get window(): SourceWindow | undefined {
+    return this.ownedKeyGroups === undefined ? this.sourceWindow : undefined;
   }
 
   /** Barriers at the read position (source-barriers.ts); not for a parent shard rebuilt for its child. */

@@ -17,10 +17,13 @@
 import type { Job } from '../api/job.js';
 import type { Plan, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
-import type { RuntimePorts, StoredRecord } from './ports.js';
+import type { AnnouncedBarrier, RuntimePorts, StoredRecord } from './ports.js';
+import type { SourceBarrierPlan } from './source-barriers.js';
 import { ShardInheritance } from './shard-inheritance.js';
 import { compareSeq, coveredBySnapshot, laterSeq, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
+import type { SourceWindow } from './source-window.js';
+import { decodeSourceControl } from '../codec/envelope.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
   /** clean cached keys kept per instance between batches; @default 100_000 */
@@ -30,6 +33,8 @@ export interface StageRunnerOptions extends InstanceOptions {
    * store (S3) until the next snapshot; @default 200_000
    */
   readonly maxDirtyKeys?: number;
+  /** how long a source batch that finds its window full waits for room before it is handed back; @default 1000 */
+  readonly holdWaitMs?: number;
 }
 
 export interface BatchOutcome {
@@ -37,6 +42,11 @@ export interface BatchOutcome {
   readonly cacheHit: boolean;
   readonly replayed: number;
   readonly processed: number;
+  /**
+   * the first record the source's window did not take (source-window.ts): the function reports it
+   * as the batch's first failure, so the mapping hands it over again
+   */
+  readonly heldFrom?: string;
 }
 
 /** What a stage's engine runs on: the job, its plan and stage, the resources' names and the ports. */
@@ -125,17 +135,36 @@ export class StageRunner {
         this.totals.replayed += replayed;
         t.count('RecordsReplayed', replayed);
       }
-      const live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
-      const before = inst!.stats.recordsIn;
+      let live = records.filter((r) => !coveredBySnapshot(r.sequenceNumber, inst!.skipThrough));
       const plan = inst!.barrierPlan;
+      // a full window takes only what fits; the rest comes again. Not on a shard a reshard closed
+      // (the last announcement leaves it out): its children are read only once it is read to its
+      // end, and the checkpoints that would free its window wait for them
+      const latest = announced.at(-1);
+      const window = latest && !latest.instances.includes(id) ? undefined : inst!.window;
+      let heldFrom: string | undefined;
+      if (window && live.length) {
+        let take = await takeable(live, window);
+        if (take === 0) {
+          // the announced barrier goes out at the unchanged read position first (it is what frees the
+          // window), then a bounded wait for a checkpoint to cross: a held shard costs a few reads a
+          // second, not a busy loop, and room that opens meanwhile is used by this batch
+          if (plan) await this.placeAtReadPosition(inst!, plan, announced);
+          await inst!.drain();
+          await waitForRoom(window, this.options.holdWaitMs ?? 1_000);
+          take = await takeable(live, window);
+        }
+        if (take < live.length) {
+          heldFrom = live[take]!.sequenceNumber;
+          live = live.slice(0, take);
+          t.count('SourceRecordsHeld', live.length - take);
+        }
+      }
+      const before = inst!.stats.recordsIn;
       // recorded before the batch emits anything: a later owner puts no barrier before what it read
       if (plan && live.length) await plan.readingThrough(inst!.epoch, inst!.fence, live[live.length - 1]!.sequenceNumber);
       await inst!.processRecords(live);
-      if (plan) {
-        const at = inst!.readPosition;
-        await plan.placeAnnounced(inst!.epoch, inst!.fence, at, announced);
-        if (at !== undefined) await plan.forwardReached(() => inst!.epoch, at);
-      }
+      if (plan) await this.placeAtReadPosition(inst!, plan, announced);
       await inst!.drain();
       // an instance behind what an earlier owner committed leaves the lease there: it matches no
       // lease then, and the next batch restores and replays instead of skipping what it never read
@@ -146,7 +175,7 @@ export class StageRunner {
       const max = this.options.maxCachedKeys ?? 100_000;
       if (inst!.state.size > max) inst!.state.evictClean(max);
       this.instances.set(id, inst!);
-      return { instanceId: id, cacheHit, replayed, processed: live.length };
+      return { instanceId: id, cacheHit, replayed, processed: live.length, ...(heldFrom !== undefined ? { heldFrom } : {}) };
     } catch (err) {
       t.log('error', 'batch failed; the cached instance is dropped and the ESM will retry', {
         instance: id,
@@ -155,6 +184,13 @@ export class StageRunner {
       });
       throw err;
     }
+  }
+
+  /** Puts every announced checkpoint not placed yet at the source's read position and forwards what is due there. */
+  private async placeAtReadPosition(inst: StageInstance, plan: SourceBarrierPlan, announced: readonly AnnouncedBarrier[]): Promise<void> {
+    const at = inst.readPosition;
+    await plan.placeAnnounced(inst.epoch, inst.fence, at, announced);
+    if (at !== undefined) await plan.forwardReached(() => inst.epoch, at);
   }
 
   /**
@@ -188,5 +224,24 @@ export class StageRunner {
   /** Instances cached in this environment (diagnostics and tests). */
   cached(): StageInstance[] {
     return [...this.instances.values()];
+  }
+}
+
+/** How many of a batch's records fit the window: control records always, data records while there is room. */
+async function takeable(records: readonly StoredRecord[], window: SourceWindow): Promise<number> {
+  let room: number | undefined;
+  for (let i = 0; i < records.length; i++) {
+    if (decodeSourceControl(records[i]!.data)) continue;
+    room ??= await window.room();
+    if (room-- <= 0) return i;
+  }
+  return records.length;
+}
+
+async function waitForRoom(window: SourceWindow, ms: number): Promise<void> {
+  const until = Date.now() + ms;
+  for (let pause = 50; Date.now() < until; pause = Math.min(pause * 2, 400)) {
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, until - Date.now()))));
+    if ((await window.room()) > 0) return;
   }
 }

@@ -25,6 +25,7 @@ import type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, Resca
 import type { AnnouncedBarrier, SnapshotPointer } from '../../runtime/ports.js';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
+import { newWriteToken, ownConditionalWrite, WRITE_TOKEN } from './own-write.js';
 
 export const pad = (n: number) => String(n).padStart(12, '0');
 
@@ -123,16 +124,19 @@ export class DynamoCheckpointStore implements CheckpointStore {
     };
   }
 
-  openNext(n: number, previous: number, maxOpen: number, stop: boolean): Promise<boolean> {
-    return conditional(
+  async openNext(n: number, previous: number, maxOpen: number, stop: boolean): Promise<boolean> {
+    const token = newWriteToken();
+    // a retry of an applied open fails `#last = :prev` on its own write: the token tells
+    const r = await ownConditionalWrite(this.clients.doc, this.table, controlKey.state, token, () =>
       this.update(controlKey.state, {
-        UpdateExpression: `SET #last = :n${stop ? ', stopping = :n' : ''} ADD #open :ns`,
+        UpdateExpression: `SET #last = :n, #wt = :wt${stop ? ', stopping = :n' : ''} ADD #open :ns`,
         ConditionExpression:
           '(attribute_not_exists(#last) OR #last = :prev) AND (attribute_not_exists(#open) OR size(#open) < :max) AND attribute_not_exists(stoppedAt) AND attribute_not_exists(stopping)',
-        ExpressionAttributeNames: { '#last': 'last', '#open': 'open' },
-        ExpressionAttributeValues: { ':n': n, ':prev': previous, ':ns': new Set([n]), ':max': maxOpen },
+        ExpressionAttributeNames: { '#last': 'last', '#open': 'open', '#wt': WRITE_TOKEN },
+        ExpressionAttributeValues: { ':n': n, ':prev': previous, ':ns': new Set([n]), ':max': maxOpen, ':wt': token },
       }),
     );
+    return r.ok;
   }
 
   async closeOpen(n: number): Promise<void> {
@@ -314,16 +318,24 @@ export class DynamoCheckpointStore implements CheckpointStore {
   async getRescale(): Promise<RescaleRecord | undefined> {
     const item = await this.item(controlKey.rescale);
     if (!item) return undefined;
-    const { pk: _pk, sk: _sk, ...rest } = item;
+    const { pk: _pk, sk: _sk, [WRITE_TOKEN]: _wt, ...rest } = item;
     return rest as unknown as RescaleRecord;
   }
 
-  createRescale(record: RescaleRecord): Promise<boolean> {
-    return conditional(
+  async createRescale(record: RescaleRecord): Promise<boolean> {
+    const token = newWriteToken();
+    // a retry of an applied create fails its own condition (a rescale in progress): the token tells
+    const r = await ownConditionalWrite(this.clients.doc, this.table, controlKey.rescale, token, () =>
       this.clients.doc.send(
-        new PutCommand({ TableName: this.table, Item: { ...controlKey.rescale, ...record }, ConditionExpression: 'attribute_not_exists(pk) OR phase = :done', ExpressionAttributeValues: { ':done': 'done' } }),
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...controlKey.rescale, ...record, [WRITE_TOKEN]: token },
+          ConditionExpression: 'attribute_not_exists(pk) OR phase = :done',
+          ExpressionAttributeValues: { ':done': 'done' },
+        }),
       ),
     );
+    return r.ok;
   }
 
   async updateRescale(fields: Partial<RescaleRecord>): Promise<void> {
@@ -388,15 +400,23 @@ export class DynamoCheckpointStore implements CheckpointStore {
   }
 
   async idleToken(): Promise<string | undefined> {
-    return (await this.item(controlKey.idle))?.token as string | undefined;
+    const item = await this.item(controlKey.idle);
+    return item?.[WRITE_TOKEN] === undefined ? (item?.token as string | undefined) : undefined;
   }
 
-  takeIdle(taskToken: string): Promise<boolean> {
-    return conditional(
-      this.clients.doc.send(
-        new DeleteCommand({ TableName: this.table, Key: controlKey.idle, ConditionExpression: '#t = :t', ExpressionAttributeNames: { '#t': 'token' }, ExpressionAttributeValues: { ':t': taskToken } }),
-      ),
+  async takeIdle(taskToken: string): Promise<boolean> {
+    // marked taken rather than deleted: a retry after a lost response finds its own mark (a deleted
+    // item would say nothing about who deleted it); the next parkIdle replaces the item
+    const token = newWriteToken();
+    const r = await ownConditionalWrite(this.clients.doc, this.table, controlKey.idle, token, () =>
+      this.update(controlKey.idle, {
+        UpdateExpression: 'SET #wt = :wt',
+        ConditionExpression: '#t = :t AND attribute_not_exists(#wt)',
+        ExpressionAttributeNames: { '#t': 'token', '#wt': WRITE_TOKEN },
+        ExpressionAttributeValues: { ':t': taskToken, ':wt': token },
+      }),
     );
+    return r.ok;
   }
 
   async loopState(): Promise<LoopState> {

@@ -11,6 +11,7 @@ import type { ControlStore, DeltaRef, Lease, SnapshotPointer } from '../../runti
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
 import { controlKey, pad } from './dynamo-checkpoint-store.js';
+import { newWriteToken, ownConditionalWrite, WRITE_TOKEN } from './own-write.js';
 
 export { pad } from './dynamo-checkpoint-store.js';
 
@@ -49,24 +50,24 @@ export class DynamoControlStore implements ControlStore {
 
   async takeOver(instanceId: string, expectedFence: number): Promise<Lease> {
     const next = expectedFence + 1;
-    try {
-      const r = await withThrottleRetry(() =>
-        this.clients.doc.send(
-          new UpdateCommand({
-            TableName: this.table,
-            Key: controlKey.lease(instanceId),
-            UpdateExpression: 'SET fence = :next, takenAt = :now',
-            ConditionExpression: expectedFence === 0 ? 'attribute_not_exists(fence) OR fence = :expected' : 'fence = :expected',
-            ExpressionAttributeValues: { ':next': next, ':expected': expectedFence, ':now': new Date().toISOString() },
-            ReturnValues: 'ALL_NEW',
-          }),
-        ),
-      );
-      return toLease(r.Attributes);
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: lease moved past fence ${expectedFence} during takeover`);
-      throw err;
-    }
+    const key = controlKey.lease(instanceId);
+    const token = newWriteToken();
+    // a retry of an applied takeover fails `fence = :expected` on its own write: the token tells
+    const r = await ownConditionalWrite(this.clients.doc, this.table, key, token, () =>
+      this.clients.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: key,
+          UpdateExpression: 'SET fence = :next, takenAt = :now, #wt = :wt',
+          ConditionExpression: expectedFence === 0 ? 'attribute_not_exists(fence) OR fence = :expected' : 'fence = :expected',
+          ExpressionAttributeNames: { '#wt': WRITE_TOKEN },
+          ExpressionAttributeValues: { ':next': next, ':expected': expectedFence, ':now': new Date().toISOString(), ':wt': token },
+          ReturnValues: 'ALL_NEW',
+        }),
+      ),
+    );
+    if (!r.ok) throw new FencedError(`${instanceId}: lease moved past fence ${expectedFence} during takeover`);
+    return toLease(r.out?.Attributes ?? r.item);
   }
 
   async writeDelta(instanceId: string, checkpointId: number, delta: Uint8Array): Promise<DeltaRef> {

@@ -12,6 +12,7 @@ import type { StateRow, StateRowId, StateStore } from '../../runtime/ports.js';
 import { groupPk, PackedStateStore, type PackedStateStoreOptions, type PackedTable, type StoredItem } from '../../runtime/packed-state.js';
 import type { AwsClients } from './clients.js';
 import { backoffMs, sleep, withThrottleRetry } from './clients.js';
+import { newWriteToken, ownConditionalWrite, WRITE_TOKEN } from './own-write.js';
 
 export const rowPk = groupPk;
 
@@ -92,30 +93,30 @@ export class DynamoPackedTable implements PackedTable {
   }
 
   async put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean> {
-    try {
-      const r = await withThrottleRetry(() =>
-        this.clients.doc.send(
-          new PutCommand({
-            TableName: this.table,
-            Item: { pk, ...item },
-            ConditionExpression: expected === undefined ? 'attribute_not_exists(pk)' : 'r = :r',
-            ...(expected === undefined ? {} : { ExpressionAttributeValues: { ':r': expected } }),
-            ReturnConsumedCapacity: 'TOTAL',
-          }),
-        ),
-      );
-      this.usage.puts++;
+    const token = newWriteToken();
+    // a retry of an applied put fails its own condition (the version moved on by this very write): the token tells
+    const r = await ownConditionalWrite(this.clients.doc, this.table, { pk, sk: item.sk }, token, () =>
+      this.clients.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { pk, ...item, [WRITE_TOKEN]: token },
+          ConditionExpression: expected === undefined ? 'attribute_not_exists(pk)' : 'r = :r',
+          ...(expected === undefined ? {} : { ExpressionAttributeValues: { ':r': expected } }),
+          ReturnConsumedCapacity: 'TOTAL',
+        }),
+      ),
+    );
+    this.usage.puts++;
+    if (r.ok && r.out) {
       this.usage.bytesWritten += item.d?.length ?? 0;
-      this.consumed(r.ConsumedCapacity, 'write');
+      this.consumed(r.out.ConsumedCapacity, 'write');
       return true;
-    } catch (err) {
-      if (!(err instanceof ConditionalCheckFailedException)) throw err;
-      // a failed condition is billed too
-      this.usage.puts++;
-      this.usage.conditionFailures++;
-      this.usage.writeUnits += 1;
-      return false;
     }
+    // a failed condition is billed too
+    this.usage.conditionFailures++;
+    this.usage.writeUnits += 1;
+    if (r.ok) this.usage.bytesWritten += item.d?.length ?? 0; // this call's own earlier write
+    return r.ok;
   }
 
   async delete(pk: string, sk: string, expected?: number): Promise<void> {

@@ -53,4 +53,20 @@ export class DynamoSourceBarrierStore implements SourceBarrierStore {
       throw err;
     }
   }
+
+  async crossed(checkpointId: number): Promise<boolean> {
+    const r = await withThrottleRetry(() =>
+      this.clients.doc.send(
+        new GetCommand({ TableName: this.table, Key: controlKey.checkpoint(checkpointId), ProjectionExpression: '#s, acks, members, expected', ExpressionAttributeNames: { '#s': 'status' }, ConsistentRead: true }),
+      ),
+    );
+    const item = r.Item;
+    if (!item) return false;
+    if (item.status === 'COMPLETED') return true;
+    if (item.status !== 'IN_FLIGHT') return false;
+    // complete as ack() judges it: by identity, or by count for records without members
+    const acks = (item.acks as Set<string> | undefined) ?? new Set<string>();
+    const members = item.members as Set<string> | undefined;
+    return members ? [...members].every((m) => acks.has(m)) : acks.size >= ((item.expected as number | undefined) ?? Number.POSITIVE_INFINITY);
+  }
 }

@@ -17,6 +17,7 @@ import { DynamoCheckpointStore } from '../aws/dynamo-checkpoint-store.js';
 import { DynamoControlStore } from '../aws/dynamo-control-store.js';
 import { MemoryCheckpointStore } from '../memory/checkpoint-store.js';
 import { MemoryControlStore } from '../memory/memory-ports.js';
+import { losingConditionalWrites } from '../../../local/chaos/sdk-answers.js';
 
 /** A fresh, empty control table seen from both sides: the coordinator's store and the instances' control store. */
 interface Subject {
@@ -28,20 +29,26 @@ let emulators: LocalEmulators | undefined;
 let clients: AwsClients | undefined;
 let tables = 0;
 
-const implementations: Array<[string, () => Promise<Subject>]> = [
+/** `lostResponses`: every conditional write is applied, its response lost, and sent again (the caller gets the retry's answer) */
+type Open = (options?: { readonly lostResponses?: boolean }) => Promise<Subject>;
+
+const implementations: Array<[string, Open]> = [
   [
     'in-memory twin',
-    async () => {
-      const control = new MemoryControlStore();
-      return { store: new MemoryCheckpointStore(control), control };
+    async ({ lostResponses = false } = {}) => {
+      const faults = { loseResponse: () => lostResponses };
+      const control = new MemoryControlStore(faults);
+      return { store: new MemoryCheckpointStore(control, faults), control };
     },
   ],
   [
     'DynamoDB (emulator)',
-    async () => {
+    async ({ lostResponses = false } = {}) => {
       const table = `contract-control-${++tables}`;
       await createTable(clients!, table, 'pk', 'sk');
-      return { store: new DynamoCheckpointStore(clients!, table), control: new DynamoControlStore(clients!, table, 'no-bucket') };
+      // the real request reaches the emulator twice, as the chaos schedule's lost-response sends it
+      const c = lostResponses ? losingConditionalWrites(clients!) : clients!;
+      return { store: new DynamoCheckpointStore(c, table), control: new DynamoControlStore(c, table, 'no-bucket') };
     },
   ],
 ];
@@ -223,6 +230,10 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await store.takeIdle('other')).toBe(false);
     expect(await store.takeIdle('tok')).toBe(true);
     expect(await store.takeIdle('tok')).toBe(false);
+    expect(await store.idleToken()).toBeUndefined();
+    await store.parkIdle('tok2', '2026-01-01T00:00:02.000Z'); // parked again: a fresh token to take
+    expect(await store.idleToken()).toBe('tok2');
+    expect(await store.takeIdle('tok2')).toBe(true);
     await store.markCommitting(7, '2026-01-01T00:00:00.000Z');
     await store.clearCommitting(6);
     expect(await store.loopState()).toEqual({ committing: 7, committingAt: '2026-01-01T00:00:00.000Z' });
@@ -231,5 +242,45 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await store.loopState()).toEqual({ stopped: '2026-01-01T00:00:01.000Z' });
     await store.setOperatorStop(undefined);
     expect(await store.loopState()).toEqual({});
+  });
+
+  describe('a lost response: the write applied, its response lost, the SDK sending it again', () => {
+    it('a takeover whose retry meets its own earlier write holds the lease (no FencedError); a takeover by another still fails', async () => {
+      const { control } = await open({ lostResponses: true });
+      const first = await control.takeOver('s1:a', 0);
+      expect(first.fence).toBe(1);
+      const second = await control.takeOver('s1:a', first.fence);
+      expect(second.fence).toBe(2);
+      expect((await control.readLease('s1:a')).fence).toBe(2);
+      await control.publishSnapshot('s1:a', second.fence, pointer(1)); // the holder's fenced writes go on
+      // another writer took the lease between: the stale takeover is fenced as before
+      await expect(control.takeOver('s1:a', first.fence)).rejects.toBeInstanceOf(FencedError);
+      expect((await control.readLease('s1:a')).fence).toBe(2);
+    });
+
+    it("an allocate whose retry meets its own open reports it opened; another allocate of the same n still loses", async () => {
+      const { store } = await open({ lostResponses: true });
+      expect(await store.openNext(1, 0, 2, false)).toBe(true);
+      expect(await store.readState()).toEqual({ last: 1, open: [1] });
+      expect(await store.openNext(1, 0, 2, false)).toBe(false); // a second allocate that read the same `last`
+      expect(await store.openNext(2, 1, 2, true)).toBe(true);
+      expect(await store.readState()).toEqual({ last: 2, open: [1, 2], stopping: 2 });
+    });
+
+    it('a rescale whose retry meets its own record is created; one asked for by another is still refused', async () => {
+      const { store } = await open({ lostResponses: true });
+      const r = { stage: 's2', fromShards: 2, toShards: 4, phase: 'requested' as const, requestedAt: '2026-01-01T00:00:00.000Z' };
+      expect(await store.createRescale(r)).toBe(true);
+      expect(await store.createRescale({ ...r, toShards: 3 })).toBe(false);
+      expect(await store.getRescale()).toEqual(r);
+    });
+
+    it('a waker whose take of the parked token meets its own earlier take woke the coordinator; a second waker still did not', async () => {
+      const { store } = await open({ lostResponses: true });
+      await store.parkIdle('tok', '2026-01-01T00:00:00.000Z');
+      expect(await store.takeIdle('tok')).toBe(true);
+      expect(await store.takeIdle('tok')).toBe(false);
+      expect(await store.idleToken()).toBeUndefined();
+    });
   });
 });

@@ -116,4 +116,25 @@ describe.each(targets)('source barriers contract: $name', (target) => {
     await sources.record(id, next.fence, { placed: [], readThrough: '130' });
     expect(await sources.recorded(id)).toEqual({ placed: [], readThrough: '130' });
   });
+
+  it('a checkpoint crossed once every instance it expects acked it (or it committed); an aborted or unknown one never', async () => {
+    const { store, control, sources } = await t.table();
+    const members = ['s0:a', 's1:b'];
+    const open = (n: number) => store.createCheckpoint({ checkpointId: n, members, topology: [1, 1], startedAt: new Date(1000 * n).toISOString(), savepoint: false });
+    await open(1);
+    expect(await sources.crossed(1)).toBe(false);
+    await control.ack(1, 's0:a');
+    await control.ack(1, 'x:unexpected');
+    expect(await sources.crossed(1)).toBe(false);
+    await control.ack(1, 's1:b');
+    expect(await sources.crossed(1)).toBe(true);
+    await store.finishCheckpoint(1, { status: 'COMPLETED', endedAt: new Date(5000).toISOString(), durationMs: 4000 });
+    expect(await sources.crossed(1)).toBe(true);
+    await open(2);
+    await control.ack(2, 's0:a');
+    await control.ack(2, 's1:b');
+    await store.finishCheckpoint(2, { status: 'ABORTED', endedAt: new Date(9000).toISOString(), durationMs: 7000, reason: 'test' });
+    expect(await sources.crossed(2)).toBe(false);
+    expect(await sources.crossed(3)).toBe(false);
+  });
 });

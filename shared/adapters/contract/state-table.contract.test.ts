@@ -13,9 +13,11 @@ import { createAwsClients } from '../aws/clients.js';
 import { DynamoPackedTable } from '../aws/dynamo-state-store.js';
 import { MemoryStateTable } from '../memory/memory-ports.js';
 import { contractTarget } from './target.js';
+import { losingConditionalWrites } from '../../../local/chaos/sdk-answers.js';
 
 interface TableTarget {
-  table(): Promise<PackedTable>;
+  /** `lostResponses`: every conditional write is applied, its response lost, and sent again (the caller gets the retry's answer) */
+  table(options?: { readonly lostResponses?: boolean }): Promise<PackedTable>;
   stop(): Promise<void>;
 }
 
@@ -23,7 +25,7 @@ const targets: Array<{ name: string; start(): Promise<TableTarget> }> = [
   {
     name: 'in-memory twin',
     async start() {
-      return { table: async () => new MemoryStateTable(), stop: async () => {} };
+      return { table: async ({ lostResponses = false } = {}) => new MemoryStateTable({ loseResponse: () => lostResponses }), stop: async () => {} };
     },
   },
   {
@@ -33,10 +35,11 @@ const targets: Array<{ name: string; start(): Promise<TableTarget> }> = [
       const clients = createAwsClients({ region: emulators.region, credentials: emulators.credentials, endpoints: { dynamodb: emulators.endpoints.dynamodb } });
       let n = 0;
       return {
-        async table() {
+        async table({ lostResponses = false } = {}) {
           const name = `contract-state-${++n}`;
           await createTable(clients, name, 'pk', 'sk');
-          return new DynamoPackedTable(clients, name);
+          // the real request reaches the emulator twice, as the chaos schedule's lost-response sends it
+          return new DynamoPackedTable(lostResponses ? losingConditionalWrites(clients) : clients, name);
         },
         stop: async () => {
           clients.dynamodb.destroy();
@@ -114,5 +117,27 @@ describe.each(targets)('state table contract: $name', (target) => {
     expect(k07!.checkpointId).toBe(7);
     await store.applyRows(8, 2, [{ ...row('k07', ''), values: {} }]);
     expect((await store.getRows([{ operatorId: 'op1', keyGroup: 3, key: 'k07' }])).filter((r) => Object.keys(r.values).length)).toEqual([]);
+  });
+
+  it('a put whose retry after a lost response meets its own earlier write succeeds; a put at a version another wrote still fails', async () => {
+    const table = await side().table({ lostResponses: true });
+    expect(await table.put('g#1', item('a', 1), undefined)).toBe(true);
+    expect(await table.put('g#1', item('a', 2, 'two'), 1)).toBe(true);
+    expect(bySk(await table.query('g#1'))).toEqual([['a', 2, 'two']]);
+    // another writer's item is there: a put expecting an older version, or no item, is refused
+    expect(await table.put('g#1', item('a', 2, 'stale'), 1)).toBe(false);
+    expect(await table.put('g#1', item('a', 1, 'again'), undefined)).toBe(false);
+    expect(bySk(await table.query('g#1'))).toEqual([['a', 2, 'two']]);
+  });
+
+  it('under the packed state store with every response lost: a flush takes its writes as its own, with no version conflict to redo', async () => {
+    const store = new PackedStateStore(await side().table({ lostResponses: true }), { splitBytes: 256 });
+    const row = (key: string, v: string): StateRow => ({ operatorId: 'op1', keyGroup: 3, key, values: { count: bytes(v) } });
+    await store.applyRows(5, 1, Array.from({ length: 40 }, (_, i) => row(`k${String(i).padStart(2, '0')}`, `v${i}`)));
+    await store.applyRows(6, 1, [row('k07', 'seven')]);
+    expect(store.versionConflicts).toBe(0);
+    const all = await store.readGroup('op1', 3);
+    expect(all).toHaveLength(40);
+    expect(text(all.find((r) => r.key === 'k07')!.values.count)).toBe('seven');
   });
 });

@@ -32,6 +32,7 @@ import { savepointPrefix, writeSavepointFiles } from '../../codec/savepoint.js';
 import type { AnnouncedBarrier, ShardInfo, SnapshotPointer, StateRow } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
 import { putRecordsUntilAccepted } from '../put-records.js';
+import { serviceCall, type MemoryFaults } from './memory-faults.js';
 import { memoryKinesisApi, memoryRetry } from './memory-kinesis.js';
 import { ackSetComplete, type MemoryCheckpoint, type MemoryControlStore, type MemoryKinesis, type MemoryPorts, type MemoryTaskNotifier } from './memory-ports.js';
 
@@ -46,10 +47,15 @@ export class MemoryCheckpointStore implements CheckpointStore {
   private readonly savepoints = new Map<string, Mutable<SavepointRecord>>();
   private savepointRequest: { id: string; stop: boolean; requestedAt: string } | undefined;
   private rescale: Mutable<RescaleRecord> | undefined;
-  private idle: { token: string; since: string } | undefined;
+  /** the createRescale call that wrote `rescale` */
+  private rescaleBy: symbol | undefined;
+  private idle: { token: string; since: string; takenBy?: symbol } | undefined;
   private loop: Mutable<LoopState> = {};
 
-  constructor(private readonly control: MemoryControlStore) {}
+  constructor(
+    private readonly control: MemoryControlStore,
+    private readonly faults: MemoryFaults = {},
+  ) {}
 
   private get state() {
     return this.control.coordinatorState;
@@ -73,12 +79,17 @@ export class MemoryCheckpointStore implements CheckpointStore {
   }
 
   async openNext(n: number, previous: number, maxOpen: number, stop: boolean): Promise<boolean> {
-    const s = this.state;
-    if (s.last !== previous || s.open.size >= maxOpen || s.stoppedAt !== undefined || s.stopping !== undefined) return false;
-    s.last = n;
-    s.open.add(n);
-    if (stop) s.stopping = n;
-    return true;
+    const token = Symbol('openNext');
+    return serviceCall(this.faults, 'checkpoints.openNext', { checkpointId: n }, () => {
+      const s = this.state;
+      // a failed condition on this call's own earlier write (its response lost) is a success, as in the adapter
+      if (s.last !== previous || s.open.size >= maxOpen || s.stoppedAt !== undefined || s.stopping !== undefined) return s.openedBy === token;
+      s.last = n;
+      s.open.add(n);
+      s.openedBy = token;
+      if (stop) s.stopping = n;
+      return true;
+    });
   }
 
   async closeOpen(n: number): Promise<void> {
@@ -231,9 +242,13 @@ export class MemoryCheckpointStore implements CheckpointStore {
   }
 
   async createRescale(record: RescaleRecord): Promise<boolean> {
-    if (this.rescale && this.rescale.phase !== 'done') return false;
-    this.rescale = { ...record };
-    return true;
+    const token = Symbol('createRescale');
+    return serviceCall(this.faults, 'checkpoints.createRescale', {}, () => {
+      if (this.rescale && this.rescale.phase !== 'done') return this.rescaleBy === token;
+      this.rescale = { ...record };
+      this.rescaleBy = token;
+      return true;
+    });
   }
 
   async updateRescale(fields: Partial<RescaleRecord>): Promise<void> {
@@ -275,13 +290,18 @@ export class MemoryCheckpointStore implements CheckpointStore {
   }
 
   async idleToken(): Promise<string | undefined> {
-    return this.idle?.token;
+    return this.idle?.takenBy === undefined ? this.idle?.token : undefined;
   }
 
   async takeIdle(taskToken: string): Promise<boolean> {
-    if (this.idle?.token !== taskToken) return false;
-    this.idle = undefined;
-    return true;
+    const token = Symbol('takeIdle');
+    return serviceCall(this.faults, 'checkpoints.takeIdle', {}, () => {
+      const idle = this.idle;
+      // a failed condition on this call's own earlier mark (its response lost) is a success, as in the adapter
+      if (idle?.token !== taskToken || idle.takenBy !== undefined) return idle?.takenBy === token;
+      idle.takenBy = token;
+      return true;
+    });
   }
 
   async loopState(): Promise<LoopState> {
@@ -358,7 +378,10 @@ export class MemoryStreamScaler implements StreamScaler {
 
 /** The twin's delta objects (the bucket's `deltas/`). */
 export class MemoryDeltaObjects implements DeltaObjects {
-  constructor(private readonly control: MemoryControlStore) {}
+  constructor(
+    private readonly control: MemoryControlStore,
+    private readonly faults: MemoryFaults = {},
+  ) {}
 
   async list(instanceId: string): Promise<Map<number, string>> {
     const prefix = deltaObjectPrefix(instanceId);

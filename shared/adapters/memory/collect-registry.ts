@@ -7,11 +7,20 @@
  * output runs unchanged in unit tests; on AWS those sinks stage in S3 instead
  * (shared/adapters/aws/staged-sinks.ts).
  */
+import { createHash } from 'node:crypto';
 import type { CollectSinkStore, StagedOutput } from '../../runtime/ports.js';
 
+/**
+ * A 32-bit digest of an output's content: all that is kept of a published output, to tell a re-stage
+ * with other content (a different content is missed only when its digest collides, 1 in 2^32).
+ */
+const fingerprint = (value: unknown) => createHash('sha1').update(JSON.stringify(value) ?? 'undefined').digest().readUInt32BE(0);
+
 export class CollectRegistry implements CollectSinkStore {
+  /** staged outputs not published yet, per sink and id; a published one leaves (a long run would otherwise keep every output twice) */
   private readonly staged = new Map<string, Map<string, StagedOutput>>();
-  private readonly publishedIds = new Set<string>();
+  /** every published output: per `sink/producer/epoch`, its seq → its content's fingerprint (numbers only: a long run publishes many) */
+  private readonly publishedIds = new Map<string, Map<number, number>>();
   private readonly out = new Map<string, unknown[]>();
   /** how often a staged id was rewritten with different content (must stay 0: determinism) */
   conflicts = 0;
@@ -23,25 +32,43 @@ export class CollectRegistry implements CollectSinkStore {
     if (!m) this.staged.set(sink, (m = new Map()));
     for (const o of outputs) {
       const id = `${o.producer}/${o.epoch}/${o.seq}`;
-      const prev = m.get(id);
-      if (prev && JSON.stringify(prev.value) !== JSON.stringify(o.value)) {
-        this.conflicts++;
-        this.conflictedSinks.add(sink);
+      const done = this.publishedIds.get(`${sink}/${o.producer}/${o.epoch}`)?.get(o.seq);
+      if (done !== undefined) {
+        if (done !== fingerprint(o.value)) this.conflict(sink);
+        continue;
       }
+      const prev = m.get(id);
+      if (prev && JSON.stringify(prev.value) !== JSON.stringify(o.value)) this.conflict(sink);
       if (!prev) m.set(id, o);
     }
+  }
+
+  private conflict(sink: string): void {
+    this.conflicts++;
+    this.conflictedSinks.add(sink);
+  }
+
+  /** Staged outputs not published yet, over every sink. */
+  pending(): number {
+    let n = 0;
+    for (const m of this.staged.values()) n += m.size;
+    return n;
   }
 
   /** Publishes every staged output of an epoch below `checkpointId` not yet published; idempotent. */
   publish(checkpointId: number): number {
     let n = 0;
     for (const [sink, m] of this.staged) {
-      const ready = [...m.entries()].filter(([id, o]) => o.epoch < checkpointId && !this.publishedIds.has(`${sink}/${id}`));
+      const ready = [...m.entries()].filter(([, o]) => o.epoch < checkpointId);
       ready.sort(([, a], [, b]) => a.epoch - b.epoch || (a.producer < b.producer ? -1 : a.producer > b.producer ? 1 : a.seq - b.seq));
       let list = this.out.get(sink);
       if (!list) this.out.set(sink, (list = []));
       for (const [id, o] of ready) {
-        this.publishedIds.add(`${sink}/${id}`);
+        const epoch = `${sink}/${o.producer}/${o.epoch}`;
+        let seqs = this.publishedIds.get(epoch);
+        if (!seqs) this.publishedIds.set(epoch, (seqs = new Map()));
+        seqs.set(o.seq, fingerprint(o.value));
+        m.delete(id);
         list.push(o.value);
         n++;
       }

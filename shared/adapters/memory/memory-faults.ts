@@ -28,6 +28,11 @@ export type PortOp =
   | 'sourceBarriers.announced'
   | 'sourceBarriers.recorded'
   | 'sourceBarriers.record'
+  | 'sourceBarriers.crossed'
+  /** the coordinator's conditional writes that create an item or open a checkpoint */
+  | 'checkpoints.openNext'
+  | 'checkpoints.createRescale'
+  | 'checkpoints.takeIdle'
   /** one PutRecords/PutRecord request (service hooks only) */
   | 'kinesis.putRecords'
   /** one GetRecords page (service hooks only) */
@@ -49,6 +54,11 @@ export interface PortHooks {
   before?(op: PortOp, info: OpInfo): void | Promise<void>;
   /** runs after the call took effect, before the caller sees the answer: throw for a lost response */
   after?(op: PortOp, info: OpInfo): void | Promise<void>;
+  /**
+   * true: the call's response is lost after it took effect and the SDK sends it again (the caller
+   * gets the retry's answer), as `lostResponse` does on the emulators
+   */
+  loseResponse?(op: PortOp, info: OpInfo): boolean;
 }
 
 export interface PutEntryInfo {
@@ -98,6 +108,7 @@ export async function serviceCall<T>(faults: MemoryFaults, op: PortOp, info: OpI
     }
     const result = await fn();
     await faults.after?.(op, info);
+    if (faults.loseResponse?.(op, info)) return fn();
     return result;
   }
 }

@@ -74,6 +74,8 @@ export class MemoryStateTable implements PackedTable {
   readonly groups = new Map<string, Map<string, StoredItem>>();
   puts = 0;
   conditionFailures = 0;
+  /** the put call that last wrote each item (pk, NUL, sk) */
+  private readonly writtenBy = new Map<string, symbol>();
   /** called after every item write (metering) */
   onWrite?: (w: StateItemWrite) => void;
   /** called on every read: a Query of `pk`, or (pk undefined) one BatchGetItem of these items */
@@ -101,18 +103,21 @@ export class MemoryStateTable implements PackedTable {
   }
 
   async put(pk: string, item: StoredItem, expected: number | undefined): Promise<boolean> {
+    const token = Symbol('put');
     return serviceCall(this.faults, 'state.applyRow', { size: 1 }, () => {
       let g = this.groups.get(pk);
       const cur = g?.get(item.sk);
       this.puts++;
       if (expected === undefined ? cur !== undefined : cur?.r !== expected) {
         this.conditionFailures++;
-        return false;
+        // a failed condition on this call's own earlier write (its response lost) is a success, as in the adapter
+        return this.writtenBy.get(`${pk}\u0000${item.sk}`) === token;
       }
       checkItemSize(`state item ${pk}/${JSON.stringify(item.sk)}`, { pk, ...item });
       if (!g) this.groups.set(pk, (g = new Map()));
       const before = new Map(g);
       g.set(item.sk, copyItem(item));
+      this.writtenBy.set(`${pk}\u0000${item.sk}`, token);
       this.onWrite?.({ pk, before: cur, after: item });
       this.afterPut?.(pk, before, item);
       return true;
@@ -124,6 +129,7 @@ export class MemoryStateTable implements PackedTable {
     const cur = g?.get(sk);
     if (!cur || (expected !== undefined && cur.r !== expected)) return;
     g!.delete(sk);
+    this.writtenBy.delete(`${pk}\u0000${sk}`);
     this.onWrite?.({ pk, before: cur, after: undefined });
   }
 }

@@ -6,7 +6,7 @@
  */
 import type { AnnouncedBarrier, SourceBarrierRecord, SourceBarrierStore } from '../../runtime/ports.js';
 import { FencedError } from '../../util/errors.js';
-import type { MemoryControlStore } from './memory-ports.js';
+import { ackSetComplete, type MemoryControlStore } from './memory-ports.js';
 
 export class MemorySourceBarrierStore implements SourceBarrierStore {
   /** the instances' records as JSON, as the lease items keep them */
@@ -34,5 +34,10 @@ export class MemorySourceBarrierStore implements SourceBarrierStore {
     const readThrough = record.readThrough ?? (prev ? (JSON.parse(prev) as SourceBarrierRecord).readThrough : undefined);
     this.records.set(instanceId, JSON.stringify({ placed: record.placed, readThrough }));
     this.stats.records++;
+  }
+
+  async crossed(checkpointId: number): Promise<boolean> {
+    const ck = this.control.checkpoint(checkpointId);
+    return !!ck && (ck.status === 'COMPLETED' || (ck.status === 'IN_FLIGHT' && ackSetComplete(ck)));
   }
 }
