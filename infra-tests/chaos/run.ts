@@ -99,8 +99,12 @@ export class ChaosRun {
       ...(outages ? { wrapClients: (clients, ctx) => hooks.options.wrapClients!(outages.through(clients), ctx) } : {}),
       ...o.runnerOptions,
       ...(o.load?.kind === 'slow' ? { wrapHandler: (h, ctx) => hooks.options.wrapHandler!(slowedHandler(h, (o.load as { factor: number }).factor), ctx) } : {}),
+    }).catch(async (err: unknown) => {
+      await outages?.stop();
+      throw err;
     });
     hooks.attach(runner);
+    outages?.begin();
     return new ChaosRun(runner, schedule, variant, hooks, o.job?.failingKey, outages);
   }
 

@@ -24,9 +24,14 @@ export type OutageService = (typeof OUTAGE_SERVICES)[number];
 /** A TCP proxy on 127.0.0.1 in front of one endpoint that can go dark for a while. */
 export class OutageProxy {
   private readonly open = new Set<net.Socket>();
+  /** the SDK's side of each open connection */
+  private readonly clients = new Set<net.Socket>();
   private port = 0;
   private dark = false;
+  private stopped = false;
   private readonly server: net.Server;
+  /** told when the port could not be listened on again for a while */
+  onStuck: (() => void) | undefined;
 
   private constructor(private readonly target: URL) {
     this.server = net.createServer((client) => this.accept(client));
@@ -44,13 +49,17 @@ export class OutageProxy {
   }
 
   private accept(client: net.Socket): void {
+    client.on('error', () => undefined);
     if (this.dark) {
       client.resetAndDestroy();
       return;
     }
     const upstream = net.connect(Number(this.target.port), this.target.hostname);
+    upstream.on('error', () => undefined);
+    this.clients.add(client);
     this.open.add(client).add(upstream);
     const end = () => {
+      this.clients.delete(client);
       this.open.delete(client);
       this.open.delete(upstream);
       client.destroy();
@@ -64,12 +73,20 @@ export class OutageProxy {
   /** Goes dark for `ms`: new connections are refused, open ones reset; then listens again on the same port. */
   async outage(ms: number): Promise<void> {
     this.dark = true;
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const s of this.open) s.resetAndDestroy();
+    // close() waits for the open connections: reset them first (keep-alive sockets would hold it for good)
+    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    // the SDK's side sees its connections reset; the emulator's side is closed in order (an
+    // emulator is not what failed, and some do not take a reset well)
+    for (const s of this.open) {
+      if (this.clients.has(s)) s.resetAndDestroy();
+      else s.destroy();
+    }
     this.open.clear();
+    this.clients.clear();
+    await closed;
     await sleep(ms);
     this.dark = false;
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0; !this.stopped; attempt++) {
       try {
         await new Promise<void>((resolve, reject) => {
           this.server.once('error', reject);
@@ -79,15 +96,17 @@ export class OutageProxy {
           });
         });
         return;
-      } catch (err) {
-        // the port is ours; a socket of the old listener may still hold it for a moment
-        if (attempt >= 50) throw err;
+      } catch {
+        // the port is ours; a socket of the old listener may still hold it for a moment. An
+        // endpoint that never comes back is not this fault: keep trying until it listens again
+        if (attempt % 50 === 49) this.onStuck?.();
         await sleep(100);
       }
     }
   }
 
   async close(): Promise<void> {
+    this.stopped = true;
     for (const s of this.open) s.destroy();
     if (this.server.listening) await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
@@ -99,9 +118,11 @@ export interface EndpointOutageOptions {
   /** outage length: min … max; @default 1–3.5 s */
   readonly minMs?: number;
   readonly maxMs?: number;
-  /** only these services go dark; @default all three */
+  /** the services that may go dark, one entry per chance; @default Kinesis and DynamoDB twice as often as S3 (which the stage functions call far less) */
   readonly services?: readonly OutageService[];
 }
+
+const SERVICE_DRAW: readonly OutageService[] = ['kinesis', 'dynamodb', 'kinesis', 'dynamodb', 's3'];
 
 /**
  * Proxies for the three endpoints and the seeded driver that takes one of them down now and then
@@ -109,16 +130,20 @@ export interface EndpointOutageOptions {
  */
 export class EndpointOutages {
   private running = true;
-  private readonly loop: Promise<void>;
+  private loop: Promise<void> = Promise.resolve();
   private clientsFor: AwsClients | undefined;
 
   private constructor(
     private readonly proxies: Readonly<Record<OutageService, OutageProxy>>,
     private readonly clientOptions: AwsClientOptions,
-    schedule: FaultSchedule,
-    o: EndpointOutageOptions,
-  ) {
-    const services = o.services ?? OUTAGE_SERVICES;
+    private readonly schedule: FaultSchedule,
+    private readonly o: EndpointOutageOptions,
+  ) {}
+
+  /** Starts the seeded outages (once the job runs: before, no function would notice). */
+  begin(): void {
+    const { schedule, o } = this;
+    const services = o.services ?? SERVICE_DRAW;
     const minMs = o.minMs ?? 1_000;
     const maxMs = o.maxMs ?? 3_500;
     this.loop = (async () => {
@@ -128,7 +153,8 @@ export class EndpointOutages {
         const service = services[schedule.int(services.length)]!;
         const ms = minMs + schedule.int(maxMs - minMs + 1);
         schedule.observe(`outage:${service}`);
-        await this.proxies[service].outage(ms);
+        this.proxies[service].onStuck = () => schedule.observe(`outage-relisten-slow:${service}`);
+        await this.proxies[service].outage(ms).catch((err: unknown) => schedule.observe(`outage-failed:${String(err)}`));
       }
     })();
   }

@@ -138,7 +138,6 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'putrecords-partial': 0.05,
     'env-recycled': 0.15,
     'hard-timeout': 0.04,
-    'endpoint-outage': 0.08,
   },
   /** PutRecords failing right before a barrier, and crashes right after it */
   'putrecords-barrier': {
