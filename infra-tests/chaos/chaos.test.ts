@@ -9,23 +9,15 @@
  *
  * Larger runs: `npm run chaos -- --seeds 20`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { describe, expect, it } from 'vitest';
+import { useEmulators } from '../emulators-fixture.js';
 import { FAULT_KINDS } from '../../local/chaos/faults.js';
 import { runChaos } from './harness.js';
 
 const CI_SEEDS = [1, 2, 3, 4, 5];
 
 describe('chaos: seeded faults on the emulated stack', () => {
-  let emulators: LocalEmulators | undefined;
-
-  beforeAll(async () => {
-    emulators = await startEmulators();
-  }, 120_000);
-
-  afterAll(async () => {
-    await emulators?.stop();
-  });
+  const emulators = useEmulators();
 
   it(
     `seeds ${CI_SEEDS.join(', ')}: nothing lost, duplicated or mismatched; dead letters = poison; checkpoints keep completing; every fault kind fires`,
@@ -33,7 +25,7 @@ describe('chaos: seeded faults on the emulated stack', () => {
       const lines: string[] = [];
       const summary = await runChaos({
         seeds: CI_SEEDS,
-        emulators: emulators!,
+        emulators: emulators(),
         records: 100,
         concurrency: 2,
         prefixTag: '-ci',

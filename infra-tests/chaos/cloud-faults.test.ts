@@ -6,8 +6,8 @@
  */
 import { PutRecordsCommand } from '@aws-sdk/client-kinesis';
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { describe, expect, it } from 'vitest';
+import { useEmulators } from '../emulators-fixture.js';
 import { FaultSchedule, type FaultRates } from '../../local/chaos/faults.js';
 import { ChaosRun, inputRecord, type InputRecord } from './harness.js';
 import { brokenAggregate, kplAggregate } from './kpl.js';
@@ -20,20 +20,12 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const isPointerWrite = (command: object) => command instanceof UpdateCommand && /#snapshot\b/.test(command.input.UpdateExpression ?? '');
 
 describe('chaos: faults real clouds make', () => {
-  let emulators: LocalEmulators;
-
-  beforeAll(async () => {
-    emulators = await startEmulators();
-  }, 120_000);
-
-  afterAll(async () => {
-    await emulators?.stop();
-  });
+  const emulators = useEmulators();
 
   /** Starts the chaos job (two stages, faults from `rates` only), produces `bursts` and returns the run. */
   async function start(s: number, rates: FaultRates, extra: { job?: Omit<ChaosJobOptions, 'variant'>; hookOptions?: Parameters<typeof ChaosRun.start>[0]['hookOptions'] } = {}) {
     const schedule = new FaultSchedule({ seed: s, rates, ensure: false });
-    const run = await ChaosRun.start({ seed: s, emulators, variant: 'two-stage', prefix: `chaos-${s}-cf`, schedule, ...extra });
+    const run = await ChaosRun.start({ seed: s, emulators: emulators(), variant: 'two-stage', prefix: `chaos-${s}-cf`, schedule, ...extra });
     const rec = (i: number) => inputRecord({ id: `c${s}-${String(i).padStart(5, '0')}`, key: `k${i % 3}`, value: 1 + (i % 7) }, `pk-${i}`);
     return { run, schedule, rec };
   }
@@ -141,7 +133,7 @@ describe('chaos: faults real clouds make', () => {
     const lines: string[] = [];
     const s = 325;
     const schedule = new FaultSchedule({ seed: s, rates: {}, ensure: false });
-    const run = await ChaosRun.start({ seed: s, emulators, variant: 'two-stage', prefix: `chaos-${s}-cf`, schedule, hookOptions: { watchdogIntervalMs: 2_000 }, engineLog: (l) => lines.push(l) });
+    const run = await ChaosRun.start({ seed: s, emulators: emulators(), variant: 'two-stage', prefix: `chaos-${s}-cf`, schedule, hookOptions: { watchdogIntervalMs: 2_000 }, engineLog: (l) => lines.push(l) });
     const rec = (i: number) => inputRecord({ id: `c${s}-${String(i).padStart(5, '0')}`, key: `k${i % 3}`, value: 1 + (i % 7) }, `pk-${i}`);
     try {
       await run.produce(Array.from({ length: 15 }, (_, i) => rec(i)));

@@ -5,8 +5,9 @@
  * Each names the mechanisms that handle its fault; the fault table of docs/guarantees.md says what
  * each test did with its mechanism removed. The three run side by side on one set of emulators.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { describe, expect, it } from 'vitest';
+import type { LocalEmulators } from '../../local/emulators.js';
+import { useEmulators } from '../emulators-fixture.js';
 import { LocalJobRunner } from '../../local/runner.js';
 import { chaosHooks, FaultSchedule, type ChaosHooks } from '../../local/chaos/faults.js';
 import { collectSink, job, type Job, type KeyedProcessFunction } from '../../shared/api/index.js';
@@ -90,18 +91,10 @@ const summary = (r: SeedResult) => `seed ${r.seed}: ${[...r.faults].map(([k, n])
 
 // the three run side by side (each on its own resources)
 describe.concurrent('chaos: clock skew, a source resharded outside the job, an endpoint outage', () => {
-  let emulators: LocalEmulators;
-
-  beforeAll(async () => {
-    emulators = await startEmulators();
-  }, 120_000);
-
-  afterAll(async () => {
-    await emulators?.stop();
-  });
+  const emulators = useEmulators();
 
   it('clock skew: processing time only moves forward at an instance (a barrier carrying an older coordinator time is ignored), and every record is seen once', async () => {
-    const skew = await skewedRun(emulators);
+    const skew = await skewedRun(emulators());
     expect(skew.skewed).toBeGreaterThan(0);
     expect(skew.barrierWentBack).toBe(true);
     const byRecord = new Map<string, number>();
@@ -118,7 +111,7 @@ describe.concurrent('chaos: clock skew, a source resharded outside the job, an e
   }, 240_000);
 
   it('a source resharded outside the job: each child rebuilds its parents’ final state (shard inheritance) — nothing lost, duplicated or mismatched', async () => {
-    const reshard = await oneKind(3, 'source-resharded-outside', emulators);
+    const reshard = await oneKind(3, 'source-resharded-outside', emulators());
     console.log(`fault-kinds ${summary(reshard)}`);
     expect(reshard.faults.get('source-resharded-outside') ?? 0).toBeGreaterThan(0);
     expect(reshard.error).toBeUndefined();
@@ -128,7 +121,7 @@ describe.concurrent('chaos: clock skew, a source resharded outside the job, an e
   }, 240_000);
 
   it('an endpoint outage: SDK retries, the mapping’s retry of the failed batch, and an instance restored from its lease that replays its shard up to the batch — nothing lost, duplicated or mismatched', async () => {
-    const outage = await oneKind(14, 'endpoint-outage', emulators);
+    const outage = await oneKind(14, 'endpoint-outage', emulators());
     console.log(`fault-kinds ${summary(outage)}`);
     expect(outage.faults.get('endpoint-outage') ?? 0).toBeGreaterThan(0);
     expect(outage.error).toBeUndefined();

@@ -5,8 +5,8 @@
  * there (noted as "without it").
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
+import { describe, expect, it } from 'vitest';
+import { useEmulators } from '../emulators-fixture.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { ChaosCrash, FaultSchedule, trimmedReplayFault, type FaultKind } from '../../local/chaos/faults.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, ChaosRun, inputRecord, runSeed, seedLine, type ChaosOptions, type SeedResult } from './harness.js';
@@ -30,16 +30,8 @@ function expectFired(r: SeedResult, ...kinds: FaultKind[]): void {
 }
 
 describe('chaos: the protocol\'s hazards on the emulated stack', () => {
-  let emulators: LocalEmulators;
-  const seed = (n: number, o: Omit<ChaosOptions, 'seeds' | 'emulators'>) => runSeed(n, emulators, { prefixTag: '-hz', records: 80, ...o });
-
-  beforeAll(async () => {
-    emulators = await startEmulators();
-  }, 120_000);
-
-  afterAll(async () => {
-    await emulators?.stop();
-  });
+  const emulators = useEmulators();
+  const seed = (n: number, o: Omit<ChaosOptions, 'seeds' | 'emulators'>) => runSeed(n, emulators(), { prefixTag: '-hz', records: 80, ...o });
 
   // §6 "two environments processing the same shard (a timed-out invocation still running)".
   // Zombies stall right before making their snapshot the lease's current one, for longer than the
@@ -91,7 +83,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
     const tiny = inputRecord({ id: `c${s}-00000`, key: 'k0', value: 1 }, 'one');
     const run = await ChaosRun.start({
       seed: s,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
       job: { sourceShards: 1, innerShards: 1 },
@@ -213,7 +205,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   // §6 "an empty source stream": no record at all, only barriers; checkpoints complete and the sinks
   // stay empty.
   it('an empty source stream still completes checkpoints', async () => {
-    const run = await ChaosRun.start({ seed: 308, emulators, variant: 'three-stage', prefix: 'chaos-308-hz' });
+    const run = await ChaosRun.start({ seed: 308, emulators: emulators(), variant: 'three-stage', prefix: 'chaos-308-hz' });
     try {
       const q = await run.quiet(new Date(), 90_000, 3);
       const v = await run.verdict();
@@ -266,7 +258,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
     const s = 312;
     const run = await ChaosRun.start({
       seed: s,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
       hookOptions: {
@@ -316,7 +308,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
     const s = 314;
     const run = await ChaosRun.start({
       seed: s,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
       hookOptions: {
@@ -360,7 +352,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
     const schedule = new FaultSchedule({ seed: s, rates: { 'env-recycled': 0.5, 'crash-mid-apply': 0.3, 'crash-after-delta': 0.2 } });
     const run = await ChaosRun.start({
       seed: s,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
       schedule,
@@ -396,7 +388,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
     const schedule = new FaultSchedule({ seed: s, rates: { 'env-recycled': 0.3, 'crash-mid-apply': 0.2, 'crash-after-delta': 0.2 } });
     const run = await ChaosRun.start({
       seed: s,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
       schedule,
@@ -439,7 +431,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
     const s = 311;
     const run = await ChaosRun.start({
       seed: s,
-      emulators,
+      emulators: emulators(),
       variant: 'two-stage',
       prefix: `chaos-${s}-hz`,
       hookOptions: { clientFault: trimmedReplayFault(() => trimmed, () => served++) },

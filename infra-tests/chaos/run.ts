@@ -13,7 +13,7 @@ import { brokenAggregate } from './kpl.js';
 import { slowedHandler, type ChaosLoad } from './load.js';
 import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK, type ChaosJobOptions, type ChaosVariant } from './job.js';
 import { keyOf, type InputRecord } from './input.js';
-import { expectedFrom, idInDeadLetter, judge, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
+import { expectedFrom, idInDeadLetter, judge, type Expected, type ProducedRecord, type PublishedOutput, type UpsertRow, type Verdict } from './oracle.js';
 
 /**
  * Checkpoint timeout of the chaos job: checkpoints on the emulators take 1.5–3 s on an idle machine
@@ -202,15 +202,9 @@ export class ChaosRun {
     await this.stopMonitor();
     const r = this.runner;
     const exp = expectedFrom(this.produced, { ...(this.failingKey !== undefined ? { failingKey: this.failingKey } : {}) });
-    const published = r.collected.published<PublishedOutput>(OUTPUTS_SINK);
-    const rows = await r.readUpsertSink<UpsertRow>(TOTALS_SINK);
+    const verdict = await judgeSinks(r, exp, options);
     const letters = await r.readDeadLetters();
     const stats = await r.stats();
-    const verdict = judge(exp, published, rows, options);
-    if (r.collected.conflicts) {
-      verdict.mismatched += r.collected.conflicts;
-      verdict.problems.push(`${r.collected.conflicts} staged outputs were re-staged with different content (non-determinism)`);
-    }
     if (this.regressions) {
       verdict.mismatched += this.regressions;
       verdict.problems.push(...this.regressionNotes);
@@ -259,4 +253,19 @@ export class ChaosRun {
     await this.hooks.dispose();
     await deleteJobStreams(this.runner);
   }
+}
+
+/**
+ * The chaos job's two sinks on a local run judged against the oracle's expectation; a staged output
+ * re-staged with other content counts as mismatched.
+ */
+export async function judgeSinks(runner: LocalJobRunner, exp: Expected, options: { orderedKeys?: boolean } = {}): Promise<ReturnType<typeof judge>> {
+  const published = runner.collected.published<PublishedOutput>(OUTPUTS_SINK);
+  const rows = await runner.readUpsertSink<UpsertRow>(TOTALS_SINK);
+  const verdict = judge(exp, published, rows, options);
+  if (runner.collected.conflicts) {
+    verdict.mismatched += runner.collected.conflicts;
+    verdict.problems.push(`${runner.collected.conflicts} staged outputs were re-staged with different content (non-determinism)`);
+  }
+  return verdict;
 }

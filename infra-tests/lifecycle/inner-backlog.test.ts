@@ -15,8 +15,9 @@ import { startEmulators, type LocalEmulators } from '../../local/emulators.js';
 import { LocalJobRunner } from '../../local/runner.js';
 import { decodeSourceControl } from '../../shared/codec/envelope.js';
 import { inputRecord } from '../chaos/harness.js';
-import { chaosJob, OUTPUTS_SINK, SOURCE_NAME, TOTALS_SINK } from '../chaos/job.js';
-import { expectedFrom, judge, type PublishedOutput, type UpsertRow } from '../chaos/oracle.js';
+import { chaosJob, OUTPUTS_SINK, SOURCE_NAME } from '../chaos/job.js';
+import { expectedFrom } from '../chaos/oracle.js';
+import { judgeSinks } from '../chaos/run.js';
 import { dataRecords } from '../soak/barrier-travel.js';
 import { wakeAfterSourceInput } from './idle-wake.js';
 
@@ -103,12 +104,7 @@ describe('a stage slower per record than its input', () => {
   });
 
   it('still produces exactly the outputs the oracle computes', async () => {
-    const verdict = judge(
-      expectedFrom(input.map((x) => x.produced)),
-      runner.collected.published<PublishedOutput>(OUTPUTS_SINK),
-      await runner.readUpsertSink<UpsertRow>(TOTALS_SINK),
-    );
-    expect(runner.collected.conflicts).toBe(0);
+    const verdict = await judgeSinks(runner, expectedFrom(input.map((x) => x.produced)));
     expect(verdict.problems).toEqual([]);
     expect(verdict.lost + verdict.duplicated + verdict.mismatched).toBe(0);
   });
