@@ -11,19 +11,9 @@ import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { ChaosCrash, FaultSchedule, trimmedReplayFault, type FaultKind } from '../../local/chaos/faults.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, ChaosRun, inputRecord, runSeed, seedLine, type ChaosOptions, type SeedResult } from './harness.js';
 import { OUTPUTS_SINK, type ChaosOutput } from './job.js';
+import { expectCleanSeed } from './expect-seed.js';
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function expectClean(r: SeedResult): void {
-  const msg = seedLine(r);
-  console.log(msg);
-  expect(r.error, msg).toBeUndefined();
-  expect(r.live, msg).toBe(true);
-  expect(r.verdict.lost, msg).toBe(0);
-  expect(r.verdict.duplicated, msg).toBe(0);
-  expect(r.verdict.mismatched, msg).toBe(0);
-  expect(r.deadLettered, msg).toBe(r.poison);
-}
 
 function expectFired(r: SeedResult, ...kinds: FaultKind[]): void {
   for (const k of kinds) expect(r.faults.get(k) ?? 0, `${k} never fired: ${seedLine(r)}`).toBeGreaterThan(0);
@@ -48,7 +38,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
       // the keyed stage: its snapshots hold the running sums
       hookOptions: { zombieStages: ['s1'], zombiePoints: ['publishSnapshot'], zombieOverrunMs: 5_000 },
     });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'zombie');
     expect(r.observed.get('fenced-write-rejected') ?? 0, seedLine(r)).toBeGreaterThan(0);
   }, 240_000);
@@ -61,7 +51,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   // re-sent record is counted twice (duplicated outputs, wrong sums).
   it('a lost response re-sent by the SDK: PutRecords entries land twice and the dedupe set by (producer, epoch, seq) drops the copies', async () => {
     const r = await seed(311, { variant: 'two-stage', records: 80, input: { bursts: 6, gapMs: 600, keys: 4 }, rates: { 'lost-response': 0.3 } });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'lost-response');
     expect(r.observed.get('lost-response:PutRecordsCommand') ?? 0, seedLine(r)).toBeGreaterThan(0);
   }, 240_000);
@@ -152,7 +142,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
       input: { keys: 3 },
       rates: { 'crash-after-delta': 0.3, 'crash-mid-apply': 0.4, 'env-recycled': 0.3 },
     });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'crash-after-delta', 'crash-mid-apply');
   }, 240_000);
 
@@ -162,7 +152,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   // only epoch n-1 at commit n loses the skipped epochs' outputs.
   it('a coordinator that dies between COMPLETED and the commit: a later commit publishes every epoch below it', async () => {
     const r = await seed(304, { variant: 'three-stage', rates: { 'coordinator-skips-commit': 0.5 } });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'coordinator-skips-commit');
   }, 240_000);
 
@@ -172,7 +162,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   // sends it downstream and no later checkpoint aligns (liveness).
   it('a coordinator failing mid-injection: the abort still delivers the barrier everywhere', async () => {
     const r = await seed(305, { variant: 'two-stage', job: { sourceShards: 2 }, rates: { 'coordinator-partial-inject': 0.5, 'coordinator-task-failure': 0.15 } });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'coordinator-partial-inject');
     expect(r.checkpoints.aborted, seedLine(r)).toBeGreaterThan(0);
   }, 240_000);
@@ -183,7 +173,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
   // not lose or duplicate anything, and later checkpoints must complete.
   it('checkpoint timeouts abort; later checkpoints cover their data', async () => {
     const r = await seed(306, { variant: 'three-stage', rates: { 'slow-ack': 0.15, 'crash-before-ack': 0.1 } });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'slow-ack', 'crash-before-ack');
     expect(r.checkpoints.aborted, seedLine(r)).toBeGreaterThan(0);
   }, 240_000);
@@ -198,7 +188,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
       input: { partitioning: 'single', keys: 1, poisonRate: 0 },
       rates: { 'env-recycled': 0.2 },
     });
-    expectClean(r);
+    expectCleanSeed(r);
     expect(r.checkpoints.completed, seedLine(r)).toBeGreaterThanOrEqual(3);
   }, 240_000);
 
@@ -228,7 +218,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
       input: { bursts: 8, gapMs: 1_000, keys: 3 },
       rates: { 'throttle-dynamodb': 0.08, 'throttle-kinesis': 0.08, 'throttle-s3': 0.4, 'unprocessed-keys': 0.8, 'env-recycled': 0.5 },
     });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'throttle-dynamodb', 'throttle-kinesis', 'throttle-s3', 'unprocessed-keys');
   }, 240_000);
 
@@ -241,7 +231,7 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
       variant: 'three-stage',
       rates: { 'crash-after-emit': 0.2, 'duplicate-delivery': 0.2, 'crash-before-state-update': 0.1, 'env-recycled': 0.2 },
     });
-    expectClean(r);
+    expectCleanSeed(r);
     expectFired(r, 'crash-after-emit', 'duplicate-delivery', 'crash-before-state-update');
   }, 240_000);
 

@@ -9,20 +9,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { useEmulators } from '../emulators-fixture.js';
-import { runSeed, seedLine } from './harness.js';
+import { runSeed } from './harness.js';
+import { expectCleanSeed } from './expect-seed.js';
 
 describe('chaos: lost responses on the emulated stack', () => {
   const emulators = useEmulators();
 
   it('a conditional write whose SDK retry meets its own earlier write succeeds: no takeover fenced by its own write, exact outputs', async () => {
     const r = await runSeed(312, emulators(), { prefixTag: '-lr', variant: 'two-stage', records: 80, input: { bursts: 6, gapMs: 600, keys: 4 }, rates: { 'lost-response': 0.3 } });
-    const msg = seedLine(r);
-    console.log(msg);
-    expect(r.error, msg).toBeUndefined();
-    expect(r.live, msg).toBe(true);
-    expect(r.verdict.lost, msg).toBe(0);
-    expect(r.verdict.duplicated, msg).toBe(0);
-    expect(r.verdict.mismatched, msg).toBe(0);
+    const msg = expectCleanSeed(r);
     const conditionalLost = (r.observed.get('lost-response:UpdateCommand') ?? 0) + (r.observed.get('lost-response:PutCommand') ?? 0);
     expect(conditionalLost, msg).toBeGreaterThan(0);
     // without the read-back, retried takeovers are fenced (3 on this seed) and their invocations fail
