@@ -104,24 +104,8 @@ export class DynamoControlStore implements ControlStore {
     else await this.fenced(instanceId, fence, 'SET lastPosition = :p, firstPosition = if_not_exists(firstPosition, :f)', { ':p': lastPosition, ':f': firstPosition });
   }
 
-  private async fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
-    try {
-      await withThrottleRetry(() =>
-        this.clients.doc.send(
-          new UpdateCommand({
-            TableName: this.table,
-            Key: controlKey.lease(instanceId),
-            UpdateExpression: update,
-            ConditionExpression: 'fence = :fence',
-            ...(update.includes('#snapshot') ? { ExpressionAttributeNames: { '#snapshot': 'snapshot' } } : {}),
-            ExpressionAttributeValues: { ...values, ':fence': fence },
-          }),
-        ),
-      );
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: fence ${fence} no longer holds the lease`);
-      throw err;
-    }
+  private fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
+    return fencedLeaseUpdate(this.clients, this.table, instanceId, fence, update, values);
   }
 
   async ack(checkpointId: number, instanceId: string): Promise<{ completedBy: boolean; taskToken?: string }> {
@@ -157,5 +141,29 @@ export class DynamoControlStore implements ControlStore {
       if (err instanceof ConditionalCheckFailedException) return { completedBy: false };
       throw err;
     }
+  }
+}
+
+/**
+ * An update of an instance's lease item that only its current owner may make (`fence = :fence`); a
+ * failed condition is a FencedError. A retry of an applied update succeeds again (the fence is unchanged).
+ */
+export async function fencedLeaseUpdate(clients: Pick<AwsClients, 'doc'>, table: string, instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
+  try {
+    await withThrottleRetry(() =>
+      clients.doc.send(
+        new UpdateCommand({
+          TableName: table,
+          Key: controlKey.lease(instanceId),
+          UpdateExpression: update,
+          ConditionExpression: 'fence = :fence',
+          ...(update.includes('#snapshot') ? { ExpressionAttributeNames: { '#snapshot': 'snapshot' } } : {}),
+          ExpressionAttributeValues: { ...values, ':fence': fence },
+        }),
+      ),
+    );
+  } catch (err) {
+    if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: fence ${fence} no longer holds the lease`);
+    throw err;
   }
 }

@@ -4,10 +4,9 @@
  * source instance's placements, kept in its lease item so that one conditional write on the fence
  * both fences them and makes them durable.
  */
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { AnnouncedBarrier, SourceBarrierRecord, SourceBarrierStore } from '../../runtime/ports.js';
-import { FencedError } from '../../util/errors.js';
+import { fencedLeaseUpdate } from './dynamo-control-store.js';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
 import { announcedOf, controlKey } from './dynamo-checkpoint-store.js';
@@ -36,22 +35,10 @@ export class DynamoSourceBarrierStore implements SourceBarrierStore {
 
   async record(instanceId: string, fence: number, record: SourceBarrierRecord): Promise<void> {
     const withRead = record.readThrough !== undefined;
-    try {
-      await withThrottleRetry(() =>
-        this.clients.doc.send(
-          new UpdateCommand({
-            TableName: this.table,
-            Key: controlKey.lease(instanceId),
-            UpdateExpression: withRead ? 'SET srcPlaced = :p, srcReadThrough = :r' : 'SET srcPlaced = :p',
-            ConditionExpression: 'fence = :fence',
-            ExpressionAttributeValues: { ':p': JSON.stringify(record.placed), ':fence': fence, ...(withRead ? { ':r': record.readThrough } : {}) },
-          }),
-        ),
-      );
-    } catch (err) {
-      if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: fence ${fence} no longer holds the lease`);
-      throw err;
-    }
+    await fencedLeaseUpdate(this.clients, this.table, instanceId, fence, withRead ? 'SET srcPlaced = :p, srcReadThrough = :r' : 'SET srcPlaced = :p', {
+      ':p': JSON.stringify(record.placed),
+      ...(withRead ? { ':r': record.readThrough } : {}),
+    });
   }
 
   async crossed(checkpointId: number): Promise<boolean> {
