@@ -101,6 +101,8 @@ describe('a stage slower per record than its input', () => {
   it('queues at most the window of each source shard in front of the slow stage', () => {
     expect(count.maxQueued).toBeLessThanOrEqual(WINDOW * SOURCE_SHARDS);
     expect(count.held).toBeGreaterThan(0);
+    // the metric counts the records handed back, at least one per held batch
+    expect(runner.telemetry.get('SourceRecordsHeld')).toBeGreaterThanOrEqual(count.held);
   });
 
   it('still produces exactly the outputs the oracle computes', async () => {

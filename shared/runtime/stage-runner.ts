@@ -156,8 +156,8 @@ export class StageRunner {
         }
         if (take < live.length) {
           heldFrom = live[take]!.sequenceNumber;
-          live = live.slice(0, take);
           t.count('SourceRecordsHeld', live.length - take);
+          live = live.slice(0, take);
         }
       }
       const before = inst!.stats.recordsIn;
