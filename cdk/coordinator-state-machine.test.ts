@@ -17,7 +17,7 @@ import { LocalStepFunctions } from '../local/step-functions-local.js';
 import { planJob } from '../shared/plan/planner.js';
 import { coordinatorDefinition, newApp } from './coordinator-definition.js';
 import type { CoordinatorDefinition } from './coordinator-definition.js';
-import { COMMIT_TIMEOUT_SECONDS, COORDINATOR_STATES as S, CoordinatorStateMachine, IDLE_RECHECK_SECONDS, LAMBDA_SERVICE_ERRORS, allocateRetryAttempts, commitPauseOverride, pauseSeconds, wholeSeconds } from './coordinator-state-machine.js';
+import { COMMIT_TIMEOUT_SECONDS, COORDINATOR_STATES as S, CoordinatorStateMachine, IDLE_RECHECK_SECONDS, LAMBDA_SERVICE_ERRORS, allocateRetryAttempts, allocateRetryMaxDelaySeconds, commitPauseOverride, pauseSeconds, wholeSeconds } from './coordinator-state-machine.js';
 import { threeStageJob } from './test-support.js';
 
 type Validate = (definition: unknown) => { isValid: boolean; errors: Array<{ message: string }>; errorsText: () => string };
@@ -153,7 +153,7 @@ describe('definition', () => {
     const retry = st(click, S.allocate).Retry as Array<Record<string, unknown>>;
     expect(retry).toContainEqual(expect.objectContaining({ ErrorEquals: [...LAMBDA_SERVICE_ERRORS], BackoffRate: 2 }));
     expect(retry).toContainEqual(
-      expect.objectContaining({ ErrorEquals: [CHECKPOINT_IN_FLIGHT], BackoffRate: 2, MaxDelaySeconds: 30, MaxAttempts: allocateRetryAttempts(planJob(clickstream).checkpoint) }),
+      expect.objectContaining({ ErrorEquals: [CHECKPOINT_IN_FLIGHT], BackoffRate: 2, MaxDelaySeconds: allocateRetryMaxDelaySeconds(planJob(clickstream).checkpoint), MaxAttempts: allocateRetryAttempts(planJob(clickstream).checkpoint) }),
     );
   });
 
@@ -192,11 +192,14 @@ describe('timing helpers', () => {
     expect(pauseSeconds({ intervalMs: 100, timeoutMs: 1000, minPauseMs: 0, retained: 1, continueAsNewAfter: 1 })).toBe(1);
   });
 
-  it('retries Allocate long enough to outwait two checkpoint timeouts', () => {
-    for (const timeoutMs of [1_000, 30_000, 600_000]) {
-      const attempts = allocateRetryAttempts({ intervalMs: 1000, timeoutMs, minPauseMs: 0, retained: 1, continueAsNewAfter: 1 });
+  it('retries Allocate long enough to outwait two checkpoint timeouts, never more than a window (at most 30 s) apart', () => {
+    for (const timeoutMs of [1_000, 2_000, 30_000, 600_000]) {
+      const checkpoint = { intervalMs: 1000, timeoutMs, minPauseMs: 0, retained: 1, continueAsNewAfter: 1 };
+      const attempts = allocateRetryAttempts(checkpoint);
+      const cap = allocateRetryMaxDelaySeconds(checkpoint);
+      expect(cap).toBe(Math.min(30, Math.ceil(timeoutMs / 1000)));
       let waited = 0;
-      for (let i = 0, d = 1; i < attempts; i++, d = Math.min(2 * d, 30)) waited += d;
+      for (let i = 0, d = 1; i < attempts; i++, d = Math.min(2 * d, cap)) waited += d;
       expect(waited).toBeGreaterThanOrEqual((2 * timeoutMs) / 1000);
     }
   });

@@ -144,16 +144,27 @@ export function pauseSeconds(checkpoint: CheckpointSettings): number {
 }
 
 /**
+ * The longest pause between two `Allocate` attempts on CheckpointInFlightError: one progress window
+ * (`timeoutMs`), at most 30 s. What Allocate waits for (a commit, a stream being resharded, a
+ * checkpoint left open) is over within about a window; a longer backoff only leaves the job
+ * without checkpoints after it is over (a retry is one state transition).
+ */
+export function allocateRetryMaxDelaySeconds(checkpoint: CheckpointSettings): number {
+  return Math.min(30, wholeSeconds(checkpoint.timeoutMs));
+}
+
+/**
  * Retry plan of `Allocate` on CheckpointInFlightError: exponential backoff (1 s, doubling, capped at
- * 30 s) with enough attempts to outwait the hard ceiling of a checkpoint (shared/coordinator/timeouts.ts),
- * so a checkpoint left open by a dead execution has been aborted by the coordinator function
- * before this execution gives up, even one whose acks kept arriving.
+ * `allocateRetryMaxDelaySeconds`) with enough attempts to outwait the hard ceiling of a checkpoint
+ * (shared/coordinator/timeouts.ts), so a checkpoint left open by a dead execution has been aborted
+ * by the coordinator function before this execution gives up, even one whose acks kept arriving.
  */
 export function allocateRetryAttempts(checkpoint: CheckpointSettings): number {
   const budget = ceilingMs(checkpoint.timeoutMs) / 1000 + 60;
+  const cap = allocateRetryMaxDelaySeconds(checkpoint);
   let waited = 0;
   let attempts = 0;
-  for (let delay = 1; waited < budget; delay = Math.min(delay * 2, 30)) {
+  for (let delay = 1; waited < budget; delay = Math.min(delay * 2, cap)) {
     waited += delay;
     attempts++;
   }
@@ -460,7 +471,7 @@ export class CoordinatorStateMachine extends Construct {
       errors: [CHECKPOINT_IN_FLIGHT],
       interval: Duration.seconds(1),
       backoffRate: 2,
-      maxDelay: Duration.seconds(30),
+      maxDelay: Duration.seconds(allocateRetryMaxDelaySeconds(checkpoint)),
       maxAttempts: allocateRetryAttempts(checkpoint),
     });
     const done = new sfn.Succeed(this, COORDINATOR_STATES.done, { comment: 'a fresh execution took over (continue-as-new)' });

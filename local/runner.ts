@@ -446,6 +446,11 @@ export class LocalJobRunner {
    */
   async awaitCheckpoints(count: number, since: Date, timeoutMs = 120_000, onProgress?: (done: number) => void): Promise<CheckpointRecord[]> {
     const deadline = Date.now() + timeoutMs;
+    return this.awaitCheckpointsUntil(count, since, () => deadline, onProgress);
+  }
+
+  private async awaitCheckpointsUntil(count: number, since: Date, deadline: () => number, onProgress?: (done: number) => void): Promise<CheckpointRecord[]> {
+    const t0 = Date.now();
     const through = new Map(this.producedThrough);
     const covers = (c: CheckpointRecord) =>
       c.instances !== undefined &&
@@ -461,10 +466,10 @@ export class LocalJobRunner {
       if (done.length >= count && done.some(covers)) return done;
       // a bounded job that finished takes no more checkpoints: its last one covers every record
       if ((await this.coordinator.jobStatus()).finishedAt !== undefined) return done;
-      if (Date.now() > deadline) {
+      if (Date.now() > deadline()) {
         const all = await this.coordinator.list();
         throw new Error(
-          `only ${done.length} of ${count} checkpoints completed in ${timeoutMs} ms; last: ${JSON.stringify(all.slice(-3))}; executions: ${JSON.stringify(this.stepFunctions.executions().slice(-2))}`,
+          `only ${done.length} of ${count} checkpoints completed in ${Date.now() - t0} ms; last: ${JSON.stringify(all.slice(-3))}; executions: ${JSON.stringify(this.stepFunctions.executions().slice(-2))}`,
         );
       }
       await sleep(100);
@@ -504,18 +509,21 @@ export class LocalJobRunner {
    * Rescales a stage while the job runs: reshards its input stream at a checkpoint boundary (see
    * shared/coordinator/rescale.ts) and waits until the first checkpoint on the new shards completed.
    */
-  async rescaleInPlace(stageId: string, shards: number, options: { timeoutMs?: number; onProgress?: (phase: string) => void } = {}): Promise<RescaleRecord> {
+  async rescaleInPlace(stageId: string, shards: number, options: { timeoutMs?: number; deadline?: () => number; onProgress?: (phase: string) => void } = {}): Promise<RescaleRecord> {
     await this.coordinator.rescales.request(stageId, shards);
-    const deadline = Date.now() + (options.timeoutMs ?? 120_000);
+    const started = Date.now();
+    const fixed = started + (options.timeoutMs ?? 120_000);
+    // a caller may move the deadline while it waits (the chaos harness bounds it from when the faults stop)
+    const deadline = options.deadline ?? (() => fixed);
     for (;;) {
       const r = await this.coordinator.rescales.get();
       options.onProgress?.(r?.phase ?? 'requested');
       if (r?.phase === 'done') {
         // the stream has its new shards; a checkpoint taken on them proves every instance took over
-        await this.awaitCheckpoints(1, new Date(Date.parse(r.finishedAt!) - 1), Math.max(1, deadline - Date.now()));
+        await this.awaitCheckpointsUntil(1, new Date(Date.parse(r.finishedAt!) - 1), deadline);
         return r;
       }
-      if (Date.now() > deadline) throw new Error(`rescale of ${stageId} to ${shards} shards did not finish in ${options.timeoutMs ?? 120_000} ms (phase ${r?.phase})`);
+      if (Date.now() > deadline()) throw new Error(`rescale of ${stageId} to ${shards} shards did not finish in ${Date.now() - started} ms (phase ${r?.phase})`);
       await sleep(100);
     }
   }

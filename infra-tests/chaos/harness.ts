@@ -145,6 +145,9 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
 
     // ---- fault phase: the input in bursts (a reshard starting half-way, while bursts go on)
     let rescaling: Promise<unknown> | undefined;
+    // a reshard needs checkpoints to complete, and some schedules abort nearly all of them while
+    // faults are on: its bound runs from when the faults stop (the fault phase has its own bound)
+    let rescaleDeadline = Number.POSITIVE_INFINITY;
     // someone else reshards the source (not on a seed where the job reshards its source itself:
     // both on one seed are not yet known to come out exact, see docs/guarantees.md)
     const ownSourceReshard = stageToRescale === 's0';
@@ -154,7 +157,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     };
     for (let b = 0; b < input.bursts.length; b++) {
       if (stageToRescale && b === Math.floor(input.bursts.length / 2)) {
-        rescaling = r.runner.rescaleInPlace(stageToRescale, rescaleTo, { timeoutMs: 90_000 }).catch((err: unknown) => err);
+        rescaling = r.runner.rescaleInPlace(stageToRescale, rescaleTo, { deadline: () => rescaleDeadline }).catch((err: unknown) => err);
       }
       if (b > 0) outsideChance();
       await r.produce(input.bursts[b]!);
@@ -190,8 +193,8 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       if ((ended >= (options.faultCheckpoints ?? 1) && committed && ensured) || Date.now() > faultUntil) break;
     }
     const since = r.faultsOff();
+    rescaleDeadline = Date.now() + (options.quietTimeoutMs ?? 120_000);
     await outside.settled();
-    // a reshard needs a checkpoint to complete; some schedules abort nearly all of them while faults are on
     const rescaleError = rescaling ? await rescaling : undefined;
     phases.fault = Date.now() - phases.t;
     phases.t = Date.now();
