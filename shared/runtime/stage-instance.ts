@@ -27,7 +27,7 @@ import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, SluiceError } from '../util/errors.js';
 import { createBarrierHandler, type BarrierHandler } from './barrier-handler.js';
 import { BroadcastStateStore } from './broadcast-state.js';
-import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
+import { compileChain, nodesById, type CompiledChain } from './chain.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
 import { decodeInnerPacket, EMPTY_PACKET, InnerRecordMeta, type DecodedPacket, type Unit } from './inner-packets.js';
