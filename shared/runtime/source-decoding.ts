@@ -52,15 +52,19 @@ export interface SourceFunctions {
   timestamp?: (v: unknown) => number;
 }
 
+/** A user record's value: decoded by the source's format, then parsed. Throws on a bad record. */
+export function decodeSourceValue(bytes: Uint8Array, format: RecordFormat, fns: SourceFunctions | undefined): unknown {
+  const value = decodeUserRecord(bytes, format);
+  return fns?.parse ? fns.parse(value) : value;
+}
+
 /**
- * A user record's value (decoded, then parsed) and event time: the source's timestamp function's,
- * in whole milliseconds as in Flink, else the record's arrival time. Throws on a bad record.
+ * A value's event time: the source's timestamp function's, in whole milliseconds as in Flink, else
+ * the record's arrival time. Throws when the function gives no finite number.
  */
-export function decodeSourceValue(bytes: Uint8Array, format: RecordFormat, fns: SourceFunctions | undefined, arrival: number | undefined): { value: unknown; timestamp: number | undefined } {
-  let value = decodeUserRecord(bytes, format);
-  if (fns?.parse) value = fns.parse(value);
-  if (!fns?.timestamp) return { value, timestamp: arrival };
+export function eventTimeOf(value: unknown, fns: SourceFunctions | undefined, arrival: number | undefined): number | undefined {
+  if (!fns?.timestamp) return arrival;
   const ts = fns.timestamp(value);
   if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
-  return { value, timestamp: Math.floor(ts) };
+  return Math.floor(ts);
 }

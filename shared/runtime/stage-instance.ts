@@ -20,14 +20,14 @@
  * from its parents' handovers (shard-inheritance.ts).
  */
 import type { Job } from '../api/job.js';
-import { decodeSourceControl, type DataEnvelope } from '../codec/envelope.js';
+import { decodeSourceControl, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
 import { decodeDelta, encodeDelta } from '../codec/snapshot.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, SluiceError } from '../util/errors.js';
 import { createBarrierHandler, type BarrierHandler } from './barrier-handler.js';
 import { BroadcastStateStore } from './broadcast-state.js';
-import { compileChain, nodesById, type CompiledChain, type RecordMeta } from './chain.js';
+import { compileChain, nodesById, type CompiledChain } from './chain.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
 import { decodeInnerPacket, EMPTY_PACKET, InnerRecordMeta, type DecodedPacket, type Unit } from './inner-packets.js';
@@ -42,7 +42,8 @@ import { SourceBarrierPlan } from './source-barriers.js';
 import { DEFAULT_MAX_IN_FLIGHT_RECORDS, SourceWindow } from './source-window.js';
 import { RecordDedupe } from './record-dedupe.js';
 import { resolveUnits, StateLoader } from './state-prefetch.js';
-import { decodeSourceValue, userRecordsOf, type SourceFunctions } from './source-decoding.js';
+import type { SourceFunctions } from './source-decoding.js';
+import { SourceRecordReader, type SourceRecordFailure } from './source-records.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
 import { WatermarkTracker } from './watermark-tracker.js';
 
@@ -100,6 +101,7 @@ export class StageInstance {
    */
   private ownedKeyGroups: Uint8Array | undefined;
   private sourceWindow: SourceWindow | undefined;
+  private sourceReader: SourceRecordReader | undefined;
 
   processingTime = 0;
   private reportedOut = 0;
@@ -170,6 +172,7 @@ export class StageInstance {
       this.operatorState,
     );
     this.state.now = () => this.processingTime;
+    if (this.source) this.sourceReader = new SourceRecordReader(this.shardId, this.source, this.sourceNode, this.chain.push, this.watermarks, this.stats);
   }
 
   /** Restores the snapshot a lease points to: redo its apply (idempotent), then start its epoch. */
@@ -201,7 +204,9 @@ export class StageInstance {
     if (this.source) {
       for (const r of records) {
         if (this.lastPosition !== undefined && compareSeq(r.sequenceNumber, this.lastPosition) <= 0) continue;
-        await this.processSourceRecord(r);
+        // a data record that needs no dead letter is read without a promise (source-records.ts)
+        const failing = this.processSourceRecord(r);
+        if (failing) await failing;
         this.lastPosition = r.sequenceNumber;
         await this.barrierPlan?.forwardReached(() => this.epoch, r.sequenceNumber);
       }
@@ -251,50 +256,32 @@ export class StageInstance {
 
   // ---------------------------------------------------------------- source stage
 
-  private async processSourceRecord(r: StoredRecord): Promise<void> {
+  private processSourceRecord(r: StoredRecord): Promise<void> | undefined {
     const control = decodeSourceControl(r.data);
-    if (control) {
-      if (control.kind === 'barrier' && control.checkpointId > this.epoch) {
-        // recorded first, then forwarded right after this record (processRecords) or at its earlier place
-        if (this.barrierPlan) await this.barrierPlan.tailBarrier(this.epoch, this.fence, control, r.sequenceNumber);
-        else await this.sourceBarrier(control, r.sequenceNumber);
-      } else if (control.kind === 'tick') {
-        this.sourceTick(control.time);
-      } else if (control.kind === 'end') {
-        this.watermarks.sourceEnded();
-        this.outbox.emitControl({ kind: 'end', epoch: this.epoch });
-        this.finished = true;
-      }
-      return;
-    }
-    const src = this.source!;
+    if (control) return this.processSourceControl(control, r.sequenceNumber);
     this.sourceWindow?.count();
-    let userRecords: Uint8Array[];
-    try {
-      userRecords = userRecordsOf(r.data, r.sequenceNumber, r.partitionKey, src.deaggregate);
-    } catch (err) {
-      await this.deadLetters.record(r.sequenceNumber, 0, r.data, `cannot de-aggregate KPL record: ${errorMessage(err)}`);
-      return;
+    const failure = this.sourceReader!.read(r);
+    return failure && this.deadLetterSourceRecords(r, failure);
+  }
+
+  /** Writes each failing user record's dead letter, resuming the record's reading after each. */
+  private async deadLetterSourceRecords(r: StoredRecord, first: SourceRecordFailure): Promise<void> {
+    for (let f: SourceRecordFailure | undefined = first; f; f = this.sourceReader!.read(r, f.resume)) {
+      await this.deadLetters.record(r.sequenceNumber, f.index, f.bytes, f.reason);
     }
-    for (let i = 0; i < userRecords.length; i++) {
-      const bytes = userRecords[i]!;
-      this.stats.recordsIn++;
-      let value: unknown;
-      let timestamp: number | undefined;
-      try {
-        ({ value, timestamp } = decodeSourceValue(bytes, src.format, this.sourceNode, r.approximateArrivalTimestamp));
-      } catch (err) {
-        await this.deadLetters.record(r.sequenceNumber, i, bytes, `cannot decode ${src.format} record: ${errorMessage(err)}`);
-        continue;
-      }
-      const meta: RecordMeta = { timestamp, recordId: `${this.shardId}:${r.sequenceNumber}:${i}`, key: undefined, keyGroup: 0 };
-      try {
-        this.chain.push(value, meta);
-      } catch (err) {
-        await this.deadLetters.record(r.sequenceNumber, i, bytes, `user function failed: ${errorMessage(err)}`);
-        continue;
-      }
-      this.watermarks.sourceRecord(timestamp);
+  }
+
+  private async processSourceControl(control: SourceControl, sequenceNumber: string): Promise<void> {
+    if (control.kind === 'barrier' && control.checkpointId > this.epoch) {
+      // recorded first, then forwarded right after this record (processRecords) or at its earlier place
+      if (this.barrierPlan) await this.barrierPlan.tailBarrier(this.epoch, this.fence, control, sequenceNumber);
+      else await this.sourceBarrier(control, sequenceNumber);
+    } else if (control.kind === 'tick') {
+      this.sourceTick(control.time);
+    } else if (control.kind === 'end') {
+      this.watermarks.sourceEnded();
+      this.outbox.emitControl({ kind: 'end', epoch: this.epoch });
+      this.finished = true;
     }
   }
 

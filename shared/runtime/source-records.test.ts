@@ -1,0 +1,113 @@
+/**
+ * A source instance points one meta at each user record in turn (source-records.ts). Nothing of one
+ * record may reach the next: each record's event time and id (seen through `ctx.timestamp` and
+ * `ctx.random()`, which the id seeds) are its own, also right after a record that failed half-way
+ * through the chain, one that failed to decode, and inside a KPL aggregate with a bad user record;
+ * every failure is a dead letter with its position and reason.
+ */
+import aggModule from 'aws-kinesis-agg';
+import { describe, expect, it } from 'vitest';
+import { collectSink, job } from '../api/index.js';
+import { decodeSourceControl } from '../codec/envelope.js';
+import { MemoryJobRunner } from '../testing/memory-job-runner.js';
+import { seededRandom } from './random.js';
+
+const kpl = aggModule as unknown as {
+  RecordAggregator: new () => { addUserRecord(r: { partitionKey: string; data: Buffer }): void; build(): { data: Buffer } };
+};
+
+interface In {
+  k: string;
+  ts?: number;
+  fail?: boolean;
+}
+interface Seen {
+  k: string;
+  ts: number | undefined;
+  draw: number;
+}
+
+const enc = new TextEncoder();
+const json = (v: unknown) => enc.encode(JSON.stringify(v));
+
+function aggregate(records: readonly Uint8Array[]): Uint8Array {
+  const agg = new kpl.RecordAggregator();
+  for (const data of records) agg.addUserRecord({ partitionKey: 'agg', data: Buffer.from(data) });
+  return new Uint8Array(agg.build().data);
+}
+
+describe('source records: one meta, pointed at each record in turn', () => {
+  it('each record sees its own event time and id, around records that fail to decode, fail in the chain, or sit in a KPL aggregate', async () => {
+    const j = job('source-meta');
+    j.source<In>({ name: 'in', shards: 1, format: 'json', timestamp: (v) => v.ts! })
+      .map((v, ctx): Seen => {
+        // the draw comes first: a record that then throws has used its meta half-way
+        const seen = { k: v.k, ts: ctx.timestamp, draw: ctx.random() };
+        if (v.fail) throw new Error(`refused ${v.k}`);
+        return seen;
+      })
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    const input: Uint8Array[] = [
+      json({ k: 'a', ts: 1_000 }),
+      enc.encode('{"k": "broken'),
+      json({ k: 'b', ts: 2_000.7 }),
+      json({ k: 'c', ts: 3_000, fail: true }),
+      json({ k: 'd' }), // no event time: the timestamp function gives undefined
+      json({ k: 'e', ts: 5_000 }),
+      aggregate([json({ k: 'f', ts: 6_000 }), enc.encode('not json'), json({ k: 'g', ts: 7_000 }), json({ k: 'h', ts: 8_000, fail: true }), json({ k: 'i', ts: 9_000 })]),
+      json({ k: 'j', ts: 10_000 }),
+    ];
+    // every record in one shard, read in one batch by one instance (the barriers of `drain` come after)
+    r.produce('in', input);
+    await r.drain();
+
+    const stream = r.names.sourceStream(r.plan.sources[0]!);
+    const [shard] = r.mem.kinesis.listShards(stream);
+    const seqs = r.mem.kinesis.records(stream, shard!.shardId).flatMap((x) => (decodeSourceControl(x.data) ? [] : [x.sequenceNumber]));
+    expect(seqs).toHaveLength(input.length);
+    // the oracle: the id is `shard:sequence number:index in the Kinesis record`; it seeds ctx.random()
+    const expected = (k: string, ts: number, record: number, index = 0): Seen => ({ k, ts, draw: seededRandom(`${shard!.shardId}:${seqs[record]}:${index}`)() });
+    expect(r.published<Seen>('out')).toEqual([
+      expected('a', 1_000, 0),
+      expected('b', 2_000, 2),
+      expected('e', 5_000, 5),
+      expected('f', 6_000, 6, 0),
+      expected('g', 7_000, 6, 2),
+      expected('i', 9_000, 6, 4),
+      expected('j', 10_000, 7),
+    ]);
+    const letters = r
+      .deadLetters()
+      .map((l) => ({ at: `${seqs.indexOf(l.sequenceNumber)}:${l.subSequence}`, reason: l.reason, data: new TextDecoder().decode(l.data) }))
+      .sort((x, y) => x.at.localeCompare(y.at));
+    expect(letters).toEqual([
+      { at: '1:0', reason: expect.stringMatching(/^cannot decode json record: SyntaxError: .*JSON/), data: '{"k": "broken' },
+      { at: '3:0', reason: expect.stringMatching(/^user function failed: UserFunctionError: map \(op\d+-map\): Error: refused c$/), data: JSON.stringify({ k: 'c', ts: 3_000, fail: true }) },
+      { at: '4:0', reason: 'cannot decode json record: Error: the timestamp function returned undefined, not a finite number of ms', data: JSON.stringify({ k: 'd' }) },
+      { at: '6:1', reason: expect.stringMatching(/^cannot decode json record: SyntaxError: /), data: 'not json' },
+      { at: '6:3', reason: expect.stringMatching(/^user function failed: UserFunctionError: map \(op\d+-map\): Error: refused h$/), data: JSON.stringify({ k: 'h', ts: 8_000, fail: true }) },
+    ]);
+  });
+
+  it('a KPL aggregate that cannot be de-aggregated is one dead letter, and the records around it keep their ids', async () => {
+    const j = job('source-kpl-broken');
+    j.source<In>({ name: 'in', shards: 1, format: 'json', timestamp: (v) => v.ts! })
+      .map((v, ctx): Seen => ({ k: v.k, ts: ctx.timestamp, draw: ctx.random() }))
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    const broken = aggregate([json({ k: 'x', ts: 1 }), json({ k: 'y', ts: 2 })]);
+    broken[broken.length - 1]! ^= 0x5a; // its MD5 checksum no longer matches
+    r.produce('in', [json({ k: 'a', ts: 1_000 }), broken, json({ k: 'b', ts: 2_000 })]);
+    await r.drain();
+    const stream = r.names.sourceStream(r.plan.sources[0]!);
+    const [shard] = r.mem.kinesis.listShards(stream);
+    const seqs = r.mem.kinesis.records(stream, shard!.shardId).flatMap((x) => (decodeSourceControl(x.data) ? [] : [x.sequenceNumber]));
+    const expected = (k: string, ts: number, record: number): Seen => ({ k, ts, draw: seededRandom(`${shard!.shardId}:${seqs[record]}:0`)() });
+    expect(r.published<Seen>('out')).toEqual([expected('a', 1_000, 0), expected('b', 2_000, 2)]);
+    const [letter, ...more] = r.deadLetters();
+    expect(more).toEqual([]);
+    expect(letter).toMatchObject({ sequenceNumber: seqs[1], subSequence: 0, reason: expect.stringMatching(/^cannot de-aggregate KPL record: /) });
+    expect(letter!.data).toEqual(broken);
+  });
+});
