@@ -289,21 +289,21 @@ export class KeyedStateCache {
   }
 
   /**
-   * The current entries of an operator's dirty keys, each once, in list order: the key's current entry decides (a
+   * The dirty keys of an operator, each once, in list order: the key's current entry decides (a
    * handle kept past its entry's eviction wrote to an entry the cache no longer holds).
    */
-  private dirtyEntries(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
+  private dirtyKeys(operatorId: string, list: readonly KeyEntry[]): string[] {
     const m = this.ops.get(operatorId);
     const pass = ++this.pass;
-    const entries: KeyEntry[] = [];
-    if (!m) return entries;
+    const keys: string[] = [];
+    if (!m) return keys;
     for (const listed of list) {
       const e = m.get(listed.key);
       if (!e || e.pass === pass) continue;
       e.pass = pass;
-      entries.push(e);
+      keys.push(listed.key);
     }
-    return entries;
+    return keys;
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
@@ -351,7 +351,7 @@ export class KeyedStateCache {
 
   get dirtyCount(): number {
     let n = 0;
-    for (const [operatorId, list] of this.dirty) n += this.dirtyEntries(operatorId, list).length;
+    for (const [operatorId, list] of this.dirty) n += this.dirtyKeys(operatorId, list).length;
     return n;
   }
 
@@ -367,7 +367,7 @@ export class KeyedStateCache {
     const rows: StateRow[] = [];
     const ops = [...this.dirty.keys()].sort();
     // operator, then key: compareRows' order, with the default sort (UTF-16 code units, as `<`) on plain strings
-    for (const operatorId of ops) this.rowsOf(operatorId, this.dirtyEntries(operatorId, this.dirty.get(operatorId)!).sort(byKey), rows);
+    for (const operatorId of ops) this.rowsOf(operatorId, this.dirtyKeys(operatorId, this.dirty.get(operatorId)!).sort(), rows);
     return rows;
   }
 
@@ -379,11 +379,11 @@ export class KeyedStateCache {
     const rows: StateRow[] = [];
     for (const [operatorId, list] of this.dirty) {
       if (rows.length >= n) break;
-      const entries = this.dirtyEntries(operatorId, list).slice(0, n - rows.length);
-      this.rowsOf(operatorId, entries, rows);
+      const keys = this.dirtyKeys(operatorId, list).slice(0, n - rows.length);
+      this.rowsOf(operatorId, keys, rows);
       const m = this.ops.get(operatorId)!;
-      const taken = new Set(entries.map((e) => e.key));
-      for (const k of taken) m.delete(k);
+      const taken = new Set(keys);
+      for (const k of keys) m.delete(k);
       const rest = list.filter((e) => !taken.has(e.key));
       if (rest.length) this.dirty.set(operatorId, rest);
       else this.dirty.delete(operatorId);
@@ -392,15 +392,16 @@ export class KeyedStateCache {
     return rows.sort(compareRows);
   }
 
-  private rowsOf(operatorId: string, entries: readonly KeyEntry[], rows: StateRow[]): void {
+  private rowsOf(operatorId: string, keys: Iterable<string>, rows: StateRow[]): void {
     const descs = this.descriptors.get(operatorId);
+    const m = this.ops.get(operatorId)!;
     const slots = this.slots.get(operatorId)?.descriptors ?? [];
     const encode = (values: Record<string, Uint8Array>, d: StateDescriptor<unknown>, v: unknown, t: number | undefined) => {
       const bytes = d.serializer.encode(toStored(d, v));
       values[d.name] = d.ttl ? encodePayload([t ?? 0, bytes]) : bytes;
     };
-    for (const e of entries) {
-      const key = e.key;
+    for (const key of keys) {
+      const e = m.get(key)!;
       const values: Record<string, Uint8Array> = {};
       for (let i = 0; i < slots.length; i++) {
         const v = slotGet(e, i, slots[i]!.name);
@@ -473,8 +474,6 @@ function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {
 function fromStored(d: StateDescriptor<unknown>, v: unknown): unknown {
   return d.kind === 'map' ? new Map(v as Array<[unknown, unknown]>) : v;
 }
-
-const byKey = (a: KeyEntry, b: KeyEntry) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 
 /** A stable order of rows: deltas of the same checkpoint are byte-identical whoever makes them. */
 export function compareRows(a: StateRow, b: StateRow): number {
