@@ -584,6 +584,8 @@ function lastWriteWins(rows: StateRow[]): StateRow[] {
  * own list is shared with the cache and stays as it is. Entries outside [lo, hi) (left behind by a
  * split whose parent rewrite never happened) go. `bytes`: ITEM_OVERHEAD + the entries' sizes.
  * `changed` is exact only with `compare` (else a row equal to its entry is taken as a change).
+ * A row's values are kept as they are, not copied: nothing changes a row once made (the reads
+ * hand out the cached values the same way).
  */
 function mergeRows(old: readonly Entry[], rows: readonly StateRow[], lo: string | undefined, hi: string | undefined, compare: boolean): { entries: Entry[]; bytes: number; changed: boolean } {
   let sorted = rows;
@@ -613,7 +615,7 @@ function mergeRows(old: readonly Entry[], rows: readonly StateRow[], lo: string 
     } else {
       const kb = had ? had.kb : utf8.encode(r.key);
       const size = kb.length + 3 + vb;
-      out.push({ key: r.key, kb, values: { ...r.values }, size });
+      out.push({ key: r.key, kb, values: r.values, size });
       bytes += size;
       changed = true;
     }
