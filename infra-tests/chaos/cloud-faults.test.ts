@@ -151,7 +151,10 @@ describe('chaos: faults real clouds make', () => {
       await expectExact(run, 30);
       const after = (await run.checkpoints()).find((c) => c.checkpointId === left);
       expect(after?.status, JSON.stringify({ left, after, observed: [...schedule.observed] })).toBe("ABORTED");
-      expect(lines.filter((l) => l.includes('status event was lost')).length, lines.join('\n')).toBe(1);
+      // the restart rule never started one (its event was lost); whether it noticed the failed
+      // execution before the watchdog replaced it depends on which of the two timers ran first
+      expect(lines.filter((l) => l.includes('starting a new one')).length, lines.join('\n')).toBe(0);
+      expect(lines.filter((l) => l.includes('status event was lost')).length, lines.join('\n')).toBeLessThanOrEqual(1);
       expect(lines.filter((l) => l.includes('no coordinator execution was running')).length, lines.join('\n')).toBeGreaterThanOrEqual(1);
     } finally {
       await run.stop();

@@ -111,16 +111,28 @@ export class Coordinator {
     const { last, open } = state;
     const maxOpen = this.plan.checkpoint.maxConcurrent ?? 1;
     for (const id of open) {
+      const ck = await this.get(id);
+      // every ack is in, but the execution that waited for them ended before it committed: commit
+      // it (idempotent) instead of aborting finished work a window later; only the oldest, as
+      // commits go in order
+      if (id === open[0] && ck?.status === 'IN_FLIGHT' && (ck.complete ?? ck.acks >= ck.expected)) {
+        this.options.telemetry?.log('warn', 'committing a checkpoint whose acks were all in when its coordinator execution ended', { checkpointId: id });
+        await this.commit(id);
+        return this.allocate(savepoint);
+      }
       // a checkpoint open with no ack for a whole progress window (or past the ceiling) was left by
       // an execution that died (or whose allocate lost its answer): nobody waits for it any more, so
       // abort it — which still delivers its barrier everywhere — and go on with the next one; one
       // whose acks are still arriving stays open (timeouts.ts)
-      const ck = await this.get(id);
       const verdict: TimeoutVerdict = ck ? await progressVerdict(this.store, ck, this.plan.checkpoint.timeoutMs, this.now()) : { abort: true, reason: 'no record' };
       if (verdict.abort) {
         await this.abort(id, `left in flight by a coordinator execution that ended (${verdict.reason})`);
         return this.allocate(savepoint);
       }
+      // no ack for a whole timeoutMs: the execution that opened n may have ended before it injected
+      // n's barrier (nothing could ack then, and the window, doubled by aborts before, is long).
+      // Injecting again is safe (sources ignore a barrier they had) and gives n its chance
+      if (ck?.status === 'IN_FLIGHT' && ck.acks === 0 && this.now().getTime() - Date.parse(ck.startedAt) >= this.plan.checkpoint.timeoutMs) await this.inject(id);
     }
     if (open.length >= maxOpen) throw new CheckpointInFlightError(open[0]!);
     // a stop-with-savepoint in flight: no checkpoint may follow it

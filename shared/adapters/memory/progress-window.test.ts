@@ -122,4 +122,37 @@ describe('checkpoint timeoutMs is a progress window under a hard ceiling', () =>
     expect((await coord.allocate()).checkpointId).toBe(n + 1);
     expect((await coord.get(n))!).toMatchObject({ status: 'ABORTED', reason: expect.stringMatching(/left in flight .*no acknowledgement for 1100 ms since the last one/) });
   });
+
+  it('a checkpoint whose acks were all in when its execution ended is committed by the next allocate, not aborted a window later', async () => {
+    const s = setup();
+    const { coord, m, clock } = s;
+    const start = clock.now;
+    const { checkpointId: n } = await coord.allocate();
+    // every instance acks; the execution waiting for them ends before its commit
+    for (const id of (await coord.get(n))!.missing!) await m.control.ack(n, id);
+    // the next execution's allocate comes long after the window (its retries back off)
+    clock.now = start + 5 * T;
+    expect((await coord.allocate()).checkpointId).toBe(n + 1);
+    expect((await coord.get(n))!.status).toBe('COMPLETED');
+  });
+
+  it('a checkpoint opened by an execution that ended before it injected: the next allocate injects it once no ack came for timeoutMs', async () => {
+    const s = setup();
+    const { coord, m, clock } = s;
+    // after an abort the window is 2T: without a new injection n would wait all of it with no ack
+    await coord.abort((await coord.allocate()).checkpointId, 'a failed injection');
+    const start = clock.now;
+    const { checkpointId: n } = await coord.allocate();
+    const announced = () => m.control.announcedBarriers.map((a) => a.barrier.checkpointId);
+    expect(announced()).not.toContain(n);
+    clock.now = start + 0.5 * T; // inside the window: the opener may still be injecting
+    await expect(coord.allocate()).rejects.toMatchObject({ name: 'CheckpointInFlightError' });
+    expect(announced()).not.toContain(n);
+    clock.now = start + 1.2 * T;
+    await expect(coord.allocate()).rejects.toMatchObject({ name: 'CheckpointInFlightError' });
+    expect(announced()).toContain(n);
+    for (const id of (await coord.get(n))!.missing!) await m.control.ack(n, id);
+    expect((await coord.allocate()).checkpointId).toBe(n + 1);
+    expect((await coord.get(n))!.status).toBe('COMPLETED');
+  });
 });
