@@ -47,6 +47,16 @@ export class SourceBarrierPlan {
     this.readThrough = r.readThrough;
   }
 
+  /**
+   * Whether `forwardReached` may have anything to do at `position`: the first placement is due there
+   * (or already done and only to be dropped). Synchronous, so that the record path makes no promise
+   * for the common case of no barrier due; placements are in order, so the first one decides.
+   */
+  reaches(epoch: number, position: string): boolean {
+    const p = this.placed[0];
+    return p !== undefined && (p.barrier.checkpointId <= epoch || compareSeq(p.after, position) <= 0);
+  }
+
   /** Forwards every pending barrier placed at or before `position` (`epoch()` moves as each snapshots). */
   async forwardReached(epoch: () => number, position: string): Promise<void> {
     for (let p = this.pending(epoch())[0]; p && compareSeq(p.after, position) <= 0; p = this.pending(epoch())[0]) {

@@ -208,7 +208,8 @@ export class StageInstance {
         const failing = this.processSourceRecord(r);
         if (failing) await failing;
         this.lastPosition = r.sequenceNumber;
-        await this.barrierPlan?.forwardReached(() => this.epoch, r.sequenceNumber);
+        const plan = this.barrierPlan;
+        if (plan?.reaches(this.epoch, r.sequenceNumber)) await plan.forwardReached(() => this.epoch, r.sequenceNumber);
       }
       return;
     }
