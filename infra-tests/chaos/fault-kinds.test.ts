@@ -5,11 +5,13 @@
  * Each names the mechanisms that handle its fault; the fault table of docs/guarantees.md says what
  * each test did with its mechanism removed. The three run side by side on one set of emulators.
  */
+import { DescribeStreamSummaryCommand, MergeShardsCommand } from '@aws-sdk/client-kinesis';
 import { describe, expect, it } from 'vitest';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { useEmulators } from '../emulators-fixture.js';
 import { LocalJobRunner } from '../../local/runner.js';
 import { chaosHooks, FaultSchedule, type ChaosHooks } from '../../local/chaos/faults.js';
+import { listAllShards } from '../../shared/adapters/aws/kinesis.js';
 import { collectSink, job, type Job, type KeyedProcessFunction } from '../../shared/api/index.js';
 import { CHAOS_CHECKPOINT_TIMEOUT_MS, CHAOS_INVOCATION_TIMEOUT_MS, runSeed, type SeedResult } from './harness.js';
 
@@ -84,6 +86,63 @@ async function skewedRun(emulators: LocalEmulators): Promise<SkewOutcome> {
   }
 }
 
+interface MergeOutcome {
+  readonly produced: number;
+  readonly seen: Seen[];
+  /** the checkpoint opened with both source shards whose barrier went out after they were merged */
+  readonly mergedAt: number | undefined;
+  readonly completedAfter: number;
+}
+
+/**
+ * The processing-time job; once a checkpoint completed, someone merges its two source shards between
+ * the allocate of the next checkpoint (which counts both shards in its topology) and its inject (which
+ * reaches only the merged shard): the closed shards never send that barrier.
+ */
+async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOutcome> {
+  const schedule = new FaultSchedule({ seed: 43, rates: {} });
+  let armed = false;
+  let mergedAt: number | undefined;
+  let runner: LocalJobRunner | undefined;
+  const hooks: ChaosHooks = chaosHooks(schedule, {
+    invocationTimeoutMs: CHAOS_INVOCATION_TIMEOUT_MS,
+    checkpointTimeoutMs: CHAOS_CHECKPOINT_TIMEOUT_MS,
+    beforeCoordinatorTask: async (input) => {
+      if (!armed || input.action !== 'inject' || !runner) return;
+      armed = false;
+      const stream = runner.names.sourceStream(runner.plan.sources[0]!);
+      const [a, b] = (await listAllShards(runner.clients, stream)).filter((x) => x.endingSequenceNumber === undefined);
+      await runner.clients.kinesis.send(new MergeShardsCommand({ StreamName: stream, ShardToMerge: a!.shardId, AdjacentShardToMerge: b!.shardId }));
+      while ((await runner.clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: stream }))).StreamDescriptionSummary?.StreamStatus !== 'ACTIVE') await sleep(100);
+      mergedAt = input.checkpointId;
+    },
+  });
+  runner = await LocalJobRunner.start(processingTimeJob(), { emulators, prefix: 'mergeinj', environments: 2, checkpointIntervalMs: 300, seed: 43, batchSize: 10, ...hooks.options });
+  hooks.attach(runner);
+  let produced = 0;
+  const users = ['u0', 'u1', 'u2', 'u3', 'u4', 'u5'];
+  const burst = async (n: number) => {
+    const batch = Array.from({ length: 12 }, (_, i) => ({ user: users[i % users.length]!, seq: n * 2 + Math.floor(i / users.length) }));
+    await runner!.produce('ticks', batch, { partitionKey: (t) => (t as Tick).user });
+    produced += batch.length;
+  };
+  try {
+    await burst(0);
+    await runner.awaitCheckpoints(1, new Date(Date.now() - 60_000), 120_000);
+    armed = true;
+    for (let n = 1; n < 8; n++) {
+      await burst(n);
+      await sleep(300);
+    }
+    const after = new Date();
+    await runner.awaitCheckpoints(2, after, 90_000);
+    return { produced, seen: runner.collected.published<Seen>('seen'), mergedAt, completedAfter: (await runner.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > after.getTime()).length };
+  } finally {
+    await runner.stop();
+    await hooks.dispose();
+  }
+}
+
 const oneKind = (s: number, kind: 'source-resharded-outside' | 'endpoint-outage', emulators: LocalEmulators) =>
   runSeed(s, emulators, { onlyKind: kind, variant: 'two-stage', rescale: false, records: 60, job: { sourceShards: 2, innerShards: 2 }, prefixTag: '-fk' });
 
@@ -118,6 +177,16 @@ describe.concurrent('chaos: clock skew, a source resharded outside the job, an e
     expect(reshard.verdict.problems).toEqual([]);
     expect({ lost: reshard.verdict.lost, duplicated: reshard.verdict.duplicated, mismatched: reshard.verdict.mismatched }).toEqual({ lost: 0, duplicated: 0, mismatched: 0 });
     expect(reshard.live).toBe(true);
+  }, 240_000);
+
+  it('source shards merged outside the job between a checkpoint’s allocate and its inject: the barrier the closed shards never send is superseded by the next checkpoint’s (barrier-handler), and every record is seen once', async () => {
+    const merged = await mergedBeforeInjectRun(emulators());
+    expect(merged.mergedAt).toBeGreaterThan(1);
+    expect(merged.completedAfter).toBeGreaterThanOrEqual(2);
+    const byRecord = new Map<string, number>();
+    for (const s of merged.seen) byRecord.set(`${s.user}#${s.seq}`, (byRecord.get(`${s.user}#${s.seq}`) ?? 0) + 1);
+    expect([...byRecord.values()].filter((n) => n !== 1)).toEqual([]);
+    expect(byRecord.size).toBe(merged.produced);
   }, 240_000);
 
   it('an endpoint outage: SDK retries, the mapping’s retry of the failed batch, and an instance restored from its lease that replays its shard up to the batch — nothing lost, duplicated or mismatched', async () => {

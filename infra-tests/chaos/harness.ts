@@ -168,6 +168,8 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     // (some only get a chance at a commit or an ack) — within a bound
     const lastBurst = Date.now();
     const faultUntil = lastBurst + (options.faultPhaseMaxMs ?? 30_000);
+    // kinds that fire only at a checkpoint's inject or commit get a second bound on a slow machine
+    const ensureUntil = lastBurst + 2 * (options.faultPhaseMaxMs ?? 30_000);
     let narrowed = false;
     let extra = 0;
     let lastExtra = 0;
@@ -190,7 +192,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       const ended = list.filter((c) => c.status !== 'IN_FLIGHT' && Date.parse(c.startedAt) > lastBurst).length;
       const committed = list.some((c) => c.status === 'COMPLETED');
       const ensured = options.ensure === false || schedule.missing().length === 0;
-      if ((ended >= (options.faultCheckpoints ?? 1) && committed && ensured) || Date.now() > faultUntil) break;
+      if ((ended >= (options.faultCheckpoints ?? 1) && committed && ensured) || (Date.now() > faultUntil && (ensured || Date.now() > ensureUntil))) break;
     }
     const since = r.faultsOff();
     rescaleDeadline = Date.now() + (options.quietTimeoutMs ?? 120_000);

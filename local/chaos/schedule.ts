@@ -99,8 +99,9 @@ export type FaultRates = Partial<Record<FaultKind, number>>;
 
 /**
  * Kinds no seeded profile draws (each still runs alone with `--only-kind`, and has its targeted
- * test). `source-resharded-outside` is out while an open finding stands: in profiles, 4 of the 16
- * seeds that drew it stalled or left their last records unread (docs/guarantees.md).
+ * test). `source-resharded-outside` is out while an open finding stands: a split between a
+ * checkpoint's allocate and its inject sends its barrier from more source shards than its topology
+ * counts (docs/guarantees.md).
  */
 export const KINDS_OUTSIDE_PROFILES: readonly FaultKind[] = ['source-resharded-outside'];
 

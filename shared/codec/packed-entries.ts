@@ -15,6 +15,13 @@ const utf8d = new TextDecoder();
 
 export const compareKeys = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/** An entry as the codec writes and reads it: the key, its UTF-8 bytes, its states. */
+export interface PackedEntry {
+  readonly key: string;
+  readonly kb: Uint8Array;
+  readonly values: Values;
+}
+
 /**
  * `d`: format byte, state names (count, then each), entry count, then per entry (keys ascending):
  * bytes shared with the previous key, the rest of the key, the number of states, and per state its
@@ -22,22 +29,31 @@ export const compareKeys = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0
  */
 export function encodeEntries(entries: ReadonlyMap<string, Values>): Uint8Array {
   const keys = [...entries.keys()].sort(compareKeys);
+  return encodeSortedEntries(keys.map((key) => ({ key, kb: utf8.encode(key), values: entries.get(key)! })));
+}
+
+/**
+ * `d` of entries already in ascending key order (`compareKeys`, each key once) whose key bytes are
+ * known: what encodeEntries writes for the same entries, without sorting or encoding keys again.
+ */
+export function encodeSortedEntries(entries: readonly PackedEntry[]): Uint8Array {
   const names = new Map<string, number>();
-  for (const k of keys) for (const n of Object.keys(entries.get(k)!)) if (!names.has(n)) names.set(n, names.size);
-  const w = new ByteWriter(256);
+  for (const e of entries) for (const n in e.values) if (!names.has(n)) names.set(n, names.size);
+  const w = scratch;
+  w.length = 0;
   w.varint(PACKED_FORMAT);
   w.varint(names.size);
   for (const n of names.keys()) w.bytes(utf8.encode(n));
-  w.varint(keys.length);
-  let prev = new Uint8Array(0);
-  for (const k of keys) {
-    const kb = utf8.encode(k);
+  w.varint(entries.length);
+  let prev = EMPTY;
+  for (const e of entries) {
+    const kb = e.kb;
     let shared = 0;
     const max = Math.min(prev.length, kb.length);
     while (shared < max && prev[shared] === kb[shared]) shared++;
     w.varint(shared);
-    w.bytes(kb.subarray(shared));
-    const values = entries.get(k)!;
+    w.bytes(shared ? kb.subarray(shared) : kb);
+    const values = e.values;
     const vn = Object.keys(values);
     w.varint(vn.length);
     for (const n of vn) {
@@ -49,7 +65,18 @@ export function encodeEntries(entries: ReadonlyMap<string, Values>): Uint8Array 
   return w.finish();
 }
 
+const EMPTY: Uint8Array = new Uint8Array(0);
+/** the writer every encoding reuses (it is synchronous); `finish` copies out what it wrote */
+const scratch = new ByteWriter(4096);
+
 export function decodeEntries(d: Uint8Array): Map<string, Values> {
+  const out = new Map<string, Values>();
+  for (const e of decodeSortedEntries(d)) out.set(e.key, e.values);
+  return out;
+}
+
+/** The entries of `d` in the order stored (ascending keys, as encodeSortedEntries wrote them), with each key's bytes. */
+export function decodeSortedEntries(d: Uint8Array): PackedEntry[] {
   try {
     return readEntries(new ByteReader(d));
   } catch (err) {
@@ -58,13 +85,13 @@ export function decodeEntries(d: Uint8Array): Map<string, Values> {
   }
 }
 
-function readEntries(r: ByteReader): Map<string, Values> {
+function readEntries(r: ByteReader): PackedEntry[] {
   const format = r.varint();
   if (format !== PACKED_FORMAT) throw new SluiceError(`packed state item has format ${format}, this version reads ${PACKED_FORMAT}`, 'STATE_CORRUPT');
   const names: string[] = [];
   for (let i = r.varint(); i > 0; i--) names.push(utf8d.decode(r.bytes()));
-  const out = new Map<string, Values>();
-  let prev = new Uint8Array(0);
+  const out: PackedEntry[] = [];
+  let prev = EMPTY;
   for (let i = r.varint(); i > 0; i--) {
     const shared = r.varint();
     const rest = r.bytes();
@@ -77,7 +104,7 @@ function readEntries(r: ByteReader): Map<string, Values> {
       if (name === undefined) throw new SluiceError('packed state item names an unknown state', 'STATE_CORRUPT');
       values[name] = r.bytes().slice();
     }
-    out.set(utf8d.decode(kb), values);
+    out.push({ key: utf8d.decode(kb), kb, values });
     prev = kb;
   }
   return out;

@@ -79,6 +79,41 @@ describe('barrier handlers', () => {
     expect(h.waiting(4)).toBe(false);
   });
 
+  it('exactly-once: a checkpoint whose topology counts a source shard that never sends its barrier (merged away outside the job) is superseded once a later checkpoint has every barrier, and aligns with the producers that sent it', () => {
+    const dedupe = new RecordDedupe();
+    const h = createBarrierHandler('exactly-once', dedupe, 10);
+    // checkpoint 2 started with three source shards (s1, s2, s3); s2 and s3 were merged into s4 before its barrier reached them
+    const topo = (checkpointId: number, count: number, sources: number): BarrierEnvelope => ({ ...barrier(checkpointId, count), topology: [sources, 2] });
+    const bySources = (t: readonly number[]) => t[0]!;
+    dedupe.admit('s1', 1, 0);
+    h.onBarrier('s1', topo(2, 1, 3), '10', 1);
+    h.onBarrier('s4', topo(2, 0, 3), '11', 1);
+    expect(h.complete(2, bySources, '12')).toBeUndefined(); // 2 of 3: s2 may still come
+    expect(h.hold(data('s4', 2, 0, '13'), 1)).toBe('held');
+    // checkpoint 3 started with the open shards s1 and s4; one barrier is not yet every one
+    h.onBarrier('s4', topo(3, 1, 2), '14', 1);
+    expect(h.complete(2, bySources, '15')).toBeUndefined();
+    h.onBarrier('s1', topo(3, 0, 2), '16', 1);
+    const cp = h.complete(2, bySources, '17');
+    expect(cp && { producers: [...cp.producers].sort(), replayFrom: cp.replayFrom }).toEqual({ producers: ['s1', 's4'], replayFrom: '13' });
+    expect(h.release(2).map((u) => u.position)).toEqual(['13']);
+    dedupe.admit('s4', 2, 0);
+    expect(h.complete(3, bySources, '18')?.producers.size).toBe(2);
+    expect(h.settled).toBe(true);
+  });
+
+  it('exactly-once: a superseded checkpoint still waits for the records its barriers count', () => {
+    const dedupe = new RecordDedupe();
+    const h = createBarrierHandler('exactly-once', dedupe, 10);
+    const topo = (checkpointId: number, count: number, sources: number): BarrierEnvelope => ({ ...barrier(checkpointId, count), topology: [sources, 2] });
+    const bySources = (t: readonly number[]) => t[0]!;
+    h.onBarrier('s1', topo(2, 1, 2), '10', 1);
+    h.onBarrier('s1', topo(3, 0, 1), '11', 1);
+    expect(h.complete(2, bySources, '12')).toBeUndefined(); // s1 counted one record of epoch 1, none arrived
+    dedupe.admit('s1', 1, 0);
+    expect(h.complete(2, bySources, '13')?.producers.size).toBe(1);
+  });
+
   it("exactly-once: the replay point is the earliest of the frontier, a held record, the hold overflow and a later checkpoint's barrier", () => {
     const dedupe = new RecordDedupe();
     const h = createBarrierHandler('exactly-once', dedupe, 2);

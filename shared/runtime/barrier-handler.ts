@@ -83,12 +83,32 @@ abstract class BarrierBook {
     if (!bs) return undefined;
     const info = bs.values().next().value as BarrierInfo;
     this.topology = info.topology;
-    if (bs.size < expectedProducers(info.topology) || !this.countsMet(n, bs)) return undefined;
+    if (bs.size < expectedProducers(info.topology) && !this.superseded(n, expectedProducers)) return undefined;
+    if (!this.countsMet(n, bs)) return undefined;
     let rp = this.earliestHeld(frontier);
     for (const f of this.futureBarriers) if (f.n > n && compareSeq(f.position, rp) < 0) rp = f.position;
     this.barriers.delete(n);
     this.futureBarriers = this.futureBarriers.filter((f) => f.n > n);
     return { info, producers: new Set(bs.keys()), replayFrom: rp };
+  }
+
+  /**
+   * Whether barrier n can get no more producers: a later checkpoint's barrier came from as many
+   * producers as its own topology expects. Checkpoint n's topology names the source shards open when
+   * it started; a source stream resharded outside the job before n reached its shards leaves a closed
+   * shard that never sends n (a merge sends it from fewer shards than the topology counts). Each
+   * producer sends its barriers in order, and a child shard is read only after its parents, so once
+   * every producer of a later checkpoint sent it, every barrier n still to come has come: n aligns
+   * with the producers that sent it (their counts still checked), as Flink lets a later checkpoint
+   * subsume one that cannot complete.
+   */
+  private superseded(n: number, expectedProducers: (topology: readonly number[]) => number): boolean {
+    for (const [m, bs] of this.barriers) {
+      if (m <= n) continue;
+      const info = bs.values().next().value as BarrierInfo | undefined;
+      if (info && bs.size >= expectedProducers(info.topology)) return true;
+    }
+    return false;
   }
 
   /** whether every record each barrier of checkpoint n counts was applied */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { MemoryStateTable } from '../adapters/memory/memory-ports.js';
-import { decodeEntries, encodeEntries } from '../codec/packed-entries.js';
+import { decodeEntries, decodeSortedEntries, encodeEntries, encodeSortedEntries } from '../codec/packed-entries.js';
 import { groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
 import type { StateRow } from './ports.js';
 import { SpillingStateStore } from './spilling-state-store.js';
@@ -35,6 +35,20 @@ describe('packed entries', () => {
   it('refuses a truncated item as corrupt state', () => {
     const d = encodeEntries(new Map([['user-1', { count: new Uint8Array(40).fill(7) }]]));
     for (const end of [1, 5, d.length - 1]) expect(() => decodeEntries(d.subarray(0, end))).toThrow(expect.objectContaining({ code: 'STATE_CORRUPT' }));
+  });
+  it('writes entries already in key order with known key bytes exactly as from a map (the store re-encodes items so)', () => {
+    const valuesArb = fc.dictionary(fc.constantFrom('count', 'sum', 'list', 'ü'), fc.uint8Array({ maxLength: 40 }), { maxKeys: 3 });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.string({ maxLength: 8, unit: 'grapheme' }), valuesArb), { maxLength: 40 }), (pairs) => {
+        const m = new Map(pairs);
+        const d = encodeEntries(m);
+        const sorted = decodeSortedEntries(d);
+        expect(sorted.map((e) => e.key)).toEqual([...m.keys()].sort());
+        expect(sorted.every((e) => Buffer.from(e.kb).equals(Buffer.from(enc.encode(e.key))))).toBe(true);
+        expect(encodeSortedEntries(sorted)).toEqual(d);
+      }),
+      { numRuns: 200 },
+    );
   });
 });
 
@@ -204,6 +218,63 @@ describe('PackedStateStore', () => {
     const got = await s.getRows([id('huge'), id('small')]);
     expect(got.find((r) => r.key === 'huge')!.values.blob).toEqual(new Uint8Array(5000).fill(7));
     expect((await s.readGroup('op', 7)).map((r) => r.key).sort()).toEqual(['huge', 'small']);
+  });
+});
+
+describe('PackedStateStore: cached items', () => {
+  // A store keeps the decoded entries (with their key bytes and sizes) of the items it read or
+  // wrote, and a write builds the item's new entries from them. A write that fails must leave the
+  // cached ones as the table holds them: a later read at the same item version uses them unread.
+  it('a checkpoint whose item write fails leaves the cached entries as stored (reads and the next write see the table)', async () => {
+    const t = new MemoryStateTable();
+    let failPuts = false;
+    const flaky: PackedTableLike = new Proxy(t, {
+      get(target, p, r) {
+        if (p === 'put')
+          return async (pk: string, item: StoredItem, expected: number | undefined) => {
+            if (failPuts) throw new Error('network error');
+            return target.put(pk, item, expected);
+          };
+        return Reflect.get(target, p, r) as unknown;
+      },
+    });
+    const s = new PackedStateStore(flaky, { splitBytes: 256 });
+    await s.applyRows(1, 1, Array.from({ length: 12 }, (_, i) => row(`k${String(i).padStart(2, '0')}`, `v1-${i}`)));
+    const stored = structuredClone(items(t));
+    failPuts = true;
+    // checkpoint 2 changes, clears and adds keys in every item (and would split): its writes fail
+    await expect(s.applyRows(2, 1, [row('k00', 'v2'), row('k05', ''), row('k11', 'v2'), row('k05a', 'x'.repeat(200))])).rejects.toThrow('network error');
+    failPuts = false;
+    expect(items(t)).toEqual(stored);
+    const got = await s.getRows([id('k00'), id('k05'), id('k05a'), id('k11')]);
+    expect(Object.fromEntries(got.map((r) => [r.key, text(r) ?? null]))).toEqual({ k00: 'v1-0', k05: 'v1-5', k05a: null, k11: 'v1-11' });
+    // checkpoint 2 again, other rows: the items hold checkpoint 1's keys and these, nothing of the failed attempt
+    await s.applyRows(2, 1, [row('k01', 'v2')]);
+    const all = await new PackedStateStore(t).readGroup('op', 7);
+    expect(Object.fromEntries(all.map((r) => [r.key, text(r)]))).toEqual(
+      Object.fromEntries(Array.from({ length: 12 }, (_, i) => [`k${String(i).padStart(2, '0')}`, i === 1 ? 'v2' : `v1-${i}`])),
+    );
+  });
+
+  it('a stale writer whose rows are refused leaves the cached entries as stored', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    await s.applyRows(5, 5, [row('a', 'a5'), row('b', 'b5')]);
+    const r = await s.apply(3, [row('a', 'stale'), row('c', 'stale')]);
+    expect(r.rejected).toHaveLength(2);
+    const got = await s.getRows([id('a'), id('b'), id('c')]);
+    expect(Object.fromEntries(got.map((x) => [x.key, text(x) ?? null]))).toEqual({ a: 'a5', b: 'b5', c: null });
+  });
+
+  it('rows in any order, a key twice: the last row of a key wins, the item is written in key order', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    await s.applyRows(1, 1, [row('m', '1'), row('c', '1'), row('x', '1'), row('c', '2'), row('a', '1'), row('x', '')]);
+    expect([...decodeEntries(items(t)[0]!.d!).entries()].map(([k, v]) => [k, dec.decode(v.count)])).toEqual([
+      ['a', '1'],
+      ['c', '2'],
+      ['m', '1'],
+    ]);
   });
 });
 

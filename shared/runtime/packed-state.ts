@@ -27,7 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { SluiceError } from '../util/errors.js';
 import type { StateRow, StateRowId, StateStore } from './ports.js';
-import { compareKeys, decodeEntries, encodeEntries, PACKED_FORMAT } from '../codec/packed-entries.js';
+import { compareKeys, decodeSortedEntries, encodeSortedEntries, PACKED_FORMAT, type PackedEntry } from '../codec/packed-entries.js';
 
 /** sk of a group's first item (legacy rows used the key itself as sk; keys never start with NUL in practice) */
 export const ROOT_SK = '\u0000r';
@@ -90,9 +90,18 @@ interface Item {
   readonly parentVer?: number;
   /** bytes of `d` */
   readonly size: number;
-  /** decoded on first use */
-  entries: Map<string, Values> | undefined;
+  /** decoded on first use (then kept: an item is never changed, a write makes a new one) */
+  entries: Entry[] | undefined;
   readonly d: Uint8Array;
+}
+
+/**
+ * A decoded entry with its key's UTF-8 bytes and its `entryBytes`, so that a write re-encodes an
+ * item from them without encoding keys or sizing entries again. Shared by the items of successive
+ * writes: never changed.
+ */
+interface Entry extends PackedEntry {
+  readonly size: number;
 }
 
 interface GroupView {
@@ -107,7 +116,34 @@ interface GroupView {
   readonly bytes: number;
 }
 
-const entriesOf = (i: Item) => (i.entries ??= decodeEntries(i.d));
+const entriesOf = (i: Item) => (i.entries ??= sortedEntries(decodeSortedEntries(i.d)));
+
+const entry = (key: string, kb: Uint8Array, values: Values): Entry => ({ key, kb, values, size: entryBytes(kb, values) });
+
+/** Decoded entries in ascending key order, each key once (the encoder writes them so; a last duplicate would win, as in a Map). */
+function sortedEntries(decoded: readonly PackedEntry[]): Entry[] {
+  let ascending = true;
+  for (let i = 1; i < decoded.length && ascending; i++) ascending = compareKeys(decoded[i - 1]!.key, decoded[i]!.key) < 0;
+  const list = ascending ? decoded : [...new Map(decoded.map((e) => [e.key, e])).values()].sort((a, b) => compareKeys(a.key, b.key));
+  return list.map((e) => entry(e.key, e.kb, e.values));
+}
+
+/** Index of the first entry whose key is ≥ `key` (entries ascending). */
+function lowerBound(entries: readonly Entry[], key: string): number {
+  let lo = 0;
+  let hi = entries.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (compareKeys(entries[mid]!.key, key) < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function find(entries: readonly Entry[], key: string): Entry | undefined {
+  const e = entries[lowerBound(entries, key)];
+  return e?.key === key ? e : undefined;
+}
 
 function toItem(s: StoredItem): Item {
   return {
@@ -181,10 +217,20 @@ function sameValues(a: Values | undefined, b: Values): boolean {
   return true;
 }
 
-function entryBytes(key: string, values: Values): number {
-  let n = utf8.encode(key).length + 3;
-  for (const [k, v] of Object.entries(values)) n += k.length + v.length + 4;
-  return n;
+/** an entry's bytes as split decisions count them (the key's UTF-8 bytes, each state's name and bytes, a few for lengths) */
+function entryBytes(kb: Uint8Array, values: Values): number {
+  return kb.length + 3 + Math.max(0, valuesBytes(values));
+}
+
+/** the states' part of entryBytes; -1 if there are none (a row that clears its key) */
+function valuesBytes(values: Values): number {
+  let n = 0;
+  let any = false;
+  for (const k in values) {
+    any = true;
+    n += k.length + values[k]!.length + 4;
+  }
+  return any ? n : -1;
 }
 
 const newSk = () => `\u0000${randomBytes(6).toString('base64url')}`;
@@ -317,16 +363,27 @@ export class PackedStateStore implements StateStore {
 
   /** applyRows, telling what happened to each row. */
   async apply(checkpointId: number, rows: readonly StateRow[]): Promise<PackedApplyResult> {
-    const byPk = new Map<string, Map<string, StateRow>>();
+    // groups in the order their first row comes, found by operator and key group (no pk string per row)
+    const groups: Array<{ readonly operatorId: string; readonly keyGroup: number; readonly rows: StateRow[] }> = [];
+    const byOp = new Map<string, Map<number, StateRow[]>>();
+    let lastOp: string | undefined;
+    let lastGroups: Map<number, StateRow[]> | undefined;
     for (const r of rows) {
-      const pk = groupPk(r.operatorId, r.keyGroup);
-      let m = byPk.get(pk);
-      if (!m) byPk.set(pk, (m = new Map()));
-      m.set(r.key, r); // the last write of a key wins, as row by row
+      if (r.operatorId !== lastOp || !lastGroups) {
+        lastOp = r.operatorId;
+        lastGroups = byOp.get(lastOp);
+        if (!lastGroups) byOp.set(lastOp, (lastGroups = new Map()));
+      }
+      let l = lastGroups.get(r.keyGroup);
+      if (!l) {
+        lastGroups.set(r.keyGroup, (l = []));
+        groups.push({ operatorId: r.operatorId, keyGroup: r.keyGroup, rows: l });
+      }
+      l.push(r);
     }
     const result = { accepted: [] as StateRow[], rejected: [] as StateRow[], itemWrites: 0, conflicts: 0 };
-    await this.pool([...byPk], async ([pk, m]) => {
-      const r = await this.applyGroup(pk, checkpointId, [...m.values()]);
+    await this.pool(groups, async (g) => {
+      const r = await this.applyGroup(groupPk(g.operatorId, g.keyGroup), checkpointId, lastWriteWins(g.rows));
       result.accepted.push(...r.accepted);
       result.rejected.push(...r.rejected);
       result.itemWrites += r.itemWrites;
@@ -426,12 +483,13 @@ export class PackedStateStore implements StateStore {
     const rejected: StateRow[] = [];
     if (!chain.length) {
       // no root yet: it starts with the rows of the older layout, if any
-      const entries = new Map<string, Values>();
+      const entries: Entry[] = [];
       let ckpt = 0;
       for (const [k, e] of view.legacy) {
-        if (Object.keys(e.values).length) entries.set(k, e.values);
+        if (Object.keys(e.values).length) entries.push(entry(k, utf8.encode(k), e.values));
         ckpt = Math.max(ckpt, e.ckpt);
       }
+      entries.sort((a, b) => compareKeys(a.key, b.key));
       const root: Item = { sk: ROOT_SK, lo: undefined, next: undefined, ckpt, ver: 0, size: 0, entries, d: new Uint8Array(0) };
       chain = [root];
     }
@@ -457,36 +515,21 @@ export class PackedStateStore implements StateStore {
         newChain.push(item);
         continue;
       }
-      const entries = new Map(entriesOf(item));
-      let changed = item.ver === 0;
-      for (const r of mine) {
-        const empty = Object.keys(r.values).length === 0;
-        if (empty) {
-          if (entries.delete(r.key)) changed = true;
-        } else if (!sameValues(entries.get(r.key), r.values)) {
-          entries.set(r.key, { ...r.values });
-          changed = true;
-        }
-      }
       accepted.push(...mine);
-      // out-of-range keys (left behind by a split whose parent rewrite never happened) go
-      for (const k of entries.keys()) {
-        if (!inRangeOf(chain, i, k)) {
-          entries.delete(k);
-          changed = true;
-        }
-      }
-      if (!changed && item.ckpt >= n) {
+      // whether the rows change the item matters only if it needs no write for the checkpoint's sake
+      const merged = mergeRows(entriesOf(item), mine, item.lo, chain[i + 1]?.lo, item.ver !== 0 && item.ckpt >= n);
+      if (!merged.changed && item.ver !== 0 && item.ckpt >= n) {
         newChain.push(item);
         continue;
       }
       const ckpt = Math.max(item.ckpt, n);
       const expected = item.ver === 0 ? undefined : item.ver;
-      const pieces = this.split(entries);
+      const pieces = this.split(merged.entries, merged.bytes);
       const sks = pieces.map((_, j) => (j === 0 ? item.sk : newSk()));
       for (let j = 0; j < pieces.length; j++) {
-        const d = encodeEntries(pieces[j]!);
-        const lo = j === 0 ? item.lo : [...pieces[j]!.keys()].sort(compareKeys)[0]!;
+        const piece = pieces[j]!;
+        const d = encodeSortedEntries(piece.entries);
+        const lo = j === 0 ? item.lo : piece.entries[0]!.key;
         const next = j + 1 < pieces.length ? sks[j + 1] : item.next;
         const ver = j === 0 ? item.ver + 1 : 1;
         const stored: StoredItem = {
@@ -499,7 +542,7 @@ export class PackedStateStore implements StateStore {
           ...(j > 0 ? { p: item.sk, q: item.ver + 1 } : {}),
           d,
         };
-        const it: Item = { sk: sks[j]!, lo, next, ckpt, ver, size: d.length, entries: pieces[j]!, d };
+        const it: Item = { sk: sks[j]!, lo, next, ckpt, ver, size: d.length, entries: piece.entries, d };
         writes.push({ stored, expected: j === 0 ? expected : undefined, item: it });
         newChain.push(it);
       }
@@ -507,34 +550,81 @@ export class PackedStateStore implements StateStore {
     return { writes, chain: newChain, accepted, rejected };
   }
 
-  /** One map if it fits `splitBytes`, else runs of ascending keys of about half that each. */
-  private split(entries: Map<string, Values>): Array<Map<string, Values>> {
-    let total = ITEM_OVERHEAD;
-    const sizes = new Map<string, number>();
-    for (const [k, v] of entries) {
-      const b = entryBytes(k, v);
-      sizes.set(k, b);
-      total += b;
-    }
-    if (total <= this.splitBytes || entries.size < 2) return [entries];
+  /** One run if it fits `splitBytes`, else runs of ascending keys of about half that each. */
+  private split(entries: Entry[], total: number): Array<{ entries: Entry[]; bytes: number }> {
+    if (total <= this.splitBytes || entries.length < 2) return [{ entries, bytes: total }];
     const pieces = Math.max(2, Math.ceil(total / (0.75 * this.splitBytes)));
     const target = total / pieces;
-    const out: Array<Map<string, Values>> = [];
-    let cur = new Map<string, Values>();
+    const out: Array<{ entries: Entry[]; bytes: number }> = [];
+    let cur: Entry[] = [];
     let bytes = ITEM_OVERHEAD;
-    for (const k of [...entries.keys()].sort(compareKeys)) {
-      const b = sizes.get(k)!;
-      if (cur.size && (bytes + b > MAX_ITEM_BYTES || bytes + b / 2 > target)) {
-        out.push(cur);
-        cur = new Map();
+    for (const e of entries) {
+      const b = e.size;
+      if (cur.length && (bytes + b > MAX_ITEM_BYTES || bytes + b / 2 > target)) {
+        out.push({ entries: cur, bytes });
+        cur = [];
         bytes = ITEM_OVERHEAD;
       }
-      cur.set(k, entries.get(k)!);
+      cur.push(e);
       bytes += b;
     }
-    if (cur.size) out.push(cur);
+    if (cur.length) out.push({ entries: cur, bytes });
     return out;
   }
+}
+
+/** Each key's last row, in the order keys first came (as row by row); rows already strictly ascending by key are that. */
+function lastWriteWins(rows: StateRow[]): StateRow[] {
+  for (let i = 1; i < rows.length; i++) if (compareKeys(rows[i - 1]!.key, rows[i]!.key) >= 0) return [...new Map(rows.map((r) => [r.key, r])).values()];
+  return rows;
+}
+
+/**
+ * An item's entries with `rows` applied (an empty row clears its key), as a new list: the item's
+ * own list is shared with the cache and stays as it is. Entries outside [lo, hi) (left behind by a
+ * split whose parent rewrite never happened) go. `bytes`: ITEM_OVERHEAD + the entries' sizes.
+ * `changed` is exact only with `compare` (else a row equal to its entry is taken as a change).
+ * A row's values are kept as they are, not copied: nothing changes a row once made (the reads
+ * hand out the cached values the same way).
+ */
+function mergeRows(old: readonly Entry[], rows: readonly StateRow[], lo: string | undefined, hi: string | undefined, compare: boolean): { entries: Entry[]; bytes: number; changed: boolean } {
+  let sorted = rows;
+  for (let i = 1; i < rows.length; i++) {
+    if (compareKeys(rows[i - 1]!.key, rows[i]!.key) < 0) continue;
+    sorted = [...rows].sort((a, b) => compareKeys(a.key, b.key));
+    break;
+  }
+  const start = lo === undefined ? 0 : lowerBound(old, lo);
+  const end = hi === undefined ? old.length : lowerBound(old, hi);
+  let changed = start > 0 || end < old.length;
+  const out: Entry[] = [];
+  let bytes = ITEM_OVERHEAD;
+  let j = start;
+  for (const r of sorted) {
+    while (j < end && compareKeys(old[j]!.key, r.key) < 0) {
+      out.push(old[j]!);
+      bytes += old[j++]!.size;
+    }
+    const had = j < end && old[j]!.key === r.key ? old[j++]! : undefined;
+    const vb = valuesBytes(r.values);
+    if (vb < 0) {
+      if (had) changed = true;
+    } else if (compare && had && sameValues(had.values, r.values)) {
+      out.push(had);
+      bytes += had.size;
+    } else {
+      const kb = had ? had.kb : utf8.encode(r.key);
+      const size = kb.length + 3 + vb;
+      out.push({ key: r.key, kb, values: r.values, size });
+      bytes += size;
+      changed = true;
+    }
+  }
+  for (; j < end; j++) {
+    out.push(old[j]!);
+    bytes += old[j]!.size;
+  }
+  return { entries: out, bytes, changed };
 }
 
 function inRangeOf(chain: readonly Item[], i: number, key: string): boolean {
@@ -550,7 +640,7 @@ function rowIn(view: GroupView, id: StateRowId): StateRow | undefined {
   }
   const item = view.chain[route(view.chain, id.key)]!;
   // a key its item does not hold is cleared (or never written); the item's checkpoint still tells a zombie it is behind
-  const values = entriesOf(item).get(id.key) ?? {};
+  const values = find(entriesOf(item), id.key)?.values ?? {};
   return { operatorId: id.operatorId, keyGroup: id.keyGroup, key: id.key, values, checkpointId: item.ckpt };
 }
 
@@ -563,7 +653,7 @@ export function groupRows(pk: string, stored: readonly StoredItem[]): Map<string
     return out;
   }
   view.chain.forEach((item, i) => {
-    for (const [key, values] of entriesOf(item)) if (inRangeOf(view.chain, i, key)) out.set(key, { values, checkpointId: item.ckpt });
+    for (const { key, values } of entriesOf(item)) if (inRangeOf(view.chain, i, key)) out.set(key, { values, checkpointId: item.ckpt });
   });
   return out;
 }

@@ -51,10 +51,17 @@ export interface InheritedState extends Pick<ParentHandover, 'epoch' | 'reshard'
   readonly seen: ReadonlyArray<ReadonlyMap<string, ReadonlySet<number>>>;
 }
 
-export function mergeParents(childId: string, parents: readonly ParentShare[]): InheritedState {
-  const first = parents[0]!.handover;
+/**
+ * `sourceMerge`: the parents are source shards merged by someone outside the job, at no checkpoint
+ * boundary: one parent may have put barrier n out and the other not (its barrier landed in the
+ * child after the merge). The child goes on in the later epoch; downstream, the barrier the other
+ * parent never sent is superseded by the next checkpoint's (barrier-handler.ts).
+ */
+export function mergeParents(childId: string, parents: readonly ParentShare[], options: { sourceMerge?: boolean } = {}): InheritedState {
+  const latest = parents.reduce((a, p) => (p.handover.epoch > a.handover.epoch ? p : a)).handover;
+  const first = options.sourceMerge ? latest : parents[0]!.handover;
   for (const { handover: p } of parents) {
-    if (p.epoch !== first.epoch) {
+    if (p.epoch !== first.epoch && !options.sourceMerge) {
       throw new SluiceError(`${childId}: parent shards are in epochs ${first.epoch} and ${p.epoch}; a stream is resharded only at a checkpoint boundary`, 'RESHARD_INVALID');
     }
     if (!p.settled) throw new SluiceError(`${childId}: parent ${p.id} was still aligning a checkpoint when its shard closed`, 'RESHARD_INVALID');

@@ -544,7 +544,7 @@ export class StageInstance {
 
   /** Starts a child shard's instance from its parents' handovers (see shard-inheritance.ts). */
   inherit(parents: readonly ParentShare[]): void {
-    const s = mergeParents(this.id, parents);
+    const s = mergeParents(this.id, parents, { sourceMerge: this.source !== undefined });
     this.epoch = s.epoch;
     this.reshard = s.reshard;
     this.outbox.startEpoch(this.epoch, this.reshard);

@@ -113,7 +113,7 @@ export class StageRunner {
         await inst.restore(owned.snapshot);
         if (!owned.snapshot) {
           const inherited = await this.inheritance.inherit(inst, shardId);
-          if (inherited) t.log('info', 'a child shard took over its parents\' state', { instance: id, parents: inherited });
+          if (inherited.length) t.log('info', 'a child shard took over its parents\' state', { instance: id, parents: inherited });
         }
         if (owned.snapshot) {
           // the previous owner may have crashed between making the snapshot durable and acking it:

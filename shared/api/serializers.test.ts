@@ -1,0 +1,22 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { jsonSerializer, textSerializer } from './serializers.js';
+
+const utf8 = new TextEncoder();
+
+describe('serializers', () => {
+  it('write the UTF-8 of the JSON text (and of text), whatever the characters and length', () => {
+    const json = jsonSerializer<unknown>();
+    // ASCII, code units just past it (Latin-1, two-byte UTF-8), any code point, lone surrogates
+    const low = fc.nat(0x3ff).map((c) => String.fromCharCode(c));
+    const text = fc.oneof(fc.string({ maxLength: 80 }), fc.string({ maxLength: 80, unit: low }), fc.string({ maxLength: 80, unit: 'binary' }), fc.string({ maxLength: 8, unit: fc.constantFrom('a', '\u0080', 'ÿ', '\ud800') }));
+    fc.assert(
+      fc.property(fc.oneof(text, fc.jsonValue(), fc.double(), fc.constant(undefined)), (v) => {
+        expect(json.encode(v)).toEqual(utf8.encode(JSON.stringify(v) ?? ''));
+        if (v !== undefined) expect(json.decode(json.encode(v))).toEqual(JSON.parse(JSON.stringify(v) ?? 'null'));
+      }),
+      { numRuns: 500 },
+    );
+    fc.assert(fc.property(text, (s) => void expect(textSerializer.encode(s)).toEqual(utf8.encode(s))), { numRuns: 500 });
+  });
+});
