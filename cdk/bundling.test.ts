@@ -4,6 +4,7 @@
  * the other bundles the real functions/operator.ts and functions/coordinator.ts (skipped, with the
  * reason, until both exist).
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -94,5 +95,12 @@ describe('bundling with the local esbuild', () => {
     const prefix = { SLUICE_PREFIX: 'sluice-clickstream' };
     expect(typeof (await loadHandler(assets.get('sluice-clickstream-s0')!, { ...prefix, SLUICE_STAGE: 's0' }))).toBe('function');
     expect(typeof (await loadHandler(assets.get('sluice-clickstream-coordinator')!, prefix))).toBe('function');
+    // With tracing on the stage handler imports the tracer at its cold start; in plain Node (in this
+    // process the test runner would resolve a bare import from the project), so it must be bundled.
+    const index = pathToFileURL(join(assets.get('sluice-clickstream-s0')!, 'index.mjs')).href;
+    const script = `const { handler } = await import(${JSON.stringify(index)}); process.stdout.write(JSON.stringify(await handler({ Records: [] })));`;
+    const env = { ...process.env, AWS_REGION: 'us-east-1', SLUICE_BUCKET: 'bucket', ...prefix, SLUICE_STAGE: 's0', SLUICE_TRACING: '1' };
+    const out = execFileSync(process.execPath, ['--input-type=module', '--eval', script], { cwd: tmpdir(), env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    expect(JSON.parse(out)).toEqual({ batchItemFailures: [] });
   });
 });

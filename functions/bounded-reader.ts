@@ -40,7 +40,7 @@ export function boundedReaderHandler(job: Job) {
   const defaultBucket = optionalEnv(ENV.bucket) ?? names.bucket;
   const clients = createAwsClients();
   const telemetry = new PowertoolsTelemetry(plan.job, 'bounded-reader', { metricsPeriodMs: 0 });
-  for (const c of [clients.kinesis, clients.s3]) telemetry.tracer.captureAWSv3Client(c);
+  const tracing = telemetry.traceClients(clients, ['kinesis', 's3']);
   const store = s3ObjectStore(clients.s3);
   const writer = kinesisSourceWriter(clients.kinesis);
   const reader = new BoundedReader(store, writer);
@@ -66,6 +66,7 @@ export function boundedReaderHandler(job: Job) {
   return async (task: BoundedReaderTask, context?: Context): Promise<unknown> => {
     if (context) telemetry.logger.addContext(context);
     try {
+      await tracing;
       const out = await run(task);
       telemetry.log('info', `bounded reader ${task.action}`, { source: task.source, ...(task.action === 'read' ? { key: task.key } : {}) });
       return out;

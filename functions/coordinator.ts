@@ -82,7 +82,7 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
   const names = resourceNames(plan, requireEnv(ENV.prefix));
   const telemetry = new PowertoolsTelemetry(plan.job, 'coordinator');
   const clients = createAwsClients();
-  telemetry.traceClients(clients);
+  const tracing = telemetry.traceClients(clients);
   const stateMachineArn = optionalEnv(LOOP_ENV.stateMachineArn);
   const tasks = coordinatorTasks({
     plan,
@@ -97,6 +97,7 @@ export function coordinatorHandler(job: Job): CoordinatorHandler {
     if (context) telemetry.logger.addContext(context);
     let out: unknown;
     try {
+      await tracing;
       out = await tasks.run(input);
       return out;
     } finally {

@@ -28,7 +28,7 @@ export function operatorHandler(job: Job): OperatorHandler {
   const telemetry = new PowertoolsTelemetry(plan.job, stage.id);
   const bucket = optionalEnv(ENV.bucket);
   const clients = createAwsClients();
-  telemetry.traceClients(clients);
+  const tracing = telemetry.traceClients(clients);
   const ports = createAwsPorts(plan, names, clients, telemetry, bucket ? { bucket } : {});
   const runner = createStageRunner({ job, plan, stage, names, ports });
   // a source stage wakes a coordinator parked while no input arrived (shared/coordinator/wake.ts)
@@ -36,6 +36,7 @@ export function operatorHandler(job: Job): OperatorHandler {
   return async (event, context) => {
     if (context) telemetry.logger.addContext(context);
     try {
+      await tracing;
       const out = await handleKinesisBatch(runner, event);
       if (wake && hasInput(event)) {
         // best effort: a missed wake-up is caught by the parked task's own re-check

@@ -11,15 +11,21 @@
  * what is pending waits for the next invocation of the environment, so an environment Lambda shuts
  * down loses at most its last minute of metrics. Counts an alarm watches (dead letters, failed or
  * stalled checkpoints, timer failures, reshards) are written at once.
+ *
+ * The tracer is loaded only when tracing is on: loading it loads the X-Ray SDK, which installs an
+ * async hook with destroy tracking, and then every promise of the function pays for bookkeeping.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { Tracer } from '@aws-lambda-powertools/tracer';
+import type { Tracer } from '@aws-lambda-powertools/tracer';
 import type { AwsClients } from '../shared/adapters/aws/clients.js';
 import type { Telemetry } from '../shared/runtime/ports.js';
 
 /** '1' when the construct turned on active tracing (`tracing: true`); anything else: no tracer at all. */
 export const TRACING_ENV = 'SLUICE_TRACING';
+
+/** The modules a function loads only with tracing on (the tracer, and the X-Ray SDK it loads). */
+export const TRACER_MODULES: readonly string[] = ['@aws-lambda-powertools/tracer', 'aws-xray-sdk-core'];
 
 /** How long an environment sums its metrics before it writes them (one EMF document). */
 export const METRICS_PERIOD_MS = 60_000;
@@ -40,8 +46,8 @@ export interface PowertoolsTelemetryOptions {
 export class PowertoolsTelemetry implements Telemetry {
   readonly logger: Logger;
   readonly metrics: Metrics;
-  /** X-Ray tracing of the SDK clients; disabled (a pass-through, no "sub/segment" noise) unless tracing is on */
-  readonly tracer: Tracer;
+  /** X-Ray tracing of the SDK clients; undefined (not even loaded) unless tracing is on and `traceClients` ran */
+  tracer: Tracer | undefined;
   private readonly counts = new Map<string, number>();
   private readonly timings = new Map<string, number[]>();
   /** when the first pending value was counted; undefined while nothing is pending */
@@ -49,19 +55,32 @@ export class PowertoolsTelemetry implements Telemetry {
   private urgent = false;
   private readonly periodMs: number;
   private readonly now: () => number;
+  private readonly serviceName: string;
 
   constructor(job: string, stage: string, options: PowertoolsTelemetryOptions = {}) {
     this.logger = new Logger({ serviceName: `sluice-${job}`, persistentKeys: { job, stage } });
     this.metrics = new Metrics({ namespace: 'Sluice', serviceName: `sluice-${job}`, defaultDimensions: { job, stage } });
-    this.tracer = new Tracer({ serviceName: `sluice-${job}`, enabled: process.env[TRACING_ENV] === '1' });
+    this.serviceName = `sluice-${job}`;
     this.periodMs = options.metricsPeriodMs ?? METRICS_PERIOD_MS;
     this.now = options.now ?? Date.now;
   }
 
-  /** Traces every SDK client when tracing is on. */
-  traceClients(clients: AwsClients): void {
-    if (!this.tracer.isTracingEnabled()) return;
-    for (const c of [clients.kinesis, clients.dynamodb, clients.s3, clients.sfn]) this.tracer.captureAWSv3Client(c);
+  /**
+   * Traces the SDK clients (by default every one) when tracing is on: loads the tracer at cold start
+   * and resolves once the clients are captured. The handler awaits it before its first call to AWS;
+   * with tracing off it is already resolved and nothing is loaded.
+   */
+  traceClients(clients: AwsClients, which: readonly (keyof AwsClients)[] = ['kinesis', 'dynamodb', 's3', 'sfn']): Promise<void> {
+    if (process.env[TRACING_ENV] !== '1') return Promise.resolve();
+    const ready = import('@aws-lambda-powertools/tracer').then(({ Tracer }) => {
+      const tracer = new Tracer({ serviceName: this.serviceName, enabled: true });
+      this.tracer = tracer;
+      // the tracer disables itself outside Lambda (and under SAM): then the clients stay as they are
+      if (tracer.isTracingEnabled()) for (const name of which) tracer.captureAWSv3Client(clients[name]);
+    });
+    // a failed load fails the invocations that await it, not the execution environment before the first one
+    ready.catch(() => undefined);
+    return ready;
   }
 
   count(name: string, value = 1): void {
