@@ -144,10 +144,9 @@ export function pauseSeconds(checkpoint: CheckpointSettings): number {
 }
 
 /**
- * The longest pause between two `Allocate` attempts on CheckpointInFlightError: one progress window
- * (`timeoutMs`), at most 30 s. What Allocate waits for (a commit, a stream being resharded, a
- * checkpoint left open) is over within about a window; a longer backoff only leaves the job
- * without checkpoints after it is over (a retry is one state transition).
+ * The longest pause between `Allocate` attempts on CheckpointInFlightError: one `timeoutMs`, at most
+ * 30 s. What it waits for (a commit, a reshard, a checkpoint left open) ends within about a window;
+ * a longer backoff only delays the next checkpoint after it (a retry is one state transition).
  */
 export function allocateRetryMaxDelaySeconds(checkpoint: CheckpointSettings): number {
   return Math.min(30, wholeSeconds(checkpoint.timeoutMs));
