@@ -156,6 +156,8 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
    * coordinator's looks (one per window) to see a window without progress and abort n; when the
    * window has grown (after aborts in a row) the ack lands first and n completes late instead.
    */
+  /** `n id` of every ack slow-ack holds back */
+  const heldAcks = new Set<string>();
   const lateAck = (n: number, send: () => Promise<unknown>): void => {
     const until = Date.now() + 2 * opts.checkpointTimeoutMs + 1_000;
     void (async () => {
@@ -234,10 +236,13 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         ack: async (n, id) => {
           await maybeStall(env, 'ack', n);
           if (schedule.roll('crash-before-ack')) throw new ChaosCrash('crash-before-ack', where(`ack(${n})`));
-          if (schedule.roll('slow-ack')) {
+          if (heldAcks.has(`${n} ${id}`) || schedule.roll('slow-ack')) {
             // the checkpoint's timeout is a progress window: an ack only a little late is waited
             // for. This one is held back until its checkpoint was given up for want of progress
-            // (the invocation goes on, as if the write hung in the background), then lands late
+            // (the invocation goes on, as if the write hung in the background), then lands late.
+            // The instance's later acks of n (a restore acks its snapshot again) hang as well, or
+            // one of them would complete n whenever a restore came first
+            heldAcks.add(`${n} ${id}`);
             lateAck(n, () => control.ack(n, id));
             return { completedBy: false };
           }
