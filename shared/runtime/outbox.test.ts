@@ -58,7 +58,7 @@ describe('Outbox', () => {
         const { records } = o.take();
         expect(records.map((r) => r.stream)).toEqual(['stream-s1']);
         const d = o.destination('s1');
-        const envs = byShard(records[0]!.records, sh);
+        const envs = byShard(records[0]!.waves.flat(), sh);
         for (let i = 0; i < n; i++) {
           const list = envs.get(i) ?? [];
           const sent = groups.filter((g) => d.shardOfKeyGroup[g] === i);
@@ -87,7 +87,7 @@ describe('Outbox', () => {
     o.emitRebalance('s2', undefined, payload(2)); // back to shard 0
     o.collect('out', 'b');
     const t = o.take();
-    const envs = byShard(t.records[0]!.records, sh);
+    const envs = byShard(t.records[0]!.waves.flat(), sh);
     expect(envs.get(0)!.map((e) => e.kind)).toEqual(['data', 'barrier', 'data']);
     expect(envs.get(0)![2]).toMatchObject({ epoch: 1, seq: 0 });
     expect(envs.get(1)!.map((e) => e.kind)).toEqual(['data', 'barrier']);
@@ -101,7 +101,7 @@ describe('Outbox', () => {
     o.emitRebalance('s2', undefined, payload(4));
     o.collect('out', 'd');
     const u = o.take();
-    const envs2 = byShard(u.records[0]!.records, sh);
+    const envs2 = byShard(u.records[0]!.waves.flat(), sh);
     expect(envs2.get(1)!.map((e) => (e.kind === 'data' ? [e.epoch, e.seq] : e.kind))).toEqual([[1, 0]]);
     expect(envs2.get(0)!.map((e) => (e.kind === 'data' ? [e.epoch, e.seq] : e.kind))).toEqual([[7, 0]]);
     expect(u.collected[0]!.outputs.map((x) => [x.epoch, x.seq, x.value])).toEqual([
@@ -134,11 +134,11 @@ describe('Outbox', () => {
     o.emitControl({ kind: 'tick', epoch: 0, time: 99 });
     expect(o.dataOut).toBe(2);
     const t = o.take();
-    expect(t.records.map((r) => [r.stream, r.records.length])).toEqual([
+    expect(t.records.map((r) => [r.stream, r.waves.flat().length])).toEqual([
       ['x', 2],
       ['y', 3],
     ]);
-    for (const [i, list] of byShard(t.records[0]!.records, sh)) {
+    for (const [i, list] of byShard(t.records[0]!.waves.flat(), sh)) {
       expect(list).toEqual([
         { kind: 'data', epoch: 0, seq: 0, keyGroup: 0, timestamp: 5, payload: expect.anything() },
         { kind: 'tick', epoch: 0, time: 99 },
@@ -160,7 +160,7 @@ describe('Outbox', () => {
     expect(o.take().records).toEqual([]);
     // seqs continue across takes within the epoch
     o.emitKeyed('s2', 3, undefined, payload(2));
-    expect(decodePacket(o.take().records[0]!.records[0]!.data).envelopes[0]).toMatchObject({ seq: 1 });
+    expect(decodePacket(o.take().records[0]!.waves.flat()[0]!.data).envelopes[0]).toMatchObject({ seq: 1 });
   });
 
   it('splits a channel into several packets past 512 KiB, keeping the order', () => {
@@ -170,7 +170,7 @@ describe('Outbox', () => {
     const big = new Uint8Array(100 * 1024);
     for (let i = 0; i < 12; i++) o.emitKeyed('s1', 0, undefined, big);
     o.closeEpoch(1, [1], false);
-    const recs = o.take().records[0]!.records;
+    const recs = o.take().records[0]!.waves.flat();
     expect(recs.length).toBeGreaterThan(1);
     for (const r of recs) expect(r.data.length).toBeLessThan(1024 * 1024);
     const envs = recs.flatMap((r) => decodePacket(r.data).envelopes);
@@ -204,19 +204,19 @@ describe('routing by key group while a destination is resharded', () => {
         o.addDestination('s1', makeDestination('st', old, MP), 1);
         // barrier 1 announces the reshard of stage 1: epoch 1 routes by key group
         o.closeEpoch(1, [1, before], false, [1]);
-        const sent: OutgoingRecord[] = [...o.take().records.flatMap((r) => r.records)];
+        const sent: OutgoingRecord[] = [...o.take().records.flatMap((r) => r.waves.flat())];
         ops.forEach((x, i) => {
           if (x.kind === 'keyed') o.emitKeyed('s1', x.g, undefined, payload(i));
           else if (x.kind === 'rebalance') o.emitRebalance('s1', undefined, payload(i));
           else if (x.kind === 'broadcast') o.emitBroadcast('s1', undefined, payload(i));
           else o.emitControl({ kind: 'watermark', epoch: 1, watermark: i, idle: false });
           // some packets go out before the stream is resharded, some after
-          if (i === cut) sent.push(...o.take().records.flatMap((r) => r.records));
+          if (i === cut) sent.push(...o.take().records.flatMap((r) => r.waves.flat()));
         });
         // the stream now has its new shards; barrier 2 (plain) closes the routed epoch
         o.replaceDestination('s1', makeDestination('st', next, MP));
         o.closeEpoch(2, [1, after], false);
-        sent.push(...o.take().records.flatMap((r) => r.records));
+        sent.push(...o.take().records.flatMap((r) => r.waves.flat()));
         const seqs = next.map(() => new Set<number>());
         const barriers = new Map<number, number>();
         for (const r of sent) {
@@ -240,6 +240,65 @@ describe('routing by key group while a destination is resharded', () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it('a watermark never lands in a shard before data emitted ahead of it, whatever a partial PutRecords failure refuses (waves)', () => {
+    // A writer that, for each call, accepts a random subset first and retries the refused entries
+    // after them; a wave goes out only once the one before it was accepted. Without the waves, one key
+    // group's watermark lands before another group's refused data in the same shard, which is then late.
+    type Op = { kind: 'keyed'; g: number } | { kind: 'watermark' } | { kind: 'flush' };
+    const op: fc.Arbitrary<Op> = fc.oneof(
+      { arbitrary: fc.nat({ max: MP - 1 }).map((g) => ({ kind: 'keyed' as const, g })), weight: 6 },
+      { arbitrary: fc.constant({ kind: 'watermark' as const }), weight: 2 },
+      fc.constant({ kind: 'flush' as const }),
+    );
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 4 }), fc.boolean(), fc.array(op, { maxLength: 80 }), fc.array(fc.boolean(), { minLength: 64, maxLength: 64 }), (n, routed, ops, refusals) => {
+        const sh = shards(n);
+        const o = new Outbox('p');
+        o.addDestination('s1', makeDestination('st', sh, MP), 1);
+        o.closeEpoch(1, [1, n], false, routed ? [1] : []);
+        let r = 0;
+        const landed = sh.map(() => [] as Envelope[]);
+        const write = () => {
+          for (const { waves } of o.take().records) {
+            for (const wave of waves) {
+              // accepted first: the entries not refused; then the refused ones, retried
+              const refused = wave.filter(() => refusals[r++ % refusals.length]);
+              for (const rec of [...wave.filter((x) => !refused.includes(x)), ...refused]) landed[shardOfHash(sh, rec.hashKey)]!.push(...decodePacket(rec.data).envelopes);
+            }
+          }
+        };
+        let emitted = 0;
+        ops.forEach((x) => {
+          if (x.kind === 'keyed') o.emitKeyed('s1', x.g, emitted, payload(emitted++));
+          else if (x.kind === 'watermark') o.emitControl({ kind: 'watermark', epoch: 1, watermark: emitted++, idle: false });
+          else write();
+        });
+        write();
+        for (const list of landed) {
+          let wm = -1;
+          for (const e of list) {
+            if (e.kind === 'watermark') wm = Math.max(wm, e.watermark);
+            // every data envelope was emitted before any watermark that came ahead of it
+            if (e.kind === 'data') expect(e.timestamp!).toBeGreaterThan(wm);
+          }
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a watermark after a flush outgrew its first packet waits for the second wave', () => {
+    const o = new Outbox('p');
+    o.addDestination('s1', makeDestination('big', shards(1), MP));
+    for (let i = 0; i < 6; i++) o.emitKeyed('s1', 0, undefined, new Uint8Array(100 * 1024));
+    o.emitControl({ kind: 'watermark', epoch: 0, watermark: 5, idle: false });
+    o.emitKeyed('s1', 0, undefined, payload(1));
+    const [first, second, ...rest] = o.take().records[0]!.waves;
+    expect(rest).toEqual([]);
+    expect(first!.flatMap((r) => decodePacket(r.data).envelopes).map((e) => e.kind)).toEqual(Array.from({ length: 7 }, () => 'data'));
+    expect(second!.flatMap((r) => decodePacket(r.data).envelopes)).toEqual([{ kind: 'watermark', epoch: 0, watermark: 5, idle: false }]);
   });
 
   it('refuses to switch shards in the middle of an epoch routed by the old ones', () => {

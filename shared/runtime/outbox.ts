@@ -50,6 +50,8 @@ interface Channel {
   seq: number;
   builder: PacketBuilder | undefined;
   readonly done: Uint8Array[];
+  /** control envelopes held for the flush's second wave (`DestinationBuffer.pushControl`) */
+  deferred?: Envelope[];
 }
 
 /**
@@ -66,6 +68,8 @@ class KeyGroupRouting {
   readonly counts: Int32Array;
   readonly groups: Channel[];
   readonly hashKeys: string[];
+  /** control envelopes of the epoch, sent to every key group in the flush's second wave */
+  readonly control: Envelope[] = [];
   constructor(maxParallelism: number) {
     this.counts = new Int32Array(maxParallelism);
     this.groups = Array.from({ length: maxParallelism }, (_, g) => ({ shardIndex: g, seq: 0, builder: undefined, done: [] }));
@@ -73,26 +77,35 @@ class KeyGroupRouting {
   }
 }
 
-function drainGroups(r: KeyGroupRouting): OutgoingRecord[] {
-  const out: OutgoingRecord[] = [];
+/** The routing's packets: the data of every key group, and (for the second wave) its control envelopes for each. */
+function drainGroups(r: KeyGroupRouting, producer: string): { data: OutgoingRecord[]; control: OutgoingRecord[] } {
+  const data: OutgoingRecord[] = [];
+  const control: OutgoingRecord[] = [];
   for (let g = 0; g < r.groups.length; g++) {
     const c = r.groups[g]!;
     if (c.builder) {
       c.done.push(c.builder.finish());
       c.builder = undefined;
     }
-    for (const data of c.done) out.push({ hashKey: r.hashKeys[g]!, data });
+    for (const packet of c.done) data.push({ hashKey: r.hashKeys[g]!, data: packet });
     c.done.length = 0;
+    if (r.control.length) {
+      const b = new PacketBuilder(producer);
+      for (const e of r.control) b.add(e);
+      control.push({ hashKey: r.hashKeys[g]!, data: b.finish() });
+    }
   }
-  return out;
+  r.control.length = 0;
+  return { data, control };
 }
 
 class DestinationBuffer {
   channels: Channel[];
   /** set for an epoch whose destination stream is resharded when the epoch's checkpoint completes */
   private routingOfEpoch: KeyGroupRouting | undefined;
-  /** packets of a routing that ended with its epoch, not yet written */
-  private readonly leftover: OutgoingRecord[] = [];
+  /** packets of a routing that ended with its epoch, not yet written: its data, then its control envelopes */
+  private readonly leftoverData: OutgoingRecord[] = [];
+  private readonly leftoverControl: OutgoingRecord[] = [];
   constructor(
     public dest: Destination,
     private readonly producer: string,
@@ -108,7 +121,11 @@ class DestinationBuffer {
 
   set routing(next: KeyGroupRouting | undefined) {
     const r = this.routingOfEpoch;
-    if (r) this.leftover.push(...drainGroups(r));
+    if (r) {
+      const { data, control } = drainGroups(r, this.producer);
+      this.leftoverData.push(...data);
+      this.leftoverControl.push(...control);
+    }
     this.routingOfEpoch = next;
   }
 
@@ -137,26 +154,64 @@ class DestinationBuffer {
     return out;
   }
 
-  drain(): OutgoingRecord[] {
-    // key-group packets first: a barrier then follows the data it counts in each shard
-    const out: OutgoingRecord[] = this.leftover.splice(0);
-    if (this.routingOfEpoch) out.push(...drainGroups(this.routingOfEpoch));
+  /**
+   * Control envelopes (watermarks, ticks, the end) to every channel. A watermark must not land in a
+   * shard before data this producer emitted ahead of it, but a partial PutRecords failure lands the
+   * refused entries of a call after the accepted ones. Within one packet order holds, so a control
+   * envelope joins its channel's packet unless an earlier packet of the flush went to the same
+   * shard: in an epoch routed by key group (a receiver holds several groups of this producer, one
+   * watermark per producer) or once a flush outgrew a packet. Then it waits for the flush's second
+   * wave, written after the first was accepted whole. Later never hurts: a watermark only holds
+   * back less, and the receiver applies one of an older epoch as it comes.
+   */
+  pushControl(e: Envelope): void {
+    const r = this.routingOfEpoch;
+    if (r) {
+      r.control.push(e);
+      return;
+    }
+    for (const ch of this.channels) {
+      if (ch.done.length) (ch.deferred ??= []).push(e);
+      else this.push(ch, e);
+    }
+  }
+
+  /**
+   * The pending packets in two waves, the second written once the first was accepted whole: data and
+   * barriers (key-group packets first), then the control envelopes held back (`pushControl`).
+   * Barriers need no wave of their own: each counts the data it closes.
+   */
+  drain(): OutgoingRecord[][] {
+    const first = this.leftoverData.splice(0);
+    const second = this.leftoverControl.splice(0);
+    if (this.routingOfEpoch) {
+      const r = drainGroups(this.routingOfEpoch, this.producer);
+      first.push(...r.data);
+      second.push(...r.control);
+    }
     for (const c of this.channels) {
       if (c.builder) {
         c.done.push(c.builder.finish());
         c.builder = undefined;
       }
       const hashKey = this.dest.shards[c.shardIndex]!.startingHashKey;
-      for (const data of c.done) out.push({ hashKey, data });
+      for (const data of c.done) first.push({ hashKey, data });
       c.done.length = 0;
+      if (c.deferred) {
+        const b = new PacketBuilder(this.producer);
+        for (const e of c.deferred) b.add(e);
+        second.push({ hashKey, data: b.finish() });
+        c.deferred = undefined;
+      }
     }
-    return out;
+    return [first, second].filter((w) => w.length > 0);
   }
 
   get pending(): number {
-    let n = this.leftover.length;
-    for (const c of this.channels) n += c.done.length + (c.builder ? 1 : 0);
-    if (this.routingOfEpoch) for (const c of this.routingOfEpoch.groups) n += c.done.length + (c.builder ? 1 : 0);
+    let n = this.leftoverData.length + this.leftoverControl.length;
+    for (const c of this.channels) n += c.done.length + (c.builder ? 1 : 0) + (c.deferred ? 1 : 0);
+    const r = this.routingOfEpoch;
+    if (r) for (const c of r.groups) n += c.done.length + (c.builder ? 1 : 0) + (r.control.length ? 1 : 0);
     return n;
   }
 }
@@ -343,7 +398,7 @@ export class Outbox {
       this.stage6(Staged.Control, e, undefined, undefined, undefined, undefined);
       return;
     }
-    for (const d of this.dests.values()) for (const ch of d.routing ? d.routing.groups : d.channels) d.push(ch, e);
+    for (const d of this.dests.values()) d.pushControl(e);
   }
 
   private nextSinkSeq(sink: string): number {
@@ -404,12 +459,12 @@ export class Outbox {
     this.take();
   }
 
-  /** Takes everything pending, grouped for writing. */
-  take(): { records: Array<{ stream: string; records: OutgoingRecord[] }>; upserts: Array<{ table: string; keyAttribute: string; writes: UpsertWrite[] }>; collected: Array<{ sink: string; outputs: StagedOutput[] }> } {
-    const records: Array<{ stream: string; records: OutgoingRecord[] }> = [];
+  /** Takes everything pending, grouped for writing; a stream's records come in waves (`DestinationBuffer.drain`). */
+  take(): { records: Array<{ stream: string; waves: OutgoingRecord[][] }>; upserts: Array<{ table: string; keyAttribute: string; writes: UpsertWrite[] }>; collected: Array<{ sink: string; outputs: StagedOutput[] }> } {
+    const records: Array<{ stream: string; waves: OutgoingRecord[][] }> = [];
     for (const d of this.dests.values()) {
-      const r = d.drain();
-      if (r.length) records.push({ stream: d.dest.stream, records: r });
+      const waves = d.drain();
+      if (waves.length) records.push({ stream: d.dest.stream, waves });
     }
     const upserts = [...this.upserts.values()].filter((u) => u.writes.length);
     this.upserts.clear();

@@ -614,11 +614,13 @@ export class StageInstance {
   async drain(): Promise<void> {
     if (!this.outbox.pending) return;
     const { records, upserts, collected } = this.outbox.take();
-    for (const r of records) this.stats.recordsOut += r.records.length;
+    for (const r of records) for (const w of r.waves) this.stats.recordsOut += w.length;
     this.ports.telemetry.count('RecordsOut', this.outbox.dataOut - this.reportedOut);
     this.reportedOut = this.outbox.dataOut;
     await Promise.all([
-      ...records.map((r) => this.ports.writer.putAll(r.stream, r.records)),
+      ...records.map(async (r) => {
+        for (const w of r.waves) await this.ports.writer.putAll(r.stream, w);
+      }),
       ...upserts.map((u) => this.ports.upsertSink.write(u.table, u.keyAttribute, u.writes)),
       ...collected.map((c) => this.ports.collectSink.stage(c.sink, c.outputs)),
     ]);

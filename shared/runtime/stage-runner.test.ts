@@ -820,17 +820,21 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
     // the same channel, in the same PutRecords call. The data packet is rejected once, so it lands
     // after the barrier.
     let rejected = 0;
-    s.m.faults.rejectPutEntry = (e) => e.stream === s.innerStream && e.attempt === 0 && e.index === 0 && rejected++ === 0;
+    // (only the first call's: a watermark held back for the flush's second wave makes a second call)
+    s.m.faults.rejectPutEntry = (e) => e.stream === s.innerStream && e.attempt === 0 && e.index === 0 && rejected === 0 && ++rejected === 1;
     for (let i = 0; i < 3; i++) s.produce({ kind: 'ok', user: 'a', v: 1, pad: 200_000 });
     await s.startCheckpoint();
     await s.esmStep(s.stage(0), s.shardsOf(s.stage(0))[0]!, { size: 100 });
     const inner = s.records(s.stage(1), s.shardsOf(s.stage(1))[0]!);
-    const kinds = inner.map((r) =>
-      decodePacket(r.data)
-        .envelopes.filter((e) => e.kind === 'data' || e.kind === 'barrier')
-        .map((e) => e.kind)
-        .join('+'),
-    );
+    const kinds = inner
+      .map((r) =>
+        decodePacket(r.data)
+          .envelopes.filter((e) => e.kind === 'data' || e.kind === 'barrier')
+          .map((e) => e.kind)
+          .join('+'),
+      )
+      // the watermark that followed the first packet went in the flush's second wave, alone
+      .filter((k) => k !== '');
     expect(rejected).toBe(1);
     expect(kinds).toEqual(['barrier', 'data+data+data']);
     await s.drainAll();
