@@ -36,7 +36,7 @@ import { InPlaceRescale } from './rescale.js';
 import { progressVerdict, type TimeoutVerdict } from './timeouts.js';
 import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, OverdueOutput, SettleOutput } from './protocol.js';
 import { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
-import { validSavepointId, type CheckpointRecord, type InstanceCheckpointStats, type SavepointRecord } from './records.js';
+import { allAcked, validSavepointId, type CheckpointRecord, type InstanceCheckpointStats, type SavepointRecord } from './records.js';
 
 export { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
 export type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, SavepointRecord, SavepointStatus } from './records.js';
@@ -115,9 +115,12 @@ export class Coordinator {
       // every ack is in, but the execution that waited for them ended before it committed: commit
       // it (idempotent) instead of aborting finished work a window later; only the oldest, as
       // commits go in order
-      if (id === open[0] && ck?.status === 'IN_FLIGHT' && (ck.complete ?? ck.acks >= ck.expected)) {
+      if (id === open[0] && ck?.status === 'IN_FLIGHT' && allAcked(ck)) {
         this.options.telemetry?.log('warn', 'committing a checkpoint whose acks were all in when its coordinator execution ended', { checkpointId: id });
+        // under the loop's marker, as every commit: another execution's `begin` waits for it (loop.ts)
+        await this.store.markCommitting(id, this.now().toISOString());
         await this.commit(id);
+        await this.store.clearCommitting(id);
         return this.allocate(savepoint);
       }
       // a checkpoint open with no ack for a whole progress window (or past the ceiling) was left by
@@ -131,8 +134,12 @@ export class Coordinator {
       }
       // no ack for a whole timeoutMs: the execution that opened n may have ended before it injected
       // n's barrier (nothing could ack then, and the window, doubled by aborts before, is long).
-      // Injecting again is safe (sources ignore a barrier they had) and gives n its chance
-      if (ck?.status === 'IN_FLIGHT' && ck.acks === 0 && this.now().getTime() - Date.parse(ck.startedAt) >= this.plan.checkpoint.timeoutMs) await this.inject(id);
+      // Injecting again is safe (sources ignore a barrier they had) and gives n its chance — once:
+      // the progress noted at 0 acks says it was done, and the window runs from there
+      if (ck?.status === 'IN_FLIGHT' && ck.acks === 0 && ck.progressAt === undefined && this.now().getTime() - Date.parse(ck.startedAt) >= this.plan.checkpoint.timeoutMs) {
+        await this.inject(id);
+        await this.store.noteProgress(id, 0, this.now().toISOString());
+      }
     }
     if (open.length >= maxOpen) throw new CheckpointInFlightError(open[0]!);
     // a stop-with-savepoint in flight: no checkpoint may follow it
@@ -518,7 +525,7 @@ export class Coordinator {
     for (const n of state.open) {
       const ck = await this.get(n);
       if (!ck || ck.status !== 'IN_FLIGHT') await this.finishLeftOver(n, ck);
-      else if (ck.complete ?? ck.acks >= ck.expected) await this.commit(n);
+      else if (allAcked(ck)) await this.commit(n);
       else {
         const verdict = await progressVerdict(this.store, ck, this.plan.checkpoint.timeoutMs, this.now());
         if (verdict.abort) await this.abort(n, verdict.reason);
@@ -579,7 +586,7 @@ export class Coordinator {
     const ck = await this.get(n);
     if (!ck || ck.status !== 'IN_FLIGHT') return { checkpointId: n, extend: false };
     // complete meanwhile (its last ack found no task token): waiting again wakes up at once
-    if (ck.complete ?? ck.acks >= ck.expected) return { checkpointId: n, extend: true };
+    if (allAcked(ck)) return { checkpointId: n, extend: true };
     const verdict = await progressVerdict(this.store, ck, this.plan.checkpoint.timeoutMs, this.now());
     if (!verdict.abort) return { checkpointId: n, extend: true };
     this.options.telemetry?.log('warn', 'checkpoint aborted', { checkpointId: n, reason: verdict.reason });

@@ -31,6 +31,7 @@ import { SluiceError } from '../util/errors.js';
 import type { CheckpointStore, ShardPeek, Workflow } from './ports.js';
 import type { CoordinatorTaskInput } from './protocol.js';
 import { CommitRunningError, type OverdueOutput } from './protocol.js';
+import { allAcked } from './records.js';
 import { LOOP_ERRORS } from './wake.js';
 
 export type LoopTaskInput =
@@ -205,13 +206,13 @@ export class CoordinatorLoop {
   async poll(n: number, roundStartedAt: string): Promise<PollOutput> {
     const late = this.roundAge(roundStartedAt) >= ROUND.pollForMs;
     let ck = await this.store.getCheckpoint(n);
-    if (ck?.status === 'IN_FLIGHT' && !(ck.complete ?? ck.acks >= ck.expected) && this.now().getTime() - Date.parse(ck.startedAt) >= this.o.plan.checkpoint.timeoutMs) {
+    if (ck?.status === 'IN_FLIGHT' && !allAcked(ck) && this.now().getTime() - Date.parse(ck.startedAt) >= this.o.plan.checkpoint.timeoutMs) {
       const o = (await this.o.run({ action: 'overdue', checkpointId: n })) as OverdueOutput;
       if (!o.extend) ck = await this.store.getCheckpoint(n);
     }
     if (ck?.status === 'COMPLETED') return { acked: true, aborted: false, late };
     if (!ck || ck.status === 'ABORTED') return { acked: false, aborted: true, late };
-    return { acked: ck.complete ?? ck.acks >= ck.expected, aborted: false, late };
+    return { acked: allAcked(ck), aborted: false, late };
   }
 
   /**

@@ -45,6 +45,11 @@ export interface CheckpointRecord {
   readonly reshard?: readonly number[];
 }
 
+/** Every expected instance acked n (by identity; by count on records written before members were kept). */
+export function allAcked(ck: Pick<CheckpointRecord, 'complete' | 'acks' | 'expected'>): boolean {
+  return ck.complete ?? ck.acks >= ck.expected;
+}
+
 export type SavepointStatus = 'REQUESTED' | 'IN_PROGRESS' | 'COMPLETED' | 'FAILED';
 
 export interface SavepointRecord {

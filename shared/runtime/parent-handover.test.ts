@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
+import { mergedOutsideTheJob, mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
 
-const parent = (id: string, epoch: number, generation: number): ParentShare => ({
+const parent = (id: string, epoch: number, generation: number, reshard: readonly number[] = []): ParentShare => ({
   handover: {
     id,
     epoch,
     settled: true,
-    reshard: [],
+    reshard,
     generation,
     topology: [2, 2],
     processingTime: 0,
@@ -32,5 +32,12 @@ describe('a child shard starting from its parents', () => {
     const s = mergeParents('s0:c', [parent('s0:a', 2, 1), parent('s0:b', 3, 4)], { sourceMerge: true });
     expect(s.epoch).toBe(3);
     expect(s.generation).toBe(5);
+  });
+
+  it("a merge of source shards is the job's own when the checkpoint its parents ended at announced the stage's reshard", () => {
+    expect(mergedOutsideTheJob([parent('s0:a', 3, 1, [0]), parent('s0:b', 3, 1, [0])], 0)).toBe(false);
+    expect(mergedOutsideTheJob([parent('s0:a', 2, 1), parent('s0:b', 3, 1)], 0)).toBe(true);
+    // a reshard of another stage's stream says nothing about this one's
+    expect(mergedOutsideTheJob([parent('s0:a', 3, 1, [1]), parent('s0:b', 3, 1, [1])], 0)).toBe(true);
   });
 });

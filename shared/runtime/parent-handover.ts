@@ -52,6 +52,15 @@ export interface InheritedState extends Pick<ParentHandover, 'epoch' | 'reshard'
 }
 
 /**
+ * Whether a source stage's parent shards were merged outside the job: the job's own rescale of its
+ * source stream (in place) announced it with the checkpoint the parents ended at (`reshard` names
+ * the stage), a merge made by someone else did not.
+ */
+export function mergedOutsideTheJob(parents: readonly ParentShare[], stageIndex: number): boolean {
+  return !parents.every((p) => p.handover.reshard.includes(stageIndex));
+}
+
+/**
  * `sourceMerge`: the parents are source shards merged by someone outside the job, at no checkpoint
  * boundary: one parent may have put barrier n out and the other not (its barrier landed in the
  * child after the merge). The child goes on in the later epoch; downstream, the barrier the other

@@ -24,6 +24,11 @@ import { compareSeq, laterSeq as later } from './positions.js';
 
 type Placement = SourceBarrierRecord['placed'][number];
 
+/** A placement is due once the source has read through its position (`reaches` and `forwardReached` alike). */
+function dueAt(p: Placement, position: string): boolean {
+  return compareSeq(p.after, position) <= 0;
+}
+
 /** One source instance's placements; `forward` sends barrier n after the record `after` and snapshots. */
 export class SourceBarrierPlan {
   private placed: Placement[] = [];
@@ -54,12 +59,12 @@ export class SourceBarrierPlan {
    */
   reaches(epoch: number, position: string): boolean {
     const p = this.placed[0];
-    return p !== undefined && (p.barrier.checkpointId <= epoch || compareSeq(p.after, position) <= 0);
+    return p !== undefined && (p.barrier.checkpointId <= epoch || dueAt(p, position));
   }
 
   /** Forwards every pending barrier placed at or before `position` (`epoch()` moves as each snapshots). */
   async forwardReached(epoch: () => number, position: string): Promise<void> {
-    for (let p = this.pending(epoch())[0]; p && compareSeq(p.after, position) <= 0; p = this.pending(epoch())[0]) {
+    for (let p = this.pending(epoch())[0]; p && dueAt(p, position); p = this.pending(epoch())[0]) {
       await this.forward(p.barrier, p.after);
     }
   }

@@ -9,12 +9,13 @@ import type { Coordinator } from '../../coordinator/coordinator.js';
 import { planJob } from '../../plan/planner.js';
 import { resourceNames } from '../../plan/resources.js';
 import { CEILING_FACTOR } from '../../coordinator/timeouts.js';
+import type { CommitTarget } from '../../coordinator/protocol.js';
 import { memoryCoordinator } from './checkpoint-store.js';
 import { createJobStreams, createMemoryPorts, type MemoryPorts } from './memory-ports.js';
 
 const T = 1_000; // checkpoint.timeoutMs
 
-function setup() {
+function setup(commitTargets: readonly CommitTarget[] = []) {
   const j = job('progress', { maxParallelism: 16, checkpoint: { timeoutMs: T } });
   // 6 source shards, 6 keyed instances: 12 acks per checkpoint
   j.source<{ k: string }>({ name: 'in', shards: 6 }).keyBy((x) => x.k, { parallelism: 6 }).process({ processElement() {} }).sinkTo(collectSink('out'));
@@ -23,7 +24,7 @@ function setup() {
   const m = createMemoryPorts();
   createJobStreams(m.kinesis, plan, names);
   const clock = { now: 1_700_000_000_000 };
-  const coord = memoryCoordinator(plan, names, m, [], () => new Date(clock.now));
+  const coord = memoryCoordinator(plan, names, m, commitTargets, () => new Date(clock.now));
   return { coord, m, clock };
 }
 
@@ -136,7 +137,22 @@ describe('checkpoint timeoutMs is a progress window under a hard ceiling', () =>
     expect((await coord.get(n))!.status).toBe('COMPLETED');
   });
 
-  it('a checkpoint opened by an execution that ended before it injected: the next allocate injects it once no ack came for timeoutMs', async () => {
+  it("that commit runs under the loop's commit marker, so a second execution's begin waits for it instead of committing alongside", async () => {
+    const marker: Array<number | undefined> = [];
+    let readMarker = async (): Promise<number | undefined> => undefined;
+    const s = setup([{ publish: async () => (marker.push(await readMarker()), 0) }]);
+    const { coord, m, clock } = s;
+    readMarker = async () => (await coord.ports.store.loopState()).committing;
+    const start = clock.now;
+    const { checkpointId: n } = await coord.allocate();
+    for (const id of (await coord.get(n))!.missing!) await m.control.ack(n, id);
+    clock.now = start + 5 * T;
+    expect((await coord.allocate()).checkpointId).toBe(n + 1);
+    expect(marker).toEqual([n]);
+    expect((await coord.ports.store.loopState()).committing).toBeUndefined();
+  });
+
+  it('a checkpoint opened by an execution that ended before it injected: the next allocate injects it again, once, when no ack came for timeoutMs', async () => {
     const s = setup();
     const { coord, m, clock } = s;
     // after an abort the window is 2T: without a new injection n would wait all of it with no ack
@@ -151,6 +167,16 @@ describe('checkpoint timeoutMs is a progress window under a hard ceiling', () =>
     clock.now = start + 1.2 * T;
     await expect(coord.allocate()).rejects.toMatchObject({ name: 'CheckpointInFlightError' });
     expect(announced()).toContain(n);
+    // once: the retries that follow (Allocate backs off to one timeoutMs) put no more tail barriers
+    const injector = coord.ports.injector;
+    const put = injector.putControl.bind(injector);
+    let tailBarriers = 0;
+    injector.putControl = (...args) => (tailBarriers++, put(...args));
+    clock.now = start + 1.5 * T;
+    await expect(coord.allocate()).rejects.toMatchObject({ name: 'CheckpointInFlightError' });
+    clock.now = start + 2.1 * T;
+    await expect(coord.allocate()).rejects.toMatchObject({ name: 'CheckpointInFlightError' });
+    expect(tailBarriers).toBe(0);
     for (const id of (await coord.get(n))!.missing!) await m.control.ack(n, id);
     expect((await coord.allocate()).checkpointId).toBe(n + 1);
     expect((await coord.get(n))!.status).toBe('COMPLETED');
