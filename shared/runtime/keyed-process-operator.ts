@@ -30,6 +30,10 @@ interface KeyedOperator {
   readonly opId: string;
   readonly side: Map<string, Push>;
   readonly env: OperatorEnv;
+  /** the record or timer being handled: its key is the one value states act on */
+  current: RecordMeta;
+  /** one handle per value state, made at the first `getState` */
+  readonly values: Map<StateDescriptor<unknown>, ValueState<unknown>>;
   check<D extends StateDescriptor<unknown>>(d: D): D;
 }
 
@@ -37,11 +41,38 @@ const keyedOperator = (opId: string, declared: Set<string>, side: Map<string, Pu
   opId,
   side,
   env,
+  current: NO_META,
+  values: new Map(),
   check: <D extends StateDescriptor<unknown>>(d: D): D => {
     if (!declared.has(d.name)) throw new UsageError(opId, `state "${d.name}"`, "is not declared: list it in the function's `state`");
     return d;
   },
 });
+
+/**
+ * A value state of a keyed operator, as Flink scopes one: one handle per operator, acting on the
+ * key of the record or timer at hand at each call. Each call finds its entry through the cache
+ * (the record's entry is primed), so the entry is saved for the record's undo at its first access
+ * — also by a handle kept from an earlier record.
+ */
+class CurrentKeyValueState<T> implements ValueState<T> {
+  constructor(
+    private readonly op: KeyedOperator,
+    private readonly d: ValueStateDescriptor<T>,
+  ) {}
+  value(): T | undefined {
+    const m = this.op.current;
+    return (this.op.env.state.read(this.op.opId, m.key!, m.keyGroup, this.d as StateDescriptor<unknown>) as T | undefined) ?? this.d.defaultValue;
+  }
+  update(v: T): void {
+    const m = this.op.current;
+    this.op.env.state.update(this.op.opId, m.key!, m.keyGroup, this.d as StateDescriptor<unknown>, v);
+  }
+  clear(): void {
+    const m = this.op.current;
+    this.op.env.state.write(this.op.opId, m.key!, m.keyGroup, this.d as StateDescriptor<unknown>, undefined);
+  }
+}
 
 class Timers implements TimerService {
   readonly currentWatermark: () => number;
@@ -94,7 +125,11 @@ class KeyedCtx extends OperatorContext implements OnTimerContext<Key> {
     return (this.ts ??= new Timers(this._op.env, this._op.opId, this._meta.key!, this._meta.keyGroup));
   }
   getState<T>(d: ValueStateDescriptor<T>): ValueState<T> {
-    return this._op.env.state.valueState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    const op = this._op;
+    const desc = d as StateDescriptor<unknown>;
+    let h = op.values.get(desc) as ValueState<T> | undefined;
+    if (!h) op.values.set(desc, (h = new CurrentKeyValueState(op, op.check(d)) as unknown as ValueState<T>));
+    return h;
   }
   getListState<T>(d: ListStateDescriptor<T>): ListState<T> {
     return this._op.env.state.listState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
@@ -137,20 +172,19 @@ function keyedFunction<C extends KeyedCtx>(
 ): Push {
   const opId = node.id;
   const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side, env);
-  let current: RecordMeta | undefined;
-  const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+  const collector: Collector<unknown> = { collect: (value) => next(value, op.current) };
   const elementCtx = new Ctx(NO_META, op);
   const timerCtx = new KeyedCtx(NO_META, op);
   if (fn.onTimer) {
     const onTimer = fn.onTimer.bind(fn);
     env.onTimer(opId, (t) => {
       const meta = new TimerMeta(opId, t);
-      current = meta;
+      op.current = meta;
       onTimer(t.time, timerCtx.rebindKeyed(meta, t.domain), collector);
     });
   }
   return (v, m) => {
-    current = m;
+    op.current = m;
     element(v, m, elementCtx.rebindKeyed(m), collector);
   };
 }

@@ -324,6 +324,11 @@ export class KeyedStateCache {
     return cellGet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name));
   }
 
+  /** Sets a value state as its handle's `update` does (`undefined` is a value, not a clear). */
+  update(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>, v: unknown): void {
+    cellSet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name), v);
+  }
+
   /** Writes a state's value without a handle (`undefined` clears it). */
   write(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>, v: unknown): void {
     cellSet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name), v === undefined ? ABSENT : v);

@@ -15,6 +15,7 @@ import {
   OutputTag,
   TumblingEventTimeWindows,
   WatermarkStrategies,
+  type ValueState,
   type ValueStateDescriptor,
 } from '../api/index.js';
 import { jsonSerializer } from '../api/serializers.js';
@@ -247,6 +248,31 @@ describe('a record whose function throws is undone whole (record undo)', () => {
       { key: 'a', ts: 500, v: 2 },
     ]);
     expect(r.published<string>('out').sort()).toEqual(['a:100:1', 'a:500:2']);
+    expect(r.deadLetters()).toHaveLength(1);
+  });
+  it('a value state handle kept from an earlier record acts on the current key, and its writes are undone with a record that throws (record undo: entry saved at each first access, not at getState)', async () => {
+    let kept: ValueState<number> | undefined;
+    const j = job('undo-kept-handle', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .process<string>({
+        state: [count],
+        processElement(e, ctx, out) {
+          // a function may keep the handle it got first (as a Flink function keeps one from open())
+          const s = (kept ??= ctx.getState(count));
+          s.update((s.value() ?? 0) + 1);
+          if (e.bad) throw new Error('bad record');
+          out.collect(`${e.key}:${s.value()}`);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = await run(j, [
+      { key: 'a', ts: 1, v: 1 },
+      { key: 'b', ts: 2, v: 1, bad: true },
+      { key: 'a', ts: 3, v: 1 },
+      { key: 'b', ts: 4, v: 1 },
+    ]);
+    expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:2', 'b:1']);
     expect(r.deadLetters()).toHaveLength(1);
   });
 });
