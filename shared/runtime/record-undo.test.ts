@@ -15,6 +15,8 @@ import {
   OutputTag,
   TumblingEventTimeWindows,
   WatermarkStrategies,
+  listState,
+  type ListState,
   type ValueState,
   type ValueStateDescriptor,
 } from '../api/index.js';
@@ -273,6 +275,31 @@ describe('a record whose function throws is undone whole (record undo)', () => {
       { key: 'b', ts: 4, v: 1 },
     ]);
     expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:2', 'b:1']);
+    expect(r.deadLetters()).toHaveLength(1);
+  });
+  it('a list state handle kept from an earlier record acts on the current key, and its writes are undone with a record that throws (record undo: every kind of handle per operator)', async () => {
+    const seen = listState<number>('seen');
+    let kept: ListState<number> | undefined;
+    const j = job('undo-kept-list', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .process<string>({
+        state: [seen],
+        processElement(e, ctx, out) {
+          const s = (kept ??= ctx.getListState(seen));
+          s.add(e.ts);
+          if (e.bad) throw new Error('bad record');
+          out.collect(`${e.key}:${s.get().join(',')}`);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = await run(j, [
+      { key: 'a', ts: 1, v: 1 },
+      { key: 'b', ts: 2, v: 1, bad: true },
+      { key: 'a', ts: 3, v: 1 },
+      { key: 'b', ts: 4, v: 1 },
+    ]);
+    expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:1,3', 'b:4']);
     expect(r.deadLetters()).toHaveLength(1);
   });
 });
