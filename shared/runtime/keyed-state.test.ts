@@ -238,4 +238,18 @@ describe('KeyedStateCache', () => {
       { numRuns: 300 },
     );
   });
+  it('eviction and a spill of dirty keys let go of the entries kept for the next checkpoint\'s key order (memory they free stays free)', () => {
+    const c = cache();
+    for (const k of ['a', 'b', 'c']) c.valueState('op2-process', k, 0, count).update(1);
+    c.dirtyRows();
+    c.markClean();
+    expect(c.orderedEntries).toBe(3);
+    expect(c.evictClean(0)).toBe(3);
+    expect(c.orderedEntries).toBe(0);
+    for (const k of ['d', 'e']) c.valueState('op2-process', k, 0, count).update(1);
+    c.dirtyRows();
+    expect(c.orderedEntries).toBe(2);
+    expect(c.takeDirty(2)).toHaveLength(2);
+    expect(c.orderedEntries).toBe(0);
+  });
 });

@@ -420,6 +420,8 @@ export class KeyedStateCache {
    */
   takeDirty(n: number): StateRow[] {
     const rows: StateRow[] = [];
+    // memory is short: the entries taken out must not stay held by the last order
+    this.lastOrder.clear();
     for (const [operatorId, list] of this.dirty) {
       if (rows.length >= n) break;
       const entries = this.dirtyEntries(operatorId, list).slice(0, n - rows.length);
@@ -478,6 +480,13 @@ export class KeyedStateCache {
     for (const r of rows) this.markDirty(r.operatorId, r.key, this.opMap(r.operatorId).get(r.key)!);
   }
 
+  /** @internal entries the last order holds for the next checkpoint's sort */
+  get orderedEntries(): number {
+    let n = 0;
+    for (const list of this.lastOrder.values()) n += list.length;
+    return n;
+  }
+
   /** Number of cached keys, for eviction decisions and metrics. */
   get size(): number {
     let n = 0;
@@ -490,6 +499,8 @@ export class KeyedStateCache {
     this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
     let evicted = 0;
     const size = this.size;
+    // the last order holds entries (and their values): kept, it would keep what eviction frees
+    if (size > limit) this.lastOrder.clear();
     for (const [op, m] of this.ops) {
       const list = this.dirty.get(op);
       const d = list ? new Set(list.map((e) => e.key)) : undefined;
