@@ -61,17 +61,23 @@ class CurrentKeyCell<T> implements StateCell<T> {
     protected readonly op: KeyedOperator,
     protected readonly d: StateDescriptor<unknown>,
   ) {}
-  get(): T | undefined {
+  /** the record's or timer's meta; a broadcast record has no key for keyed state to act on */
+  private keyed(): RecordMeta & { key: string } {
     const m = this.op.current;
-    return this.op.env.state.read(this.op.opId, m.key!, m.keyGroup, this.d) as T | undefined;
+    if (m.key === undefined) throw new UsageError(this.op.opId, `state "${this.d.name}"`, 'is keyed: it has no key outside a keyed record or timer (a broadcast record has none)');
+    return m as RecordMeta & { key: string };
+  }
+  get(): T | undefined {
+    const m = this.keyed();
+    return this.op.env.state.read(this.op.opId, m.key, m.keyGroup, this.d) as T | undefined;
   }
   set(v: T): void {
-    const m = this.op.current;
-    this.op.env.state.update(this.op.opId, m.key!, m.keyGroup, this.d, v);
+    const m = this.keyed();
+    this.op.env.state.update(this.op.opId, m.key, m.keyGroup, this.d, v);
   }
   clear(): void {
-    const m = this.op.current;
-    this.op.env.state.write(this.op.opId, m.key!, m.keyGroup, this.d, undefined);
+    const m = this.keyed();
+    this.op.env.state.write(this.op.opId, m.key, m.keyGroup, this.d, undefined);
   }
 }
 

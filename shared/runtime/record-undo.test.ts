@@ -302,4 +302,36 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:1,3', 'b:4']);
     expect(r.deadLetters()).toHaveLength(1);
   });
+  it('a keyed state handle kept and used for a broadcast record fails that record with a clear error and writes no state (a broadcast record has no key)', async () => {
+    const limits = mapState<string, number>('limits');
+    let kept: ValueState<number> | undefined;
+    const j = job('kept-handle-broadcast', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    const rules = j.source<{ type: string }>({ name: 'rules', shards: 1 }).broadcast(limits as never);
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .connect(rules)
+      .process<string>({
+        state: [count],
+        processElement(e, ctx, out) {
+          const s = (kept ??= ctx.getState(count));
+          s.update((s.value() ?? 0) + 1);
+          out.collect(`${e.key}:${s.value()}`);
+        },
+        processBroadcastElement() {
+          kept?.update(99);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j, { batchSize: 4 });
+    r.produce('ev', [{ key: 'a', ts: 1, v: 1 }]);
+    await r.drain();
+    r.produce('rules', [{ type: 'card' }]);
+    await r.drain();
+    r.produce('ev', [{ key: 'a', ts: 2, v: 1 }]);
+    await r.drain();
+    r.endOfInput();
+    await r.drain();
+    expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:2']);
+    expect(r.deadLetters().map((d) => d.reason)).toEqual([expect.stringContaining('state "count" is keyed: it has no key')]);
+  });
 });
