@@ -117,10 +117,11 @@ export class Coordinator {
       // commits go in order
       if (id === open[0] && ck?.status === 'IN_FLIGHT' && allAcked(ck)) {
         this.options.telemetry?.log('warn', 'committing a checkpoint whose acks were all in when its coordinator execution ended', { checkpointId: id });
-        // under the loop's marker, as every commit: another execution's `begin` waits for it (loop.ts)
-        await this.store.markCommitting(id, this.now().toISOString());
+        // No commit marker here (loop.ts sets one around its own commits): one left by a task that
+        // died mid-commit would hold every next begin back for the marker's lease. None is needed:
+        // n stays open until the commit's last write, so n + 1 cannot open meanwhile, and a second
+        // execution committing n alongside is harmless (commit is idempotent)
         await this.commit(id);
-        await this.store.clearCommitting(id);
         return this.allocate(savepoint);
       }
       // a checkpoint open with no ack for a whole progress window (or past the ceiling) was left by
