@@ -320,13 +320,23 @@ describe('routing by key group while a destination is resharded', () => {
       o.emitControl({ kind: 'watermark', epoch: 1, watermark: 7, idle: false });
       // one data packet per key group used, one control packet per key group
       expect(o.pending).toBe(2 + MP);
-      if (endEpochFirst) o.closeEpoch(2, [1, 2], false);
+      if (endEpochFirst) {
+        o.closeEpoch(2, [1, 2], false);
+        expect(o.pending).toBe(2 + MP + 2); // the routing's packets wait for the flush, with a barrier per shard
+      }
       const [first, second, ...rest] = o.take().records[0]!.waves;
       expect(rest).toEqual([]);
       expect(kinds(first)).toEqual(endEpochFirst ? ['0:data+barrier', '1:data+barrier'] : ['0:data', '1:data']);
       expect(kinds(second)).toEqual(['0:watermark', '1:watermark']);
       expect(o.pending).toBe(0);
     }
+    // without control envelopes there is no second wave
+    const o = new Outbox('p');
+    o.addDestination('s1', makeDestination('st', sh, MP), 1);
+    o.closeEpoch(1, [1, 2], false, [1]);
+    o.take();
+    o.emitKeyed('s1', 0, undefined, payload(1));
+    expect(o.take().records[0]!.waves).toHaveLength(1);
   });
 
   it('pending counts the packets a flush would write: open and full ones, and control envelopes deferred to the second wave', () => {
