@@ -147,6 +147,44 @@ describe('barrier handlers', () => {
     expect(h.takeOverflow()).toBe('172');
   });
 
+  it('exactly-once: a record of the instance\'s epoch or an older one applies now; only later epochs are held', () => {
+    const h = createBarrierHandler('exactly-once', new RecordDedupe(), 10);
+    expect(h.hold(data('a', 3, 0, '10'), 3)).toBeUndefined();
+    expect(h.hold(data('a', 2, 1, '11'), 3)).toBeUndefined();
+    expect(h.settled).toBe(true);
+    expect(h.hold(data('a', 4, 2, '12'), 3)).toBe('held');
+  });
+
+  it('a fresh handler knows no topology and has no checkpoint to complete; an attempt to complete one takes the topology its barrier names', () => {
+    const h = createBarrierHandler('exactly-once', new RecordDedupe(), 10);
+    expect(h.topology).toEqual([]);
+    expect(h.complete(1, twoProducers, '10')).toBeUndefined();
+    h.onBarrier('a', { ...barrier(1, 0), topology: [3, 2] }, '11', 0);
+    expect(h.complete(1, twoProducers, '12')).toBeUndefined(); // one of two producers
+    expect(h.topology).toEqual([3, 2]);
+  });
+
+  it('exactly-once: the replay point is the earliest held record whatever order they were held in, and the overflow only when it is earlier', () => {
+    const h = createBarrierHandler('exactly-once', new RecordDedupe(), 2);
+    expect(h.hold(data('a', 1, 0, '103'), 0)).toBe('held');
+    expect(h.hold(data('a', 1, 1, '104'), 0)).toBe('held');
+    expect(h.hold(data('a', 1, 2, '105'), 0)).toBe('spilled'); // past the bound, after both held records
+    expect(h.hold(data('a', 1, 3, '107'), 0)).toBe('spilled'); // a later spill does not move the overflow on
+    h.onBarrier('a', barrier(1, 0), '100', 0);
+    h.onBarrier('b', barrier(1, 0), '101', 0);
+    expect(h.complete(1, twoProducers, '110')?.replayFrom).toBe('103');
+    expect(h.release(1).map((u) => u.position)).toEqual(['103', '104']);
+    expect(h.takeOverflow()).toBe('105');
+  });
+
+  it('at-least-once holds nothing back, so it has nothing to release and no overflow to re-read', () => {
+    const h = createBarrierHandler('at-least-once', new RecordDedupe(), 0);
+    expect(h.hold(data('a', 2, 0, '10'), 1)).toBeUndefined();
+    expect(h.release(2)).toEqual([]);
+    expect(h.takeOverflow()).toBeUndefined();
+    expect(h.settled).toBe(true);
+  });
+
   it('both modes describe what they wait for: each waiting checkpoint with the producers whose barrier came, and how many records are held', () => {
     for (const mode of ['exactly-once', 'at-least-once'] as const) {
       const h = createBarrierHandler(mode, new RecordDedupe(), 10);

@@ -301,6 +301,58 @@ describe('routing by key group while a destination is resharded', () => {
     expect(second!.flatMap((r) => decodePacket(r.data).envelopes)).toEqual([{ kind: 'watermark', epoch: 0, watermark: 5, idle: false }]);
   });
 
+  it('in an epoch routed by key group a control envelope reaches every shard, in the second wave after the data, also when the epoch ends before the flush', () => {
+    const sh = shards(2);
+    // per shard (by hash key range), the kinds of envelope a wave brings it
+    const kinds = (wave: readonly OutgoingRecord[] | undefined) => {
+      const out = new Map<number, Set<string>>();
+      for (const r of wave ?? []) for (const e of decodePacket(r.data).envelopes) out.set(shardOfHash(sh, r.hashKey), (out.get(shardOfHash(sh, r.hashKey)) ?? new Set()).add(e.kind));
+      return [...out].map(([i, k]) => `${i}:${[...k].join('+')}`).sort();
+    };
+    for (const endEpochFirst of [false, true]) {
+      const o = new Outbox('p');
+      o.addDestination('s1', makeDestination('st', sh, MP), 1);
+      o.closeEpoch(1, [1, 2], false, [1]);
+      o.take();
+      expect(o.pending).toBe(0);
+      o.emitKeyed('s1', 0, undefined, payload(1));
+      o.emitKeyed('s1', MP - 1, undefined, payload(2));
+      o.emitControl({ kind: 'watermark', epoch: 1, watermark: 7, idle: false });
+      // one data packet per key group used, one control packet per key group
+      expect(o.pending).toBe(2 + MP);
+      if (endEpochFirst) {
+        o.closeEpoch(2, [1, 2], false);
+        expect(o.pending).toBe(2 + MP + 2); // the routing's packets wait for the flush, with a barrier per shard
+      }
+      const [first, second, ...rest] = o.take().records[0]!.waves;
+      expect(rest).toEqual([]);
+      expect(kinds(first)).toEqual(endEpochFirst ? ['0:data+barrier', '1:data+barrier'] : ['0:data', '1:data']);
+      expect(kinds(second)).toEqual(['0:watermark', '1:watermark']);
+      expect(o.pending).toBe(0);
+    }
+    // without control envelopes there is no second wave
+    const o = new Outbox('p');
+    o.addDestination('s1', makeDestination('st', sh, MP), 1);
+    o.closeEpoch(1, [1, 2], false, [1]);
+    o.take();
+    o.emitKeyed('s1', 0, undefined, payload(1));
+    expect(o.take().records[0]!.waves).toHaveLength(1);
+  });
+
+  it('pending counts the packets a flush would write: open and full ones, and control envelopes deferred to the second wave', () => {
+    const o = new Outbox('p');
+    o.addDestination('s1', makeDestination('big', shards(1), MP));
+    expect(o.pending).toBe(0);
+    for (let i = 0; i < 6; i++) o.emitKeyed('s1', 0, undefined, new Uint8Array(100 * 1024));
+    expect(o.pending).toBe(1); // a full packet
+    o.emitControl({ kind: 'watermark', epoch: 0, watermark: 5, idle: false });
+    expect(o.pending).toBe(2); // and the watermark deferred to the second wave
+    o.emitKeyed('s1', 0, undefined, payload(1));
+    expect(o.pending).toBe(3); // and the open packet
+    o.take();
+    expect(o.pending).toBe(0);
+  });
+
   it('refuses to switch shards in the middle of an epoch routed by the old ones', () => {
     const o = new Outbox('p');
     o.addDestination('s1', makeDestination('st', shards(2), MP), 1);
