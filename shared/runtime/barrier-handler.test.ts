@@ -147,6 +147,18 @@ describe('barrier handlers', () => {
     expect(h.takeOverflow()).toBe('172');
   });
 
+  it('both modes describe what they wait for: each waiting checkpoint with the producers whose barrier came, and how many records are held', () => {
+    for (const mode of ['exactly-once', 'at-least-once'] as const) {
+      const h = createBarrierHandler(mode, new RecordDedupe(), 10);
+      expect(h.describe()).toEqual({ held: 0, waitingBarriers: [] });
+      h.onBarrier('a', barrier(2, 0), '10', 1);
+      h.onBarrier('b', barrier(2, 0), '11', 1);
+      h.onBarrier('a', barrier(3, 0), '12', 1);
+      h.hold(data('a', 2, 0, '13'), 1);
+      expect(h.describe()).toEqual({ held: mode === 'exactly-once' ? 1 : 0, waitingBarriers: ['2:a,b', '3:a'] });
+    }
+  });
+
   it("exactly-once: release gives back one epoch's held records in input order (position, then index in the record) and keeps later epochs held", () => {
     const h = createBarrierHandler('exactly-once', new RecordDedupe(), 10);
     const u = (epoch: number, seq: number, position: string, index: number): Unit => ({ ...data('a', epoch, seq, position), index });

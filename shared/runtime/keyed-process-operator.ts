@@ -22,6 +22,7 @@ import { keyFromString } from '../plan/key-groups.js';
 import { NO_META, OperatorContext, TimerMeta, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
 import type { TimeDomain } from './timers.js';
 import { UsageError } from '../util/errors.js';
+import { AggregatingHandle, ListHandle, MapHandle, ReducingHandle, type StateCell } from './state-handles.js';
 
 type KeyedProcessNode = Extract<LogicalNode, { kind: 'process' | 'coProcess' | 'broadcastProcess' }>;
 
@@ -30,6 +31,10 @@ interface KeyedOperator {
   readonly opId: string;
   readonly side: Map<string, Push>;
   readonly env: OperatorEnv;
+  /** the record or timer being handled: its key is the one the state handles act on */
+  current: RecordMeta;
+  /** one handle per declared state, made at its first `get…State` */
+  readonly handles: Map<StateDescriptor<unknown>, unknown>;
   check<D extends StateDescriptor<unknown>>(d: D): D;
 }
 
@@ -37,11 +42,61 @@ const keyedOperator = (opId: string, declared: Set<string>, side: Map<string, Pu
   opId,
   side,
   env,
+  current: NO_META,
+  handles: new Map(),
   check: <D extends StateDescriptor<unknown>>(d: D): D => {
     if (!declared.has(d.name)) throw new UsageError(opId, `state "${d.name}"`, "is not declared: list it in the function's `state`");
     return d;
   },
 });
+
+/**
+ * A state of a keyed operator as Flink scopes one: one handle per operator, acting at each call on
+ * the key of the record or timer at hand. Each call finds its entry through the cache (the
+ * record's entry is primed), so the entry is saved for the record's undo at its first access —
+ * also through a handle kept from an earlier record.
+ */
+class CurrentKeyCell<T> implements StateCell<T> {
+  constructor(
+    protected readonly op: KeyedOperator,
+    protected readonly d: StateDescriptor<unknown>,
+  ) {}
+  /** the record's or timer's meta; a broadcast record has no key for keyed state to act on */
+  private keyed(): RecordMeta & { key: string } {
+    const m = this.op.current;
+    if (m.key === undefined) throw new UsageError(this.op.opId, `state "${this.d.name}"`, 'is keyed: it has no key outside a keyed record or timer (a broadcast record has none)');
+    return m as RecordMeta & { key: string };
+  }
+  get(): T | undefined {
+    const m = this.keyed();
+    return this.op.env.state.read(this.op.opId, m.key, m.keyGroup, this.d) as T | undefined;
+  }
+  set(v: T): void {
+    const m = this.keyed();
+    this.op.env.state.update(this.op.opId, m.key, m.keyGroup, this.d, v);
+  }
+  clear(): void {
+    const m = this.keyed();
+    this.op.env.state.write(this.op.opId, m.key, m.keyGroup, this.d, undefined);
+  }
+}
+
+/** The most used handle is its own cell. */
+class CurrentKeyValueState<T> extends CurrentKeyCell<T> implements ValueState<T> {
+  value(): T | undefined {
+    return this.get() ?? (this.d as ValueStateDescriptor<T>).defaultValue;
+  }
+  update(v: T): void {
+    this.set(v);
+  }
+}
+
+/** The operator's handle of state `d`, made by `make` at its first use. */
+function handleOf<H>(op: KeyedOperator, d: StateDescriptor<unknown>, make: (cell: CurrentKeyCell<never>) => H): H {
+  let h = op.handles.get(d) as H | undefined;
+  if (h === undefined) op.handles.set(d, (h = make(new CurrentKeyCell(op, op.check(d)))));
+  return h;
+}
 
 class Timers implements TimerService {
   readonly currentWatermark: () => number;
@@ -94,19 +149,23 @@ class KeyedCtx extends OperatorContext implements OnTimerContext<Key> {
     return (this.ts ??= new Timers(this._op.env, this._op.opId, this._meta.key!, this._meta.keyGroup));
   }
   getState<T>(d: ValueStateDescriptor<T>): ValueState<T> {
-    return this._op.env.state.valueState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    const op = this._op;
+    const desc = d as StateDescriptor<unknown>;
+    let h = op.handles.get(desc) as ValueState<T> | undefined;
+    if (h === undefined) op.handles.set(desc, (h = new CurrentKeyValueState<T>(op, op.check(desc))));
+    return h;
   }
   getListState<T>(d: ListStateDescriptor<T>): ListState<T> {
-    return this._op.env.state.listState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    return handleOf(this._op, d as StateDescriptor<unknown>, (c) => new ListHandle<T>(c));
   }
   getMapState<K extends string | number, V>(d: MapStateDescriptor<K, V>): MapState<K, V> {
-    return this._op.env.state.mapState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    return handleOf(this._op, d as StateDescriptor<unknown>, (c) => new MapHandle<K, V>(c));
   }
   getReducingState<T>(d: ReducingStateDescriptor<T>): ReducingState<T> {
-    return this._op.env.state.reducingState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    return handleOf(this._op, d as StateDescriptor<unknown>, (c) => new ReducingHandle<T>(c, d));
   }
   getAggregatingState<I, A, O>(d: AggregatingStateDescriptor<I, A, O>): AggregatingState<I, O> {
-    return this._op.env.state.aggregatingState(this._op.opId, this._meta.key!, this._meta.keyGroup, this._op.check(d));
+    return handleOf(this._op, d as StateDescriptor<unknown>, (c) => new AggregatingHandle<I, A, O>(c, d));
   }
   output<T>(tag: OutputTag<T>, value: T): void {
     this._op.side.get(tag.id)?.(value, this._meta);
@@ -137,20 +196,19 @@ function keyedFunction<C extends KeyedCtx>(
 ): Push {
   const opId = node.id;
   const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side, env);
-  let current: RecordMeta | undefined;
-  const collector: Collector<unknown> = { collect: (value) => next(value, current!) };
+  const collector: Collector<unknown> = { collect: (value) => next(value, op.current) };
   const elementCtx = new Ctx(NO_META, op);
   const timerCtx = new KeyedCtx(NO_META, op);
   if (fn.onTimer) {
     const onTimer = fn.onTimer.bind(fn);
     env.onTimer(opId, (t) => {
       const meta = new TimerMeta(opId, t);
-      current = meta;
+      op.current = meta;
       onTimer(t.time, timerCtx.rebindKeyed(meta, t.domain), collector);
     });
   }
   return (v, m) => {
-    current = m;
+    op.current = m;
     element(v, m, elementCtx.rebindKeyed(m), collector);
   };
 }

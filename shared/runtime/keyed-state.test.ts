@@ -219,4 +219,37 @@ describe('KeyedStateCache', () => {
       { numRuns: 300 },
     );
   });
+  it('dirtyRows keeps key order when checkpoints write overlapping keys (the last order is reused: only new keys are sorted, then merged)', () => {
+    // few keys, so that most checkpoints write keys the last one wrote, in a different order; an eviction in between
+    const key = fc.string({ unit: fc.constantFrom('a', 'b', 'c', 'Z', '\u00e9', '\ud83d\ude00'), maxLength: 2 });
+    const checkpoint = fc.record({ keys: fc.array(key, { maxLength: 12 }), evict: fc.boolean() });
+    fc.assert(
+      fc.property(fc.array(checkpoint, { minLength: 2, maxLength: 8 }), (checkpoints) => {
+        const c = cache();
+        let n = 0;
+        for (const cp of checkpoints) {
+          for (const k of cp.keys) c.valueState('op2-process', k, 0, count).update(++n);
+          const keys = c.dirtyRows().map((r) => r.key);
+          expect(keys).toEqual([...new Set(cp.keys)].sort());
+          c.markClean();
+          if (cp.evict) c.evictClean(2);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+  it('eviction and a spill of dirty keys let go of the entries kept for the next checkpoint\'s key order (memory they free stays free)', () => {
+    const c = cache();
+    for (const k of ['a', 'b', 'c']) c.valueState('op2-process', k, 0, count).update(1);
+    c.dirtyRows();
+    c.markClean();
+    expect(c.orderedEntries).toBe(3);
+    expect(c.evictClean(0)).toBe(3);
+    expect(c.orderedEntries).toBe(0);
+    for (const k of ['d', 'e']) c.valueState('op2-process', k, 0, count).update(1);
+    c.dirtyRows();
+    expect(c.orderedEntries).toBe(2);
+    expect(c.takeDirty(2)).toHaveLength(2);
+    expect(c.orderedEntries).toBe(0);
+  });
 });

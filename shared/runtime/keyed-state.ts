@@ -62,6 +62,11 @@ export class KeyedStateCache {
    */
   private readonly dirty = new Map<string, KeyEntry[]>();
   private pass = 0;
+  /**
+   * each operator's dirty entries of the last serialization, in key order: the next one's dirty set
+   * is mostly the same keys, so only the keys new to it are sorted (and merged in)
+   */
+  private readonly lastOrder = new Map<string, KeyEntry[]>();
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
   private readonly slots = new Map<string, OperatorSlots>();
   /** processing time used for TTL; set by the instance */
@@ -289,21 +294,54 @@ export class KeyedStateCache {
   }
 
   /**
-   * The dirty keys of an operator, each once, in list order: the key's current entry decides (a
-   * handle kept past its entry's eviction wrote to an entry the cache no longer holds).
+   * The dirty entries of an operator, each once, in list order: the key's current entry decides (a
+   * handle kept past its entry's eviction wrote to an entry the cache no longer holds). Marks them
+   * with the pass it returns.
    */
-  private dirtyKeys(operatorId: string, list: readonly KeyEntry[]): string[] {
+  private dirtyEntries(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const m = this.ops.get(operatorId);
     const pass = ++this.pass;
-    const keys: string[] = [];
-    if (!m) return keys;
-    for (const listed of list) {
-      const e = m.get(listed.key);
+    const out: KeyEntry[] = [];
+    if (!m) return out;
+    for (let i = 0; i < list.length; i++) {
+      const e = m.get(list[i]!.key);
       if (!e || e.pass === pass) continue;
       e.pass = pass;
-      keys.push(listed.key);
+      out.push(e);
     }
-    return keys;
+    return out;
+  }
+
+  /**
+   * The dirty entries of an operator in key order (`compareRows`' order). The entries of the last
+   * order that are dirty again keep their order; only the others are sorted, then both are merged:
+   * an operator writing mostly the same keys each checkpoint sorts few of them.
+   */
+  private sortedDirty(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
+    const dirty = this.dirtyEntries(operatorId, list);
+    const pass = this.pass;
+    const last = this.lastOrder.get(operatorId);
+    let out = dirty;
+    if (last === undefined) dirty.sort(compareEntries);
+    else {
+      // a subsequence of a sorted list is sorted; the entries it holds are current (marked by this pass)
+      const kept: KeyEntry[] = [];
+      for (let i = 0; i < last.length; i++) {
+        const e = last[i]!;
+        if (e.pass === pass && e.placed !== pass) {
+          e.placed = pass;
+          kept.push(e);
+        }
+      }
+      if (kept.length === 0) dirty.sort(compareEntries);
+      else if (kept.length < dirty.length) {
+        const added: KeyEntry[] = [];
+        for (let i = 0; i < dirty.length; i++) if (dirty[i]!.placed !== pass) added.push(dirty[i]!);
+        out = mergeByKey(kept, added.sort(compareEntries));
+      } else out = kept;
+    }
+    this.lastOrder.set(operatorId, out);
+    return out;
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
@@ -322,6 +360,11 @@ export class KeyedStateCache {
    */
   read(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>): unknown {
     return cellGet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name));
+  }
+
+  /** Sets a value state as its handle's `update` does (`undefined` is a value, not a clear). */
+  update(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>, v: unknown): void {
+    cellSet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name), v);
   }
 
   /** Writes a state's value without a handle (`undefined` clears it). */
@@ -351,7 +394,7 @@ export class KeyedStateCache {
 
   get dirtyCount(): number {
     let n = 0;
-    for (const [operatorId, list] of this.dirty) n += this.dirtyKeys(operatorId, list).length;
+    for (const [operatorId, list] of this.dirty) n += this.dirtyEntries(operatorId, list).length;
     return n;
   }
 
@@ -367,7 +410,7 @@ export class KeyedStateCache {
     const rows: StateRow[] = [];
     const ops = [...this.dirty.keys()].sort();
     // operator, then key: compareRows' order, with the default sort (UTF-16 code units, as `<`) on plain strings
-    for (const operatorId of ops) this.rowsOf(operatorId, this.dirtyKeys(operatorId, this.dirty.get(operatorId)!).sort(), rows);
+    for (const operatorId of ops) this.rowsOf(operatorId, this.sortedDirty(operatorId, this.dirty.get(operatorId)!), rows);
     return rows;
   }
 
@@ -377,13 +420,18 @@ export class KeyedStateCache {
    */
   takeDirty(n: number): StateRow[] {
     const rows: StateRow[] = [];
+    // memory is short: the entries taken out must not stay held by the last order
+    this.lastOrder.clear();
     for (const [operatorId, list] of this.dirty) {
       if (rows.length >= n) break;
-      const keys = this.dirtyKeys(operatorId, list).slice(0, n - rows.length);
-      this.rowsOf(operatorId, keys, rows);
+      const entries = this.dirtyEntries(operatorId, list).slice(0, n - rows.length);
+      this.rowsOf(operatorId, entries, rows);
       const m = this.ops.get(operatorId)!;
-      const taken = new Set(keys);
-      for (const k of keys) m.delete(k);
+      const taken = new Set<string>();
+      for (const e of entries) {
+        taken.add(e.key);
+        m.delete(e.key);
+      }
       const rest = list.filter((e) => !taken.has(e.key));
       if (rest.length) this.dirty.set(operatorId, rest);
       else this.dirty.delete(operatorId);
@@ -392,16 +440,16 @@ export class KeyedStateCache {
     return rows.sort(compareRows);
   }
 
-  private rowsOf(operatorId: string, keys: Iterable<string>, rows: StateRow[]): void {
+  private rowsOf(operatorId: string, entries: readonly KeyEntry[], rows: StateRow[]): void {
     const descs = this.descriptors.get(operatorId);
-    const m = this.ops.get(operatorId)!;
     const slots = this.slots.get(operatorId)?.descriptors ?? [];
     const encode = (values: Record<string, Uint8Array>, d: StateDescriptor<unknown>, v: unknown, t: number | undefined) => {
       const bytes = d.serializer.encode(toStored(d, v));
       values[d.name] = d.ttl ? encodePayload([t ?? 0, bytes]) : bytes;
     };
-    for (const key of keys) {
-      const e = m.get(key)!;
+    for (let k = 0; k < entries.length; k++) {
+      const e = entries[k]!;
+      const key = e.key;
       const values: Record<string, Uint8Array> = {};
       for (let i = 0; i < slots.length; i++) {
         const v = slotGet(e, i, slots[i]!.name);
@@ -432,6 +480,13 @@ export class KeyedStateCache {
     for (const r of rows) this.markDirty(r.operatorId, r.key, this.opMap(r.operatorId).get(r.key)!);
   }
 
+  /** @internal entries the last order holds for the next checkpoint's sort */
+  get orderedEntries(): number {
+    let n = 0;
+    for (const list of this.lastOrder.values()) n += list.length;
+    return n;
+  }
+
   /** Number of cached keys, for eviction decisions and metrics. */
   get size(): number {
     let n = 0;
@@ -444,6 +499,8 @@ export class KeyedStateCache {
     this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
     let evicted = 0;
     const size = this.size;
+    // the last order holds entries (and their values): kept, it would keep what eviction frees
+    if (size > limit) this.lastOrder.clear();
     for (const [op, m] of this.ops) {
       const list = this.dirty.get(op);
       const d = list ? new Set(list.map((e) => e.key)) : undefined;
@@ -473,6 +530,21 @@ function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {
 }
 function fromStored(d: StateDescriptor<unknown>, v: unknown): unknown {
   return d.kind === 'map' ? new Map(v as Array<[unknown, unknown]>) : v;
+}
+
+/** Entries of one operator by key, compared as `<` does (UTF-16 code units): `compareRows`' order. */
+const compareEntries = (a: KeyEntry, b: KeyEntry): number => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+
+/** Two lists of entries in key order (no key in both) as one. */
+function mergeByKey(a: readonly KeyEntry[], b: readonly KeyEntry[]): KeyEntry[] {
+  const out: KeyEntry[] = new Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = a[i]!.key < b[j]!.key ? a[i++]! : b[j++]!;
+  while (i < a.length) out[k++] = a[i++]!;
+  while (j < b.length) out[k++] = b[j++]!;
+  return out;
 }
 
 /** A stable order of rows: deltas of the same checkpoint are byte-identical whoever makes them. */

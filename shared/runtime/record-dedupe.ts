@@ -1,7 +1,8 @@
 /**
  * Dedupe of an inner stage's records. A record is identified by (producer, epoch, seq); a channel
  * (producer, epoch) is not ordered, so its records are deduplicated by set membership. The count of
- * distinct records per channel is what a barrier's count is checked against.
+ * distinct records per channel, what a barrier's count is checked against, is its set's size: a
+ * record costs one membership test and one insertion, and no counter of its own.
  */
 import { SeqSet } from '../codec/envelope.js';
 
@@ -10,20 +11,17 @@ const epochOfChannel = (channel: string) => Number(channel.slice(channel.lastInd
 
 export class RecordDedupe {
   private readonly seen = new Map<string, Set<number>>();
-  private readonly received = new Map<string, number>();
   // the channel of the last record, remembered while consecutive records share producer and epoch
   // (sets are only dropped for epochs below the instance's, which never apply again)
   private lastProducer: string | undefined;
   private lastEpoch = -1;
-  private lastChannel = '';
   private lastSeen: Set<number> | undefined;
 
   /** Notes the record; false when it was seen already (a duplicate). */
   admit(producer: string, epoch: number, seq: number): boolean {
-    let ch = this.lastChannel;
     let seen = this.lastSeen;
     if (producer !== this.lastProducer || epoch !== this.lastEpoch || seen === undefined) {
-      ch = this.lastChannel = channelOf(producer, epoch);
+      const ch = channelOf(producer, epoch);
       this.lastProducer = producer;
       this.lastEpoch = epoch;
       seen = this.seen.get(ch);
@@ -32,19 +30,17 @@ export class RecordDedupe {
     }
     if (seen.has(seq)) return false;
     seen.add(seq);
-    this.received.set(ch, (this.received.get(ch) ?? 0) + 1);
     return true;
   }
 
   /** distinct records the producer's channel of `epoch` delivered */
   count(producer: string, epoch: number): number {
-    return this.received.get(channelOf(producer, epoch)) ?? 0;
+    return this.seen.get(channelOf(producer, epoch))?.size ?? 0;
   }
 
   /** Forgets what only epochs below n needed. */
   forgetBefore(n: number): void {
     for (const k of [...this.seen.keys()]) if (epochOfChannel(k) < n) this.seen.delete(k);
-    for (const k of [...this.received.keys()]) if (epochOfChannel(k) < n) this.received.delete(k);
   }
 
   /** the seen sets, for a child shard's instance */
@@ -61,7 +57,6 @@ export class RecordDedupe {
         for (const q of seqs) mine.add(q);
       }
     }
-    for (const [channel, seqs] of this.seen) this.received.set(channel, seqs.size);
     this.lastSeen = undefined;
   }
 }

@@ -15,6 +15,9 @@ import {
   OutputTag,
   TumblingEventTimeWindows,
   WatermarkStrategies,
+  listState,
+  type ListState,
+  type ValueState,
   type ValueStateDescriptor,
 } from '../api/index.js';
 import { jsonSerializer } from '../api/serializers.js';
@@ -248,5 +251,87 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     ]);
     expect(r.published<string>('out').sort()).toEqual(['a:100:1', 'a:500:2']);
     expect(r.deadLetters()).toHaveLength(1);
+  });
+  it('a value state handle kept from an earlier record acts on the current key, and its writes are undone with a record that throws (record undo: entry saved at each first access, not at getState)', async () => {
+    let kept: ValueState<number> | undefined;
+    const j = job('undo-kept-handle', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .process<string>({
+        state: [count],
+        processElement(e, ctx, out) {
+          // a function may keep the handle it got first (as a Flink function keeps one from open())
+          const s = (kept ??= ctx.getState(count));
+          s.update((s.value() ?? 0) + 1);
+          if (e.bad) throw new Error('bad record');
+          out.collect(`${e.key}:${s.value()}`);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = await run(j, [
+      { key: 'a', ts: 1, v: 1 },
+      { key: 'b', ts: 2, v: 1, bad: true },
+      { key: 'a', ts: 3, v: 1 },
+      { key: 'b', ts: 4, v: 1 },
+    ]);
+    expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:2', 'b:1']);
+    expect(r.deadLetters()).toHaveLength(1);
+  });
+  it('a list state handle kept from an earlier record acts on the current key, and its writes are undone with a record that throws (record undo: every kind of handle per operator)', async () => {
+    const seen = listState<number>('seen');
+    let kept: ListState<number> | undefined;
+    const j = job('undo-kept-list', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .process<string>({
+        state: [seen],
+        processElement(e, ctx, out) {
+          const s = (kept ??= ctx.getListState(seen));
+          s.add(e.ts);
+          if (e.bad) throw new Error('bad record');
+          out.collect(`${e.key}:${s.get().join(',')}`);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = await run(j, [
+      { key: 'a', ts: 1, v: 1 },
+      { key: 'b', ts: 2, v: 1, bad: true },
+      { key: 'a', ts: 3, v: 1 },
+      { key: 'b', ts: 4, v: 1 },
+    ]);
+    expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:1,3', 'b:4']);
+    expect(r.deadLetters()).toHaveLength(1);
+  });
+  it('a keyed state handle kept and used for a broadcast record fails that record with a clear error and writes no state (a broadcast record has no key)', async () => {
+    const limits = mapState<string, number>('limits');
+    let kept: ValueState<number> | undefined;
+    const j = job('kept-handle-broadcast', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    const rules = j.source<{ type: string }>({ name: 'rules', shards: 1 }).broadcast(limits as never);
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .connect(rules)
+      .process<string>({
+        state: [count],
+        processElement(e, ctx, out) {
+          const s = (kept ??= ctx.getState(count));
+          s.update((s.value() ?? 0) + 1);
+          out.collect(`${e.key}:${s.value()}`);
+        },
+        processBroadcastElement() {
+          kept?.update(99);
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j, { batchSize: 4 });
+    r.produce('ev', [{ key: 'a', ts: 1, v: 1 }]);
+    await r.drain();
+    r.produce('rules', [{ type: 'card' }]);
+    await r.drain();
+    r.produce('ev', [{ key: 'a', ts: 2, v: 1 }]);
+    await r.drain();
+    r.endOfInput();
+    await r.drain();
+    expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:2']);
+    expect(r.deadLetters().map((d) => d.reason)).toEqual([expect.stringContaining('state "count" is keyed: it has no key')]);
   });
 });

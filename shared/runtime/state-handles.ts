@@ -44,6 +44,8 @@ export class KeyEntry {
   dirty = false;
   /** the serialization pass that last wrote this entry (dedupes a dirty list without a Set) */
   pass = 0;
+  /** the serialization pass that found this entry in the previous pass's key order */
+  placed = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
   /** the record (KeyedStateCache.record) that last saved this entry (what it saved is in the cache) */
@@ -90,11 +92,19 @@ export function touchedSet(e: KeyEntry, i: number, name: string, t: number | und
   else (e.extraT ??= new Map()).set(name, t);
 }
 
+/** What a handle reads and writes its state through. */
+export interface StateCell<T> {
+  get(): T | undefined;
+  /** writes a value (`undefined` too) */
+  set(v: T): void;
+  clear(): void;
+}
+
 /**
  * One (operator, key, state) cell: TTL on read, dirty tracking on write. Handles are small objects
  * with methods on their prototypes (no closures per access: user functions get a handle per record).
  */
-export class Cell<T> {
+export class Cell<T> implements StateCell<T> {
   constructor(
     private readonly cache: CellOwner,
     private readonly e: KeyEntry,
@@ -159,7 +169,7 @@ export class ValueHandle<T> extends Cell<T> implements ValueState<T> {
 }
 
 export class ListHandle<T> implements ListState<T> {
-  constructor(private readonly c: Cell<T[]>) {}
+  constructor(private readonly c: StateCell<T[]>) {}
   get(): T[] {
     return [...(this.c.get() ?? [])];
   }
@@ -178,7 +188,7 @@ export class ListHandle<T> implements ListState<T> {
 }
 
 export class MapHandle<K extends string | number, V> implements MapState<K, V> {
-  constructor(private readonly c: Cell<Map<K, V>>) {}
+  constructor(private readonly c: StateCell<Map<K, V>>) {}
   private read(): Map<K, V> {
     return this.c.get() ?? new Map<K, V>();
   }
@@ -219,7 +229,7 @@ export class MapHandle<K extends string | number, V> implements MapState<K, V> {
 
 export class ReducingHandle<T> implements ReducingState<T> {
   constructor(
-    private readonly c: Cell<T>,
+    private readonly c: StateCell<T>,
     private readonly d: ReducingStateDescriptor<T>,
   ) {}
   get(): T | undefined {
@@ -236,7 +246,7 @@ export class ReducingHandle<T> implements ReducingState<T> {
 
 export class AggregatingHandle<I, A, O> implements AggregatingState<I, O> {
   constructor(
-    private readonly c: Cell<A>,
+    private readonly c: StateCell<A>,
     private readonly d: AggregatingStateDescriptor<I, A, O>,
   ) {}
   get(): O | undefined {
