@@ -23,19 +23,19 @@
  *
  * Not reproduced: ParallelizationFactor > 1, MaximumRecordAge/MaximumRetryAttempts limits,
  * on-failure destinations, tumbling windows, event filtering, enhanced fan-out.
+ *
+ * This module runs the loops (shard discovery and lineage, one loop per shard, routing to
+ * environments, timeouts, stats); the Kinesis calls and read positions are in esm-kinesis-reads.ts,
+ * the batches, responses and retry plans in esm-batches.ts.
  */
-import {
-  GetRecordsCommand,
-  GetShardIteratorCommand,
-  ListShardsCommand,
-  type GetRecordsCommandOutput,
-  type KinesisClient,
-  type ListShardsCommandInput,
-  type Shard,
-  type _Record,
-} from '@aws-sdk/client-kinesis';
+import type { KinesisClient } from '@aws-sdk/client-kinesis';
 import type { KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import { mulberry32 } from '../shared/runtime/random.js';
+import { applyOutcome, eventSourceIdentity, judgeResponse, takeBatch, type BatchQueue, type EventSourceIdentity, type InvocationOutcome } from './esm-batches.js';
+import { KinesisShardReads, Stopped, type ShardReadState } from './esm-kinesis-reads.js';
+import { StoppableSleeps } from './stoppable-sleeps.js';
+
+export type { InvocationOutcome } from './esm-batches.js';
 
 export type KinesisHandler = (event: KinesisStreamEvent) => Promise<KinesisStreamBatchResponse | void>;
 
@@ -43,18 +43,6 @@ export interface ExecutionEnvironment {
   readonly id: string;
   readonly handler: KinesisHandler;
 }
-
-export type InvocationOutcome =
-  /** the whole batch succeeded */
-  | 'success'
-  /** a valid partial batch response: the checkpoint moved to before the lowest failed record */
-  | 'partial'
-  /** the handler threw or rejected */
-  | 'error'
-  /** the handler ran past invocationTimeoutMs; it keeps running as a zombie */
-  | 'timeout'
-  /** a malformed partial batch response: the whole batch is retried */
-  | 'invalid-response';
 
 export interface InvocationInfo {
   shardId: string;
@@ -137,42 +125,13 @@ export interface PollerStats {
   shards: Record<string, ShardStats>;
 }
 
-const THROTTLING = new Set([
-  'ProvisionedThroughputExceededException',
-  'LimitExceededException',
-  'ThrottlingException',
-  'KMSThrottlingException',
-]);
-
-const DEFAULT_ACCOUNT = '000000000000';
-
-interface ShardState {
-  id: string;
+/** A shard as the poller tracks it: its reads, its batches, and its place in the lineage. */
+interface ShardState extends ShardReadState, BatchQueue {
   parents: string[];
-  initial: boolean;
   status: ShardStatus;
-  /** undefined: none yet (or expired); null: the closed shard was read to its end */
-  iterator: string | null | undefined;
-  lastFetched?: string;
-  buffer: _Record[];
   checkpoint?: string;
-  caughtUp: boolean;
-  /** Sizes of the batches still owed from a split (bisect) or a retry; empty: normal batching. */
-  plan: number[];
-  attempt: number;
   inFlight: boolean;
-  windowStart: number;
   loop?: Promise<void>;
-}
-
-class Stopped extends Error {}
-
-function errorName(err: unknown): string {
-  if (err && typeof err === 'object') {
-    const e = err as { name?: unknown; Code?: unknown; __type?: unknown };
-    for (const v of [e.name, e.Code, e.__type]) if (typeof v === 'string') return v.split('#').pop() ?? v;
-  }
-  return '';
 }
 
 function requireInt(name: string, v: number | undefined, min: number, max: number): void {
@@ -197,16 +156,13 @@ export class EventSourcePoller {
 
   private readonly shards = new Map<string, ShardState>();
   private readonly busy = new Set<string>();
-  private readonly sleepers = { shards: new Set<() => void>(), discovery: new Set<() => void>() };
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private readonly abort = new AbortController();
+  private readonly sleeps = new StoppableSleeps<'shards' | 'discovery'>(['shards', 'discovery']);
+  private readonly reads: KinesisShardReads;
   private started = false;
   private stopped = false;
   private discoveredOnce = false;
   private mainLoop?: Promise<void>;
-  private region = 'us-east-1';
-  private arn = '';
-  private identityArn = '';
+  private identity: EventSourceIdentity = { region: 'us-east-1', arn: '', identityArn: '' };
 
   private readonly counters = {
     invocations: 0,
@@ -248,6 +204,18 @@ export class EventSourcePoller {
     this.backoff = opts.retryBackoffMs ?? ((n) => Math.min(1_000, 10 * 2 ** (n - 1)));
     this.seed = opts.seed ?? Math.floor(Math.random() * 2 ** 32);
     this.rand = mulberry32(this.seed);
+    this.reads = new KinesisShardReads({
+      kinesis: opts.kinesis,
+      streamName: opts.streamName,
+      batchSize: this.batchSize,
+      startingPosition: opts.startingPosition,
+      signal: this.sleeps.signal,
+      counters: this.counters,
+      stopped: () => this.stopped,
+      pause: (ms) => this.sleeps.pause(ms),
+      rand: this.rand,
+      report: (err) => this.report(err),
+    });
   }
 
   start(): void {
@@ -263,11 +231,7 @@ export class EventSourcePoller {
       return;
     }
     this.stopped = true;
-    this.abort.abort();
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
-    this.wake('shards');
-    this.wake('discovery');
+    this.sleeps.stop();
     await this.mainLoop;
     await Promise.all([...this.shards.values()].map((s) => s.loop));
   }
@@ -321,47 +285,6 @@ export class EventSourcePoller {
     };
   }
 
-  // -------------------------------------------------------------------------------------------
-  // Sleeping that stop() and progress elsewhere can cut short
-
-  private nap(ms: number, channel: 'shards' | 'discovery' = 'shards'): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(t);
-        this.timers.delete(t);
-        this.sleepers[channel].delete(done);
-        resolve();
-      };
-      const t = setTimeout(done, Math.max(0, ms));
-      this.timers.add(t);
-      this.sleepers[channel].add(done);
-    });
-  }
-
-  /** A sleep that only stop() interrupts (backoffs must not be shortened by unrelated progress). */
-  private pause(ms: number): Promise<void> {
-    if (this.stopped || ms <= 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        this.abort.signal.removeEventListener('abort', onAbort);
-        resolve();
-      }, ms);
-      const onAbort = () => {
-        clearTimeout(t);
-        this.timers.delete(t);
-        resolve();
-      };
-      this.timers.add(t);
-      this.abort.signal.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
-  private wake(channel: 'shards' | 'discovery'): void {
-    for (const f of [...this.sleepers[channel]]) f();
-  }
-
   private report(err: unknown): void {
     try {
       this.o.onError?.(err);
@@ -370,65 +293,11 @@ export class EventSourcePoller {
     }
   }
 
-  // -------------------------------------------------------------------------------------------
-  // Kinesis calls, retried on any error until they pass or the poller stops
-
-  private async kinesisCall<T>(what: string, call: () => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      if (this.stopped) throw new Stopped();
-      try {
-        return await call();
-      } catch (err) {
-        if (this.stopped) throw new Stopped();
-        const name = errorName(err);
-        if (name === 'ExpiredIteratorException') throw err;
-        if (THROTTLING.has(name)) this.counters.throttles++;
-        else {
-          this.counters.kinesisErrors++;
-          this.report(Object.assign(new Error(`EventSourcePoller(${this.o.streamName}): ${what} failed: ${String((err as Error)?.message ?? err)}`), { cause: err }));
-        }
-        const cap = Math.min(2_000, 50 * 2 ** Math.min(attempt - 1, 10));
-        await this.pause(cap / 2 + this.rand() * (cap / 2));
-      }
-    }
-  }
-
-  private async init(): Promise<void> {
-    const fromArn = this.o.streamArn?.split(':');
-    let region = this.o.region ?? (fromArn && fromArn[3]) ?? undefined;
-    if (!region) {
-      try {
-        const r = this.o.kinesis.config.region;
-        region = typeof r === 'function' ? await r() : (r as unknown as string);
-      } catch {
-        region = undefined;
-      }
-    }
-    this.region = region || 'us-east-1';
-    const account = (fromArn && fromArn[4]) || DEFAULT_ACCOUNT;
-    this.arn = this.o.streamArn ?? `arn:aws:kinesis:${this.region}:${account}:stream/${this.o.streamName}`;
-    this.identityArn = `arn:aws:iam::${account}:role/sluice-local-esm`;
-  }
-
-  private async listShards(): Promise<Shard[]> {
-    const out: Shard[] = [];
-    let next: string | undefined;
-    do {
-      const input: ListShardsCommandInput = next ? { NextToken: next } : { StreamName: this.o.streamName };
-      const res = await this.kinesisCall('ListShards', () =>
-        this.o.kinesis.send(new ListShardsCommand(input), { abortSignal: this.abort.signal }),
-      );
-      out.push(...(res.Shards ?? []));
-      next = res.NextToken;
-    } while (next);
-    return out;
-  }
-
   private async runDiscovery(): Promise<void> {
     try {
-      await this.init();
+      this.identity = await eventSourceIdentity(this.o.kinesis, this.o.streamName, this.o.streamArn, this.o.region);
       while (!this.stopped) {
-        const listed = await this.listShards();
+        const listed = await this.reads.listShards();
         for (const sh of listed) {
           if (!sh.ShardId || this.shards.has(sh.ShardId)) continue;
           const state: ShardState = {
@@ -448,7 +317,7 @@ export class EventSourcePoller {
           state.loop = this.runShard(state);
         }
         this.discoveredOnce = true;
-        await this.nap(this.discoveryMs, 'discovery');
+        await this.sleeps.nap(this.discoveryMs, 'discovery');
       }
     } catch (err) {
       if (!(err instanceof Stopped)) this.report(err);
@@ -463,55 +332,11 @@ export class EventSourcePoller {
     return s.parents.every((p) => this.shards.get(p)?.status !== 'reading' && this.shards.get(p)?.status !== 'waiting-for-parents');
   }
 
-  private async getIterator(s: ShardState): Promise<void> {
-    const input = s.lastFetched
-      ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: s.lastFetched }
-      : { ShardIteratorType: s.initial && this.o.startingPosition === 'LATEST' ? ('LATEST' as const) : ('TRIM_HORIZON' as const) };
-    const res = await this.kinesisCall(`GetShardIterator(${s.id})`, () =>
-      this.o.kinesis.send(new GetShardIteratorCommand({ StreamName: this.o.streamName, ShardId: s.id, ...input }), {
-        abortSignal: this.abort.signal,
-      }),
-    );
-    s.iterator = res.ShardIterator ?? null;
-  }
-
-  /** One GetRecords when the buffer has room. */
-  private async fill(s: ShardState): Promise<void> {
-    if (s.iterator === null || s.buffer.length >= this.batchSize) return;
-    if (s.iterator === undefined) await this.getIterator(s);
-    if (s.iterator === null || s.iterator === undefined) return;
-    let res: GetRecordsCommandOutput;
-    try {
-      const iterator = s.iterator;
-      res = await this.kinesisCall(`GetRecords(${s.id})`, () =>
-        this.o.kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: Math.min(10_000, this.batchSize) }), {
-          abortSignal: this.abort.signal,
-        }),
-      );
-    } catch (err) {
-      if (errorName(err) === 'ExpiredIteratorException') {
-        s.iterator = undefined; // re-read after the last record fetched
-        return;
-      }
-      throw err;
-    }
-    const records = res.Records ?? [];
-    if (records.length > 0) {
-      if (s.buffer.length === 0) s.windowStart = Date.now();
-      s.buffer.push(...records);
-      s.lastFetched = records[records.length - 1].SequenceNumber;
-    }
-    s.iterator = res.NextShardIterator ?? null;
-    // Only an empty read proves the tip was reached: kinesis-local reports MillisBehindLatest 0
-    // while more records are waiting.
-    s.caughtUp = records.length === 0 || s.iterator === null;
-  }
-
   private async runShard(s: ShardState): Promise<void> {
     try {
       // LATEST means "at start": take the position now even if parents are still being read.
-      if (s.initial && this.o.startingPosition === 'LATEST') await this.getIterator(s);
-      while (!this.stopped && !this.parentsDone(s)) await this.nap(this.pollMs);
+      if (s.initial && this.o.startingPosition === 'LATEST') await this.reads.getIterator(s);
+      while (!this.stopped && !this.parentsDone(s)) await this.sleeps.nap(this.pollMs, 'shards');
       if (this.stopped) return;
       s.status = 'reading';
       let failures = 0;
@@ -523,7 +348,7 @@ export class EventSourcePoller {
           if (err instanceof Stopped) return;
           // e.g. an environments() callback that threw: report, back off, keep the shard going
           this.report(err);
-          await this.pause(Math.min(2_000, 50 * 2 ** Math.min(failures++, 10)));
+          await this.sleeps.pause(Math.min(2_000, 50 * 2 ** Math.min(failures++, 10)));
         }
       }
     } catch (err) {
@@ -533,63 +358,26 @@ export class EventSourcePoller {
 
   /** One round of a shard's loop; true once the shard is finished. */
   private async step(s: ShardState): Promise<boolean> {
-    await this.fill(s);
+    await this.reads.fill(s);
     if (s.buffer.length === 0) {
       if (s.iterator === null) {
         s.status = 'finished';
-        this.wake('shards'); // children may start
-        this.wake('discovery'); // and may not be listed yet
+        this.sleeps.wake('shards'); // children may start
+        this.sleeps.wake('discovery'); // and may not be listed yet
         return true;
       }
-      await this.nap(this.pollMs);
+      await this.sleeps.nap(this.pollMs, 'shards');
       return false;
     }
     if (s.plan.length === 0 && this.windowMs > 0 && s.buffer.length < this.batchSize && s.iterator !== null) {
       const left = s.windowStart + this.windowMs - Date.now();
       if (left > 0) {
-        if (s.caughtUp) await this.nap(Math.min(this.pollMs, left));
+        if (s.caughtUp) await this.sleeps.nap(Math.min(this.pollMs, left), 'shards');
         return false;
       }
     }
-    await this.invoke(s, this.takeBatch(s));
+    await this.invoke(s, takeBatch(s, this.batchSize, this.maxPayload, this.identity));
     return false;
-  }
-
-  private toEventRecord(shardId: string, r: _Record): KinesisStreamRecord {
-    const seq = r.SequenceNumber ?? '';
-    return {
-      kinesis: {
-        kinesisSchemaVersion: '1.0',
-        partitionKey: r.PartitionKey ?? '',
-        sequenceNumber: seq,
-        data: Buffer.from(r.Data ?? new Uint8Array()).toString('base64'),
-        approximateArrivalTimestamp: (r.ApproximateArrivalTimestamp?.getTime() ?? Date.now()) / 1000,
-      },
-      eventSource: 'aws:kinesis',
-      eventVersion: '1.0',
-      eventID: `${shardId}:${seq}`,
-      eventName: 'aws:kinesis:record',
-      invokeIdentityArn: this.identityArn,
-      awsRegion: this.region,
-      eventSourceARN: this.arn,
-    };
-  }
-
-  /** The next batch from the buffer's head: the owed size if a retry/split is pending, else batchSize, within the payload limit. */
-  private takeBatch(s: ShardState): KinesisStreamRecord[] {
-    const limit = Math.min(s.plan[0] ?? this.batchSize, s.buffer.length);
-    const out: KinesisStreamRecord[] = [];
-    let bytes = '{"Records":[]}'.length;
-    for (let i = 0; i < limit; i++) {
-      const rec = this.toEventRecord(s.id, s.buffer[i]);
-      const size = JSON.stringify(rec).length + 1;
-      if (out.length > 0 && bytes + size > this.maxPayload) break;
-      bytes += size;
-      out.push(rec);
-    }
-    // A pending sub-batch cut by the payload limit keeps its remainder as the next one.
-    if (s.plan.length > 0 && out.length < s.plan[0]) s.plan.splice(0, 1, out.length, s.plan[0] - out.length);
-    return out;
   }
 
   private async acquireEnvironment(): Promise<ExecutionEnvironment | undefined> {
@@ -601,14 +389,14 @@ export class EventSourcePoller {
         this.busy.add(env.id);
         return env;
       }
-      await this.nap(this.pollMs);
+      await this.sleeps.nap(this.pollMs, 'shards');
     }
     return undefined;
   }
 
   private release(envId: string): void {
     this.busy.delete(envId);
-    this.wake('shards');
+    this.sleeps.wake('shards');
   }
 
   private async invoke(s: ShardState, records: KinesisStreamRecord[]): Promise<void> {
@@ -667,27 +455,12 @@ export class EventSourcePoller {
       outcome = 'error';
       error = result.error;
     } else {
-      ({ outcome, failedAt } = this.judge(result.value, records));
+      ({ outcome, failedAt } = judgeResponse(result.value, records, this.reportFailures));
     }
 
     // Apply the outcome to the checkpoint and the retry plan.
-    if (outcome === 'success') {
-      this.advance(s, n);
-      s.plan.shift();
-      s.attempt = 0;
-    } else if (outcome === 'partial' && failedAt > 0) {
-      this.advance(s, failedAt);
-      // With bisect on, Lambda retries only the rest of this batch; otherwise it reads afresh.
-      if (this.bisect) s.plan.splice(0, 1, n - failedAt);
-      else s.plan.shift();
-      s.attempt = 1;
-    } else {
-      // Nothing processed: retry from the same first record.
-      s.attempt++;
-      const split = this.bisect && n > 1 && (outcome === 'error' || outcome === 'timeout');
-      const half = Math.ceil(n / 2);
-      s.plan.splice(0, 1, ...(split ? [half, n - half] : [n]));
-    }
+    const done = applyOutcome(s, outcome, failedAt, n, this.bisect);
+    if (done > 0) this.advance(s, done);
 
     try {
       this.o.onInvocation?.({
@@ -707,27 +480,7 @@ export class EventSourcePoller {
     }
     this.byOutcome[outcome]++;
 
-    if (s.attempt > 0 && !(outcome === 'partial' && failedAt > 0)) await this.pause(this.backoff(s.attempt));
-  }
-
-  /** Reads a handler's response the way Lambda does with ReportBatchItemFailures. */
-  private judge(value: unknown, records: KinesisStreamRecord[]): { outcome: InvocationOutcome; failedAt: number } {
-    if (!this.reportFailures || value === undefined || value === null || typeof value !== 'object') {
-      return { outcome: 'success', failedAt: -1 };
-    }
-    const failures = (value as { batchItemFailures?: unknown }).batchItemFailures;
-    if (failures === undefined || failures === null) return { outcome: 'success', failedAt: -1 };
-    if (!Array.isArray(failures)) return { outcome: 'invalid-response', failedAt: -1 };
-    if (failures.length === 0) return { outcome: 'success', failedAt: -1 };
-    let lowest = Infinity;
-    for (const f of failures) {
-      const id = f && typeof f === 'object' ? (f as { itemIdentifier?: unknown }).itemIdentifier : undefined;
-      if (typeof id !== 'string' || id === '') return { outcome: 'invalid-response', failedAt: -1 };
-      const idx = records.findIndex((r) => r.kinesis.sequenceNumber === id);
-      if (idx < 0) return { outcome: 'invalid-response', failedAt: -1 };
-      lowest = Math.min(lowest, idx);
-    }
-    return { outcome: 'partial', failedAt: lowest };
+    if (s.attempt > 0 && !(outcome === 'partial' && failedAt > 0)) await this.sleeps.pause(this.backoff(s.attempt));
   }
 
   private advance(s: ShardState, count: number): void {

@@ -10,9 +10,12 @@
  * - the coordinator state machine *as synthesized by CDK*, executed by an ASL interpreter whose
  *   Lambda tasks call the coordinator function's code, and a Step Functions endpoint for the
  *   instances' SendTaskSuccess.
+ *
+ * The stage functions and their pollers are in stage-functions.ts, the coordinator's restart rule and
+ * watchdog schedule in coordinator-schedules.ts, what a checkpoint must cover in produced-positions.ts,
+ * the options in local-run-options.ts.
  */
 import { DeleteStreamCommand, DescribeStreamSummaryCommand } from '@aws-sdk/client-kinesis';
-import type { KinesisStreamEvent } from 'aws-lambda';
 import { cachedCoordinatorDefinition } from './coordinator-cache.js';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
 import { kinesisSourceWriter } from '../shared/adapters/aws/bounded-input.js';
@@ -20,7 +23,6 @@ import { sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
 import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
 import { endInput } from '../shared/bounded/bounded-reader.js';
 import { UsageError } from '../shared/util/errors.js';
-import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { restoreSavepoint, type RestoreResult } from '../shared/adapters/aws/savepoints.js';
 import { stagedSinkPublishers } from '../shared/adapters/aws/staged-sinks.js';
 import { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
@@ -30,85 +32,22 @@ import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRe
 import { coordinatorTasks } from '../functions/coordinator.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import { pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
-import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
 import { COORDINATOR_STATES, commitPauseOverride } from '../cdk/coordinator-state-machine.js';
-import type { Plan, PlanStage } from '../shared/plan/plan.js';
+import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
-import type { RuntimePorts } from '../shared/runtime/ports.js';
-import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../shared/runtime/stage-runner.js';
-import { handleKinesisBatch } from '../functions/operator.js';
-import { instanceIdOf, type StageInstance } from '../shared/runtime/stage-instance.js';
-import { compareSeq } from '../shared/runtime/positions.js';
+import type { StageInstance } from '../shared/runtime/stage-instance.js';
 import { startEmulators, type LocalEmulators } from './emulators.js';
-import { EventSourcePoller, type ExecutionEnvironment, type InvocationInfo, type KinesisHandler } from './event-source-poller.js';
 import { LocalStepFunctions } from './step-functions-local.js';
 import { readNumberedLines, type LocatedDeadLetter, type RecordPosition } from './input-lines.js';
 import { SinkReader, type DeadLetterRecord } from './sink-readers.js';
-import { mulberry32 } from '../shared/runtime/random.js';
+import type { LocalRunOptions } from './local-run-options.js';
+import { startCoordinatorSchedules } from './coordinator-schedules.js';
+import { ProducedPositions } from './produced-positions.js';
+import { LocalStageFunctions } from './stage-functions.js';
 
 export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
-
-export interface LocalRunOptions {
-  /** simulated execution environments per stage; @default 3 */
-  readonly environments?: number;
-  /** chance that an environment is recycled (its caches lost) before an invocation; @default 0.05 */
-  readonly recycleProbability?: number;
-  /** seed of routing and recycling; @default 1 */
-  readonly seed?: number;
-  /** ESM batch size; @default 100 */
-  readonly batchSize?: number;
-  /** time between checkpoints, replacing the plan's (Wait states of the workflow); @default the plan's */
-  readonly checkpointIntervalMs?: number;
-  /** park the coordinator while no source shard holds input (as deployed by default); a source stage must then wake it (shared/coordinator/wake.ts); @default false */
-  readonly idleCoordinator?: boolean;
-  /** run the checkpoints in Express rounds, as SluiceJob `expressCheckpoints` deploys them; @default false */
-  readonly expressCheckpoints?: boolean;
-  /** reuse running emulators instead of starting new ones (they are then not stopped) */
-  readonly emulators?: LocalEmulators;
-  readonly prefix?: string;
-  readonly runner?: StageRunnerOptions;
-  /** wraps the ports each environment gets (fault injection in tests) */
-  readonly wrapPorts?: (ports: RuntimePorts, ctx: { stage: PlanStage; environment: string }) => RuntimePorts;
-  /** wraps the SDK clients each environment's ports use (fault injection at the wire: throttling, partial PutRecords) */
-  readonly wrapClients?: (clients: AwsClients, ctx: { stage: PlanStage; environment: string }) => AwsClients;
-  /**
-   * wraps each environment's handler (duplicate delivery, slow invocations that become zombies);
-   * `reset` re-initialises the environment (its caches are gone), as Lambda does after a timeout
-   */
-  readonly wrapHandler?: (handler: KinesisHandler, ctx: { stage: PlanStage; environment: string; reset: () => void }) => KinesisHandler;
-  /** the coordinator's wall clock (fault injection: environments whose clocks are off); @default the system clock */
-  readonly coordinatorClock?: () => Date;
-  /** wraps the coordinator function (task failures) */
-  readonly wrapCoordinator?: (run: (input: CoordinatorTaskInput) => Promise<unknown>) => (input: CoordinatorTaskInput) => Promise<unknown>;
-  /** an invocation running longer is treated as timed out: its batch is retried elsewhere while it goes on */
-  readonly invocationTimeoutMs?: number;
-  /**
-   * the request timeout of the stage functions' SDK clients (a call without a response fails and is
-   * retried); producers, pollers and the coordinator keep the default; @default the clients' default
-   */
-  readonly requestTimeoutMs?: number;
-  /** run the coordinator's watchdog task this often, as the stack's schedule does; @default never */
-  readonly watchdogIntervalMs?: number;
-  /**
-   * fault injection: the status-change event of this failed coordinator execution is lost (the
-   * immediate restart skips it; only the watchdog can start a new execution)
-   */
-  readonly statusEventLost?: (executionArn: string) => boolean;
-  /** where structured log lines go; @default nowhere */
-  readonly log?: (line: string) => void;
-  readonly onInvocation?: (stage: string, info: InvocationInfo) => void;
-  /**
-   * Restore this savepoint before starting (the job's state and control records are reset, inner
-   * stage streams are created again with the plan's shard counts, the source streams are kept).
-   * Use the `prefix` and `emulators` of the run that took the savepoint.
-   */
-  readonly restoreFrom?: string;
-  /** wraps the coordinator's commit targets (fault injection: a crash between COMPLETED and publishing) */
-  readonly wrapCommitTargets?: (targets: readonly CommitTarget[]) => readonly CommitTarget[];
-  /** runs once the job's resources exist, before its functions and coordinator start (input put there is a backlog) */
-  readonly beforeStart?: (runner: LocalJobRunner) => Promise<void>;
-}
+export type { LocalRunOptions } from './local-run-options.js';
 
 export interface RunStats {
   readonly checkpoints: CheckpointRecord[];
@@ -122,10 +61,6 @@ export interface RunStats {
   readonly invocations: number;
 }
 
-interface Env {
-  id: string;
-  runner: StageRunner;
-}
 
 export class LocalJobRunner {
   readonly plan: Plan;
@@ -135,12 +70,8 @@ export class LocalJobRunner {
   private emulators!: LocalEmulators;
   private ownEmulators = false;
   private stepFunctions!: LocalStepFunctions;
-  private pollers: EventSourcePoller[] = [];
-  private restartTimer: NodeJS.Timeout | undefined;
-  private watchdogTimer: NodeJS.Timeout | undefined;
-  private readonly envs = new Map<string, Env[]>();
-  private rng: () => number;
-  private invocations = 0;
+  private functions: LocalStageFunctions | undefined;
+  private stopSchedules: (() => void) | undefined;
   clients!: AwsClients;
   private sinks!: SinkReader;
   /** the clients the stage functions' environments use */
@@ -153,6 +84,7 @@ export class LocalJobRunner {
   private sfnEndpoint: string | undefined;
   /** input file and line of each record produced from a file, by `source/shardId/sequenceNumber` */
   private readonly lineOf = new Map<string, { source: string; file: string; line: number }>();
+  private readonly produced: ProducedPositions;
 
   private constructor(
     readonly job: Job,
@@ -161,7 +93,7 @@ export class LocalJobRunner {
     this.plan = planJob(job);
     this.names = resourceNames(this.plan, options.prefix);
     this.telemetry = new CountingTelemetry(options.log, 'info');
-    this.rng = mulberry32(options.seed ?? 1);
+    this.produced = new ProducedPositions(this.plan);
   }
 
   /** Starts the emulated stack, deploys the job into it and starts the coordinator. */
@@ -236,91 +168,28 @@ export class LocalJobRunner {
     this.running = true;
     if (o.beforeStart) await o.beforeStart(this);
 
-    for (const stage of this.plan.stages) {
-      const count = o.environments ?? 3;
-      const envs: Env[] = [];
-      for (let i = 0; i < count; i++) envs.push({ id: `${stage.id}-env${i}`, runner: this.newRunner(stage, `${stage.id}-env${i}`) });
-      this.envs.set(stage.id, envs);
-      const environments = envs.map((e): ExecutionEnvironment => {
-        const handler: KinesisHandler = async (event: KinesisStreamEvent) => {
-          this.invocations++;
-          if (this.rng() < (o.recycleProbability ?? 0.05)) {
-            // the environment was recycled between invocations: its caches are gone
-            e.runner = this.newRunner(stage, e.id);
-            this.telemetry.count('EnvironmentsRecycled');
-          }
-          return handleKinesisBatch(e.runner, event);
-        };
-        const reset = () => {
-          e.runner = this.newRunner(stage, e.id);
-        };
-        const invoke = o.wrapHandler ? o.wrapHandler(handler, { stage, environment: e.id, reset }) : handler;
-        // tracked so that stop() waits for every invocation, a zombie the poller gave up on included:
-        // one still writing when the emulators stop would fail against a closed store
-        return { id: e.id, handler: (event: KinesisStreamEvent) => this.track(invoke(event)) };
-      });
-      const poller = new EventSourcePoller({
-        kinesis: this.clients.kinesis,
-        streamName: this.names.streamOf(stage),
-        environments,
-        batchSize: o.batchSize ?? 100,
-        ...(o.invocationTimeoutMs !== undefined ? { invocationTimeoutMs: o.invocationTimeoutMs } : {}),
-        seed: (o.seed ?? 1) + this.pollers.length,
-        pollIntervalMs: 25,
-        onInvocation: (info) => {
-          if (info.outcome === 'error') {
-            this.telemetry.count('InvocationErrors');
-            this.telemetry.log('warn', 'invocation failed; the batch will be retried', {
-              stage: stage.id,
-              shardId: info.shardId,
-              error: info.error instanceof Error ? `${info.error.name}: ${info.error.message}` : String(info.error),
-            });
-          }
-          o.onInvocation?.(stage.id, info);
-        },
-        onError: (err) => this.telemetry.log('warn', 'poller error', { stage: stage.id, error: String(err) }),
-      });
-      this.pollers.push(poller);
-      poller.start();
-    }
+    this.functions = new LocalStageFunctions({
+      job: this.job,
+      plan: this.plan,
+      names: this.names,
+      telemetry: this.telemetry,
+      collected: this.collected,
+      clients: this.clients,
+      stageClients: this.stageClients,
+      options: o,
+      track: (p) => this.track(p),
+    });
+    this.functions.start();
     await this.stepFunctions.startExecution({ iteration: 0 });
-    // as the stack's EventBridge rule does on AWS: a coordinator execution that failed or timed out
-    // is started again (a stopped one is left alone)
-    let restarting = false;
-    const lost = new Set<string>();
-    this.restartTimer = setInterval(() => {
-      const latest = this.stepFunctions.executions().at(-1);
-      if (restarting || !latest || (latest.status !== 'FAILED' && latest.status !== 'TIMED_OUT') || !this.running) return;
-      if (lost.has(latest.arn)) return;
-      if (o.statusEventLost?.(latest.arn)) {
-        lost.add(latest.arn);
-        this.telemetry.log('warn', 'coordinator execution ended; its status event was lost', { execution: latest.arn });
-        return;
-      }
-      restarting = true;
-      void this.coordinator
-        .jobStatus()
-        .then(async (st) => {
-          // a stopped or finished job takes no more checkpoints: its workflow stays down
-          if (st.stoppedAt !== undefined) return;
-          this.telemetry.log('warn', 'coordinator execution ended; starting a new one', { execution: latest.arn, error: latest.error });
-          await this.stepFunctions.startExecution({ iteration: 0 });
-        })
-        .catch(() => undefined)
-        .finally(() => (restarting = false));
-    }, 1_000);
-    this.restartTimer.unref();
-    if (o.watchdogIntervalMs !== undefined) {
-      let watching = false;
-      this.watchdogTimer = setInterval(() => {
-        if (watching || !this.running) return;
-        watching = true;
-        void this.track(tasks!.run({ action: 'watchdog' }))
-          .catch((err: unknown) => this.telemetry.log('warn', 'watchdog failed', { error: String(err) }))
-          .finally(() => (watching = false));
-      }, o.watchdogIntervalMs);
-      this.watchdogTimer.unref();
-    }
+    this.stopSchedules = startCoordinatorSchedules({
+      stepFunctions: this.stepFunctions,
+      coordinator: this.coordinator,
+      telemetry: this.telemetry,
+      isRunning: () => this.running,
+      ...(o.statusEventLost ? { statusEventLost: o.statusEventLost } : {}),
+      ...(o.watchdogIntervalMs !== undefined ? { watchdogIntervalMs: o.watchdogIntervalMs } : {}),
+      runWatchdog: () => this.track(tasks!.run({ action: 'watchdog' })),
+    });
   }
 
   /** Remembers a running task until it settles (stop() waits for all of them). */
@@ -355,13 +224,6 @@ export class LocalJobRunner {
     }
   }
 
-  private newRunner(stage: PlanStage, environment: string): StageRunner {
-    const clients = this.options.wrapClients ? this.options.wrapClients(this.stageClients, { stage, environment }) : this.stageClients;
-    let ports = createAwsPorts(this.plan, this.names, clients, this.telemetry, { collectSink: this.collected });
-    if (this.options.wrapPorts) ports = this.options.wrapPorts(ports, { stage, environment });
-    return createStageRunner({ job: this.job, plan: this.plan, stage, names: this.names, ports, options: this.options.runner });
-  }
-
   /** `emulatorEnv` and the endpoint of this run's Step Functions (AWS_ENDPOINT_URL_SFN). */
   get stackEnv(): Record<string, string> {
     return { ...this.emulators.env(), ...(this.sfnEndpoint ? { AWS_ENDPOINT_URL_SFN: this.sfnEndpoint } : {}) };
@@ -369,7 +231,7 @@ export class LocalJobRunner {
 
   /** The stage instances cached in a stage's simulated environments (observers read their watermarks). */
   instancesOf(stageId: string): StageInstance[] {
-    return (this.envs.get(stageId) ?? []).flatMap((e) => e.runner.cached());
+    return this.functions?.instancesOf(stageId) ?? [];
   }
 
   /** The emulators' endpoints and settings, for producers and readers in other processes. */
@@ -391,21 +253,10 @@ export class LocalJobRunner {
       partitionKey: options.partitionKey ? options.partitionKey(r, i) : `pk-${i % 97}`,
     }));
     const positions: RecordPosition[] = await putRecordsUntilAccepted(sdkKinesisApi(this.clients.kinesis), stream, entries);
-    for (const p of positions) this.noteProduced(source.id, p);
+    for (const p of positions) this.produced.note(source.id, p);
     return positions;
   }
 
-  /** The last record this runner put on each source shard, by the source instance that reads it. */
-  private readonly producedThrough = new Map<string, string>();
-
-  private noteProduced(sourceId: string, p: RecordPosition): void {
-    for (const stage of this.plan.stages) {
-      if (stage.input.kind !== 'source' || stage.input.sourceId !== sourceId) continue;
-      const id = instanceIdOf(stage.id, p.shardId);
-      const prev = this.producedThrough.get(id);
-      if (prev === undefined || compareSeq(p.sequenceNumber, prev) > 0) this.producedThrough.set(id, p.sequenceNumber);
-    }
-  }
 
   /**
    * Produces the non-blank lines of JSON-lines files into sources, file after file, remembering the
@@ -451,15 +302,7 @@ export class LocalJobRunner {
 
   private async awaitCheckpointsUntil(count: number, since: Date, deadline: () => number, onProgress?: (done: number) => void): Promise<CheckpointRecord[]> {
     const t0 = Date.now();
-    const through = new Map(this.producedThrough);
-    const covers = (c: CheckpointRecord) =>
-      c.instances !== undefined &&
-      [...through].every(([id, seq]) => {
-        const rp = c.instances![id]?.replayPoint;
-        // an instance not in the checkpoint reads a shard a reshard closed before it
-        if (!rp) return true;
-        return rp.from === 'after' ? compareSeq(rp.sequenceNumber, seq) >= 0 : rp.from === 'at' && compareSeq(rp.sequenceNumber, seq) > 0;
-      });
+    const covers = this.produced.coverageOfNow();
     for (;;) {
       const done = (await this.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > since.getTime());
       onProgress?.(done.length);
@@ -574,10 +417,7 @@ export class LocalJobRunner {
 
   /** What each simulated execution environment holds: its cached instances and their keys. */
   environments(): Array<{ id: string; instances: number; keys: number }> {
-    return [...this.envs.values()].flat().map((e) => {
-      const cached = e.runner.cached();
-      return { id: e.id, instances: cached.length, keys: cached.reduce((a, i) => a + i.state.size, 0) };
-    });
+    return this.functions?.environments() ?? [];
   }
 
   async stats(): Promise<RunStats> {
@@ -594,16 +434,14 @@ export class LocalJobRunner {
       cacheHitRate: hits + misses ? hits / (hits + misses) : 0,
       recordsIn: this.telemetry.get('RecordsIn'),
       deadLetters: this.telemetry.get('DeadLetters'),
-      invocations: this.invocations,
+      invocations: this.functions?.invocations ?? 0,
     };
   }
 
   /** Stops pollers, the workflow and (if started here) the emulators. Idempotent. */
   async stop(): Promise<void> {
-    if (this.restartTimer) clearInterval(this.restartTimer);
-    if (this.watchdogTimer) clearInterval(this.watchdogTimer);
-    await Promise.all(this.pollers.map((p) => p.stop()));
-    this.pollers = [];
+    this.stopSchedules?.();
+    await this.functions?.stop();
     await this.stepFunctions?.stop();
     await Promise.allSettled([...this.tasks]);
     this.running = false;
