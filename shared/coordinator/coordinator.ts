@@ -14,7 +14,8 @@
  * commits the complete ones in order and aborts the stuck ones (the workflow calls it after every
  * injection and whenever its window is full). Savepoints are checkpoints
  * too: a user asks for one (`requestSavepoint`), the next allocate turns into a savepoint, and its
- * commit writes the portable files (a `SavepointWriter`).
+ * commit writes the portable files (a `SavepointWriter`); requests and completion are in
+ * ./savepoints.ts. An abort that leaves the job looking stalled says so (./stall.ts).
  *
  * When an open checkpoint is given up is a progress rule (./timeouts.ts): `timeoutMs` is a window
  * that every new ack restarts, under a hard ceiling; the workflow asks `overdue` each time a window
@@ -36,24 +37,16 @@ import { InPlaceRescale } from './rescale.js';
 import { progressVerdict, type TimeoutVerdict } from './timeouts.js';
 import type { AbortOutput, AllocateOutput, CommitOutput, CoordinatorTaskInput, InjectOutput, OverdueOutput, SettleOutput } from './protocol.js';
 import { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
-import { allAcked, validSavepointId, type CheckpointRecord, type InstanceCheckpointStats, type SavepointRecord } from './records.js';
+import { allAcked, type CheckpointRecord, type InstanceCheckpointStats, type SavepointRecord } from './records.js';
+import { Savepoints } from './savepoints.js';
+import { STALL_AFTER, stallOf, type StallReport } from './stall.js';
 
 export { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
 export type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, SavepointRecord, SavepointStatus } from './records.js';
+export { STALL_AFTER, type StallReport } from './stall.js';
 
 export interface CoordinatorOptions {
   readonly telemetry?: Telemetry;
-}
-
-/** Checkpoints in a row that end without an instance's ack before the coordinator calls the job stalled. */
-export const STALL_AFTER = 3;
-
-/** A stall named: the instances every recent checkpoint waited for in vain. */
-export interface StallReport {
-  readonly checkpointId: number;
-  readonly waiting: ReadonlyArray<{ readonly instance: string; readonly lastSnapshot: number }>;
-  /** "stalled at checkpoint n: instance … waits for barrier k (…)" */
-  readonly message: string;
 }
 
 /** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
@@ -62,6 +55,8 @@ export const CHECKPOINT_HISTORY = 100;
 export class Coordinator {
   /** in-place rescales of a running stage (see rescale.ts) */
   readonly rescales: InPlaceRescale;
+  /** savepoint requests and their completion (see savepoints.ts) */
+  private readonly savepoints: Savepoints;
 
   constructor(
     private readonly plan: Plan,
@@ -72,6 +67,7 @@ export class Coordinator {
     private readonly options: CoordinatorOptions = {},
   ) {
     this.rescales = new InPlaceRescale(plan, names, ports.store, ports.scaler, now);
+    this.savepoints = new Savepoints(ports, now, options.telemetry);
   }
 
   private get store() {
@@ -186,49 +182,17 @@ export class Coordinator {
    * Asks for a savepoint: the next checkpoint the workflow allocates becomes one. With `stop`, the
    * job takes no checkpoint after it (stop-with-savepoint); the caller then stops the workflow and
    * the stage functions. Fails if another request is still waiting.
-   *
-   * Two writes — the savepoint's record, then the request allocate reads — as a sequence a retry
-   * with the same id finishes: a record still REQUESTED (the request never written, or written and
-   * its answer lost) is taken over as it is, and the request may be rewritten with the same id.
-   * A record past REQUESTED was taken by a checkpoint already: that id exists.
    */
   async requestSavepoint(options: { id?: string; stop?: boolean } = {}): Promise<SavepointRecord> {
-    const at = this.now();
-    const id = options.id ?? `sp-${at.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z').toLowerCase()}`;
-    if (!validSavepointId(id)) throw new SluiceError(`savepoint id must be 1-100 letters, digits, "_", "." or "-", starting with a letter or digit; got "${id}"`, 'BAD_INPUT');
-    const stop = options.stop ?? false;
-    let record: SavepointRecord = { id, status: 'REQUESTED', stop, requestedAt: at.toISOString() };
-    let retried = false;
-    if (!(await this.store.createSavepoint(record))) {
-      const existing = await this.getSavepoint(id);
-      // a request that died between its writes (or lost an answer): finish it, as first asked
-      if (existing?.status !== 'REQUESTED' || existing.stop !== stop) throw new SluiceError(`savepoint "${id}" already exists`, 'SAVEPOINT_EXISTS');
-      record = existing;
-      retried = true;
-    }
-    if (!(await this.store.putSavepointRequest({ id, stop: record.stop, requestedAt: record.requestedAt }))) {
-      // another request waits: drop this record (a crash before the delete leaves it REQUESTED, which a retry takes over)
-      await this.store.dropRequestedSavepoint(id);
-      throw new SluiceError('another savepoint request is still waiting for a checkpoint', 'SAVEPOINT_PENDING', true);
-    }
-    if (retried) {
-      // a retry: an allocate may have taken the request between our read and our write, and this
-      // write put it back — a request whose record moved on would turn a second checkpoint into it
-      const now = await this.getSavepoint(id);
-      if (now && now.status !== 'REQUESTED') {
-        await this.store.deleteSavepointRequest(id);
-        return now;
-      }
-    }
-    return record;
+    return this.savepoints.request(options);
   }
 
   async getSavepoint(id: string): Promise<SavepointRecord | undefined> {
-    return this.store.getSavepoint(id);
+    return this.savepoints.get(id);
   }
 
   async listSavepoints(): Promise<SavepointRecord[]> {
-    return (await this.store.listSavepoints()).sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
+    return this.savepoints.list();
   }
 
   /**
@@ -286,7 +250,7 @@ export class Coordinator {
     for (const t of this.commitTargets) published += await t.publish(n);
     // only once n's outputs are published: whoever waits for the end finds them there
     await this.finishJobIfDone(n, ck, pointers ?? (await this.pointersOf(n)));
-    if (ck.savepointId !== undefined) await this.completeSavepoint(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
+    if (ck.savepointId !== undefined) await this.savepoints.complete(ck.savepointId, n, pointers ?? (await this.pointersOf(n)));
     // about once a minute (and at every savepoint): each run lists every instance's deltas
     const open = { startedAt: Date.parse(ck.startedAt), committedAt: this.now().getTime() };
     const gc = collectsGarbage(n, pauseMsOf(this.plan.checkpoint), open) || ck.savepointId !== undefined ? await this.gc() : { deleted: 0 };
@@ -336,28 +300,6 @@ export class Coordinator {
     }
     await this.store.recordInstances(n, instances, bytes, keys);
     return pointers;
-  }
-
-  private async completeSavepoint(id: string, n: number, pointers: Map<string, SnapshotPointer>): Promise<void> {
-    const sp = await this.getSavepoint(id);
-    if (sp?.status === 'COMPLETED' || sp?.status === 'FAILED') return;
-    let m;
-    try {
-      m = await this.ports.savepoints.write(id, n, pointers, this.now());
-    } catch (err) {
-      // state moved past n (a later checkpoint ran before this commit was retried): the savepoint
-      // cannot be taken any more, but the commit must go on
-      if (!(err instanceof SluiceError) || err.code !== 'SAVEPOINT_INCONSISTENT') throw err;
-      await this.store.updateSavepoint(id, { status: 'FAILED', reason: err.message.slice(0, 1000) });
-      this.options.telemetry?.log('warn', 'savepoint failed', { savepointId: id, checkpointId: n, error: err.message });
-      return;
-    }
-    if (sp?.stop) {
-      // stop-with-savepoint: no checkpoint after this one
-      await this.store.markStopped(n);
-    }
-    await this.store.updateSavepoint(id, { status: 'COMPLETED', completedAt: this.now().toISOString(), location: m.location, rows: m.rows, timers: m.timers, bytes: m.bytes });
-    this.options.telemetry?.log('info', 'savepoint written', { savepointId: id, checkpointId: n, rows: m.rows, timers: m.timers });
   }
 
   /**
@@ -537,32 +479,13 @@ export class Coordinator {
   }
 
   /**
-   * Names a stall: the last `after` checkpoints all ended without completing (or are still in
-   * flight), and some instances acked none of them and have no snapshot at or past the first:
-   * "stalled at checkpoint n: instance … waits for barrier k". Undefined when nothing says so.
-   * Abort calls it (an alarm: metric `CheckpointStalled`); the chaos harness names a stall with it.
+   * Names a stall (stall.ts): the last `after` checkpoints all ended without completing (or are
+   * still in flight), and some instances acked none of them and have no snapshot at or past the
+   * first. Undefined when nothing says so. Abort calls it (an alarm: metric `CheckpointStalled`);
+   * the chaos harness names a stall with it.
    */
   async stalled(after = STALL_AFTER): Promise<StallReport | undefined> {
-    const recent = (await this.list()).slice(-after);
-    if (recent.length < after || recent.some((c) => c.status === 'COMPLETED')) return undefined;
-    let common: string[] | undefined;
-    for (const c of recent) {
-      if (!c.missing) return undefined;
-      common = common ? common.filter((m) => c.missing!.includes(m)) : [...c.missing];
-    }
-    if (!common?.length) return undefined;
-    const first = recent[0]!.checkpointId;
-    const last = recent[recent.length - 1]!;
-    const waiting: Array<{ instance: string; lastSnapshot: number }> = [];
-    for (const instance of common) {
-      const pointer = await this.store.snapshotPointer(instance);
-      const lastSnapshot = pointer?.checkpointId ?? 0;
-      if (lastSnapshot < first) waiting.push({ instance, lastSnapshot });
-    }
-    if (!waiting.length) return undefined;
-    const who = waiting.map((w) => `instance ${w.instance} waits for barrier ${w.lastSnapshot + 1} (last snapshot: ${w.lastSnapshot ? `checkpoint ${w.lastSnapshot}` : 'none'})`).join('; ');
-    const span = recent.length > 1 ? `checkpoints ${first}–${last.checkpointId}` : `checkpoint ${first}`;
-    return { checkpointId: last.checkpointId, waiting, message: `stalled at checkpoint ${last.checkpointId}: ${who}; ${span} ended without its ack` };
+    return stallOf(await this.list(), after, this.store);
   }
 
   /** After an abort: counts `CheckpointStalled` and logs the stall's words when the job looks stalled. */
