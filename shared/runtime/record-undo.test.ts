@@ -252,6 +252,13 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     expect(r.published<string>('out').sort()).toEqual(['a:100:1', 'a:500:2']);
     expect(r.deadLetters()).toHaveLength(1);
   });
+  // a, then b failing, then a and b again: a kept handle must act on each record's own key
+  const keptHandleInput: Ev[] = [
+    { key: 'a', ts: 1, v: 1 },
+    { key: 'b', ts: 2, v: 1, bad: true },
+    { key: 'a', ts: 3, v: 1 },
+    { key: 'b', ts: 4, v: 1 },
+  ];
   it('a value state handle kept from an earlier record acts on the current key, and its writes are undone with a record that throws (record undo: entry saved at each first access, not at getState)', async () => {
     let kept: ValueState<number> | undefined;
     const j = job('undo-kept-handle', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
@@ -268,12 +275,7 @@ describe('a record whose function throws is undone whole (record undo)', () => {
         },
       })
       .sinkTo(collectSink('out'));
-    const r = await run(j, [
-      { key: 'a', ts: 1, v: 1 },
-      { key: 'b', ts: 2, v: 1, bad: true },
-      { key: 'a', ts: 3, v: 1 },
-      { key: 'b', ts: 4, v: 1 },
-    ]);
+    const r = await run(j, keptHandleInput);
     expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:2', 'b:1']);
     expect(r.deadLetters()).toHaveLength(1);
   });
@@ -293,12 +295,7 @@ describe('a record whose function throws is undone whole (record undo)', () => {
         },
       })
       .sinkTo(collectSink('out'));
-    const r = await run(j, [
-      { key: 'a', ts: 1, v: 1 },
-      { key: 'b', ts: 2, v: 1, bad: true },
-      { key: 'a', ts: 3, v: 1 },
-      { key: 'b', ts: 4, v: 1 },
-    ]);
+    const r = await run(j, keptHandleInput);
     expect(r.published<string>('out').sort()).toEqual(['a:1', 'a:1,3', 'b:4']);
     expect(r.deadLetters()).toHaveLength(1);
   });
