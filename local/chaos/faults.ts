@@ -150,14 +150,14 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   let commitless: Coordinator | undefined;
   let partialInject: { allowed: number } | undefined;
   let lostStatusEvents = 0;
+  /** `n id` of every ack slow-ack holds back */
+  const heldAcks = new Set<string>();
 
   /**
    * Sends an ack once checkpoint n is no longer in flight, or after two windows: long enough for the
    * coordinator's looks (one per window) to see a window without progress and abort n; when the
    * window has grown (after aborts in a row) the ack lands first and n completes late instead.
    */
-  /** `n id` of every ack slow-ack holds back */
-  const heldAcks = new Set<string>();
   const lateAck = (n: number, send: () => Promise<unknown>): void => {
     const until = Date.now() + 2 * opts.checkpointTimeoutMs + 1_000;
     void (async () => {

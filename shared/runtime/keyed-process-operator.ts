@@ -148,6 +148,8 @@ class KeyedCtx extends OperatorContext implements OnTimerContext<Key> {
   get timerService(): TimerService {
     return (this.ts ??= new Timers(this._op.env, this._op.opId, this._meta.key!, this._meta.keyGroup));
   }
+  // not through `handleOf`: the value handle is its own cell (one object, no closure), as this is the
+  // call of nearly every record
   getState<T>(d: ValueStateDescriptor<T>): ValueState<T> {
     const op = this._op;
     const desc = d as StateDescriptor<unknown>;
