@@ -52,6 +52,16 @@ function emit(o: Outbox, e: Emit): void {
   else o.collect(e.sink, e.value);
 }
 
+/**
+ * Data envelopes an emit counts for the RecordsOut metric: one, or one per shard for a broadcast
+ * (routed by key group: one, as each receiving shard applies it once whatever key groups it holds).
+ */
+function dataEnvelopes(e: Emit, routed: boolean): number {
+  if (e.kind === 'keyed' || e.kind === 'rebalance') return 1;
+  if (e.kind === 'broadcast') return routed && e.stage === 's2' ? 1 : e.stage === 's1' ? 2 : 3;
+  return 0;
+}
+
 /** what a flush hands out, decoded: per stream, per wave, per hash key, the envelopes in order */
 function flushed(o: Outbox) {
   const t = o.take();
@@ -71,6 +81,7 @@ describe('Outbox: a record emits only if it succeeds', () => {
       fc.property(fc.boolean(), fc.array(recordArb, { maxLength: 25 }), fc.nat(25), (routed, records, flushAt) => {
         const staged = outbox(routed);
         const direct = outbox(routed);
+        let recordsOut = 0;
         const got: unknown[] = [];
         const want: unknown[] = [];
         records.forEach((r, i) => {
@@ -85,6 +96,8 @@ describe('Outbox: a record emits only if it succeeds', () => {
           if (r.ok) for (const e of r.emits) emit(direct, e);
           expect(staged.pending).toBe(direct.pending);
           expect(staged.dataOut).toBe(direct.dataOut);
+          if (r.ok) recordsOut += r.emits.reduce((a, e) => a + dataEnvelopes(e, routed), 0);
+          expect(staged.dataOut).toBe(recordsOut);
           if (i === flushAt) {
             got.push(flushed(staged));
             want.push(flushed(direct));
