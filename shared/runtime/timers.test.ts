@@ -26,26 +26,35 @@ class ModelTimers {
 }
 
 const domainArb = fc.constantFrom<TimeDomain>('event-time', 'processing-time');
-const timerArb = fc.record({
-  domain: domainArb,
-  operatorId: fc.constantFrom('a', 'b', 'window'),
-  key: fc.constantFrom('k1', 'k2', 'k3', 'é', '', 'k10'),
-  keyGroup: fc.constant(0),
-  time: fc.integer({ min: 0, max: 12 }),
-});
-const opArb = fc.oneof(
-  fc.record({ op: fc.constant('add' as const), t: timerArb }),
-  fc.record({ op: fc.constant('delete' as const), t: timerArb }),
-  // pop everything due, adding and deleting timers while doing so (as callbacks do)
-  fc.record({ op: fc.constant('fire' as const), domain: domainArb, upTo: fc.integer({ min: -1, max: 14 }), during: fc.array(fc.record({ del: fc.boolean(), t: timerArb }), { maxLength: 4 }) }),
-);
+const timerArbOf = (ops: string[], keys: string[], maxTime: number) =>
+  fc.record({
+    domain: domainArb,
+    operatorId: fc.constantFrom(...ops),
+    key: fc.constantFrom(...keys),
+    keyGroup: fc.constant(0),
+    time: fc.integer({ min: 0, max: maxTime }),
+  });
+const opArbOf = (timerArb: fc.Arbitrary<Timer>, maxTime: number) =>
+  fc.oneof(
+    fc.record({ op: fc.constant('add' as const), t: timerArb }),
+    fc.record({ op: fc.constant('delete' as const), t: timerArb }),
+    // pop everything due, adding and deleting timers while doing so (as callbacks do)
+    fc.record({ op: fc.constant('fire' as const), domain: domainArb, upTo: fc.integer({ min: -1, max: maxTime + 2 }), during: fc.array(fc.record({ del: fc.boolean(), t: timerArb }), { maxLength: 4 }) }),
+  );
+/** many distinct timers */
+const wideOps = opArbOf(timerArbOf(['a', 'b', 'window'], ['k1', 'k2', 'k3', 'é', '', 'k10'], 12), 12);
+/** few distinct timers: the same one deleted and added again, in a bucket that keeps others (and while it fires) */
+const narrowOps = opArbOf(timerArbOf(['a', 'b'], ['k1', 'k2'], 1), 1);
 
 const row = (t: Timer) => [t.domain, t.operatorId, t.key, t.time];
 
 describe('TimerIndex', () => {
-  it('keeps one timer per (domain, operator, key, time) and fires them in (time, operator, key) order, like a plain set', () => {
+  it.each([
+    ['many', wideOps, 0],
+    ['few', narrowOps, 20],
+  ] as const)('keeps one timer per (domain, operator, key, time) and fires them in (time, operator, key) order, like a plain set (%s distinct timers)', (_, opArb, minLength) => {
     fc.assert(
-      fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
+      fc.property(fc.array(opArb, { minLength, maxLength: 60 }), (ops) => {
         const idx = new TimerIndex();
         const model = new ModelTimers();
         for (const o of ops) {
