@@ -108,6 +108,11 @@ export class TimerIndex {
   private recording = false;
   private readonly changed: Timer[] = [];
   private readonly added: boolean[] = [];
+  /**
+   * How many of `changed` belong to the current record. The arrays are overwritten, not emptied:
+   * emptying an array drops its storage, and most records would then allocate it again.
+   */
+  private nChanged = 0;
 
   get size(): number {
     return this.count;
@@ -148,10 +153,7 @@ export class TimerIndex {
     b.size++;
     this.count++;
     if (b.order !== undefined) insertInOrder(b, t);
-    if (this.recording) {
-      this.changed.push(t);
-      this.added.push(true);
-    }
+    if (this.recording) this.note(t, true);
   }
 
   delete(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): void {
@@ -167,10 +169,7 @@ export class TimerIndex {
     t.live = false;
     this.count--;
     if (--b!.size === 0) this.dropBucket(dt, b!);
-    if (this.recording) {
-      this.changed.push(t);
-      this.added.push(false);
-    }
+    if (this.recording) this.note(t, false);
   }
 
   /** Starts a record: the timers it adds and deletes are noted. */
@@ -178,25 +177,33 @@ export class TimerIndex {
     this.recording = true;
   }
 
+  private note(t: Timer, added: boolean): void {
+    const i = this.nChanged++;
+    this.changed[i] = t;
+    this.added[i] = added;
+  }
+
   /** The record was applied whole. */
   commitRecord(): void {
     this.recording = false;
-    if (this.changed.length) {
-      this.changed.length = 0;
-      this.added.length = 0;
-    }
+    this.endRecord();
   }
 
   /** The record failed: its additions and deletions are undone, last first. */
   rollbackRecord(): void {
     this.recording = false;
-    for (let i = this.changed.length - 1; i >= 0; i--) {
+    for (let i = this.nChanged - 1; i >= 0; i--) {
       const t = this.changed[i]!;
       if (this.added[i]) this.remove(t.domain, t.operatorId, t.key, t.time);
       else this.add(t);
     }
-    this.changed.length = 0;
-    this.added.length = 0;
+    this.endRecord();
+  }
+
+  private endRecord(): void {
+    this.nChanged = 0;
+    // a record that changed many timers does not leave them held
+    if (this.changed.length > 64) this.changed.length = this.added.length = 0;
   }
 
   private dropBucket(dt: DomainTimers, b: Bucket): void {
