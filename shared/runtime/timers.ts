@@ -48,14 +48,45 @@ class Bucket {
   /** while the bucket fires: its timers in firing order, and how far firing got */
   order: Entry[] | undefined = undefined;
   next = 0;
+  /**
+   * The timers in (operator, key) order as the last `sorted` left them (dead ones may be among
+   * them), and those added since, unsorted: a bucket written to a checkpoint and fired later is
+   * sorted whole once, then the later additions are merged in.
+   */
+  private cache: Entry[] | undefined = undefined;
+  private fresh: Entry[] = [];
   constructor(readonly time: number) {}
 
-  /**
-   * The live timers in (operator, key) order. The keys are sorted as plain strings (the default
-   * sort orders UTF-16 code units, as `<` does), which is cheaper than sorting the timers with a
-   * comparator; keys are unique within an operator.
-   */
+  added(t: Entry): void {
+    if (this.order !== undefined) insertInOrder(this, t);
+    else if (this.cache !== undefined) this.fresh.push(t);
+  }
+
+  /** The live timers in (operator, key) order (a new array). */
   sorted(): Entry[] {
+    // while it fires, additions go to the order only: no cache to keep
+    if (this.order !== undefined) return this.sortAll();
+    let out: Entry[];
+    if (this.cache === undefined) out = this.sortAll();
+    else if (!this.fresh.length) out = this.cache.filter((t) => t.live);
+    else out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
+    this.cache = out.slice();
+    this.fresh = [];
+    return out;
+  }
+
+  /** Firing starts: its order is kept up to date from here (`insertInOrder`), the cache is no longer. */
+  startFiring(): void {
+    this.order = this.sorted();
+    this.next = 0;
+    this.cache = undefined;
+  }
+
+  /**
+   * The keys are sorted as plain strings (the default sort orders UTF-16 code units, as `<` does),
+   * which is cheaper than sorting the timers with a comparator; keys are unique within an operator.
+   */
+  private sortAll(): Entry[] {
     const out: Entry[] = [];
     const ops = [...this.byOperator.keys()];
     if (ops.length > 1) ops.sort();
@@ -68,6 +99,29 @@ class Bucket {
     }
     return out;
   }
+}
+
+/** The live timers of two lists in (operator, key) order, merged (a live timer is in one of them only). */
+function mergeLive(a: readonly Entry[], b: readonly Entry[]): Entry[] {
+  const out: Entry[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const x = a[i];
+    if (x !== undefined && !x.live) {
+      i++;
+      continue;
+    }
+    const y = b[j];
+    if (y === undefined || (x !== undefined && compareInBucket(x, y) < 0)) {
+      out.push(x!);
+      i++;
+    } else {
+      out.push(y);
+      j++;
+    }
+  }
+  return out;
 }
 
 class DomainTimers {
@@ -152,7 +206,7 @@ export class TimerIndex {
     keys.set(key, t);
     b.size++;
     this.count++;
-    if (b.order !== undefined) insertInOrder(b, t);
+    b.added(t);
     if (this.recording) this.note(t, true);
   }
 
@@ -218,11 +272,8 @@ export class TimerIndex {
       const time = dt.top();
       if (time === undefined || time > upTo) return undefined;
       const b = dt.buckets.get(time)!;
-      if (b.order === undefined) {
-        b.order = b.sorted();
-        b.next = 0;
-      }
-      const order = b.order;
+      if (b.order === undefined) b.startFiring();
+      const order = b.order!;
       while (b.next < order.length) {
         const t = order[b.next++]!;
         if (!t.live) continue; // deleted since (if added again, the new one is in the order too)
