@@ -26,26 +26,43 @@ class ModelTimers {
 }
 
 const domainArb = fc.constantFrom<TimeDomain>('event-time', 'processing-time');
-const timerArb = fc.record({
-  domain: domainArb,
-  operatorId: fc.constantFrom('a', 'b', 'window'),
-  key: fc.constantFrom('k1', 'k2', 'k3', 'é', '', 'k10'),
-  keyGroup: fc.constant(0),
-  time: fc.integer({ min: 0, max: 12 }),
-});
-const opArb = fc.oneof(
-  fc.record({ op: fc.constant('add' as const), t: timerArb }),
-  fc.record({ op: fc.constant('delete' as const), t: timerArb }),
-  // pop everything due, adding and deleting timers while doing so (as callbacks do)
-  fc.record({ op: fc.constant('fire' as const), domain: domainArb, upTo: fc.integer({ min: -1, max: 14 }), during: fc.array(fc.record({ del: fc.boolean(), t: timerArb }), { maxLength: 4 }) }),
-);
+const timerArbOf = (ops: string[], keys: string[], maxTime: number) =>
+  fc.record({
+    domain: domainArb,
+    operatorId: fc.constantFrom(...ops),
+    key: fc.constantFrom(...keys),
+    keyGroup: fc.constant(0),
+    time: fc.integer({ min: 0, max: maxTime }),
+  });
+const opArbOf = (timerArb: fc.Arbitrary<Timer>, maxTime: number) =>
+  fc.oneof(
+    fc.record({ op: fc.constant('add' as const), t: timerArb }),
+    fc.record({ op: fc.constant('delete' as const), t: timerArb }),
+    // the rows of a snapshot, taken between changes (an index may keep what it sorted for them)
+    fc.record({ op: fc.constant('snapshot' as const) }),
+    // pop everything due, adding and deleting timers while doing so (as callbacks do)
+    fc.record({ op: fc.constant('fire' as const), domain: domainArb, upTo: fc.integer({ min: -1, max: maxTime + 2 }), during: fc.array(fc.record({ del: fc.boolean(), snapshot: fc.boolean(), t: timerArb }), { maxLength: 4 }) }),
+  );
+/** many distinct timers */
+const wideOps = opArbOf(timerArbOf(['a', 'b', 'window'], ['k1', 'k2', 'k3', 'é', '', 'k10'], 12), 12);
+/** few distinct timers: the same one deleted and added again, in a bucket that keeps others (and while it fires) */
+const narrowOps = opArbOf(timerArbOf(['a', 'b'], ['k1', 'k2'], 1), 1);
 
 const row = (t: Timer) => [t.domain, t.operatorId, t.key, t.time];
 
+/** every timer sorted by (time, operator, key, domain), as a plain sort gives it */
+const sortedRows = (model: ModelTimers) =>
+  [...model.live.values()]
+    .sort((a, b) => a.time - b.time || (a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0))
+    .map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
+
 describe('TimerIndex', () => {
-  it('keeps one timer per (domain, operator, key, time) and fires them in (time, operator, key) order, like a plain set', () => {
+  it.each([
+    ['many', wideOps, 0],
+    ['few', narrowOps, 20],
+  ] as const)('keeps one timer per (domain, operator, key, time) and fires them in (time, operator, key) order, like a plain set (%s distinct timers)', (_, opArb, minLength) => {
     fc.assert(
-      fc.property(fc.array(opArb, { maxLength: 60 }), (ops) => {
+      fc.property(fc.array(opArb, { minLength, maxLength: 60 }), (ops) => {
         const idx = new TimerIndex();
         const model = new ModelTimers();
         for (const o of ops) {
@@ -55,6 +72,8 @@ describe('TimerIndex', () => {
           } else if (o.op === 'delete') {
             idx.delete(o.t);
             model.delete(o.t);
+          } else if (o.op === 'snapshot') {
+            expect(idx.toJSON()).toEqual(sortedRows(model));
           } else {
             expect(new Set(idx.peekDue(o.domain, o.upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(o.domain, o.upTo).map((t) => JSON.stringify(row(t)))));
             let i = 0;
@@ -65,6 +84,8 @@ describe('TimerIndex', () => {
               if (!a) break;
               const d = o.during[i++];
               if (d) {
+                // a snapshot while a bucket fires
+                if (d.snapshot) expect(idx.toJSON()).toEqual(sortedRows(model));
                 if (d.del) {
                   idx.delete(d.t);
                   model.delete(d.t);
@@ -81,11 +102,8 @@ describe('TimerIndex', () => {
         expect(new Set(json.map(([d, o, k, , t]) => JSON.stringify([d, o, k, t])))).toEqual(new Set([...model.live.values()].map((t) => JSON.stringify(row(t)))));
         // a restored index holds the same timers and writes the same rows
         expect(TimerIndex.fromJSON(json).toJSON()).toEqual(json);
-        // in firing order: every timer sorted by (time, operator, key, domain), as a plain sort gives it
-        const sorted = [...model.live.values()]
-          .sort((a, b) => a.time - b.time || (a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0))
-          .map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
-        expect(json).toEqual(sorted);
+        // in firing order
+        expect(json).toEqual(sortedRows(model));
       }),
       { numRuns: 300 },
     );
@@ -105,6 +123,20 @@ describe('TimerIndex', () => {
     for (const t of [...ts].reverse()) b.add(t);
     expect(a.toJSON()).toEqual(b.toJSON());
     expect(a.toJSON().map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(['eza1', 'eax5', 'pax5', 'eay5', 'ebx5']);
+  });
+
+  it('writes the timers added to a bucket while it fires, between two snapshots', () => {
+    const idx = new TimerIndex();
+    for (const k of ['a', 'b', 'c']) idx.register('event-time', 'w', k, 0, 5);
+    expect(idx.popDue('event-time', 5)?.key).toBe('a');
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['b', 'c']);
+    idx.register('event-time', 'w', 'd', 0, 5);
+    idx.register('event-time', 'w', 'a', 0, 5);
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['a', 'b', 'c', 'd']);
+    const fired: string[] = [];
+    for (let t = idx.popDue('event-time', 5); t; t = idx.popDue('event-time', 5)) fired.push(t.key);
+    // 'a', added again behind the firing position, fires next
+    expect(fired).toEqual(['a', 'b', 'c', 'd']);
   });
 
   it('finds due timers without touching later ones', () => {

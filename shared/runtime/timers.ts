@@ -20,20 +20,108 @@ export interface Timer {
 
 type TimerRow = [TimeDomain, string, string, number, number];
 
+/**
+ * A timer as the index holds it. `live` turns false when it fires or is deleted: the bucket's map
+ * keeps it until the bucket is dropped whole, so firing a timer costs no map lookup or deletion
+ * (deleting thousands of keys one by one from a map also shrinks and rehashes it again and again).
+ */
+class Entry implements Timer {
+  live = true;
+  constructor(
+    readonly domain: TimeDomain,
+    readonly operatorId: string,
+    readonly key: string,
+    readonly keyGroup: number,
+    readonly time: number,
+  ) {}
+}
+
 /** (operator, key) order within one time */
 const compareInBucket = (a: Timer, b: Timer) => (a.operatorId !== b.operatorId ? (a.operatorId < b.operatorId ? -1 : 1) : a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 
-const compareTimers = (a: Timer, b: Timer) => (a.time !== b.time ? (a.time < b.time ? -1 : 1) : compareInBucket(a, b));
-
 /** The timers of one domain due at one time. */
 class Bucket {
-  /** operator → key → timer */
-  readonly byOperator = new Map<string, Map<string, Timer>>();
+  /** operator → key → timer (dead ones too, see Entry) */
+  readonly byOperator = new Map<string, Map<string, Entry>>();
+  /** live timers */
   size = 0;
   /** while the bucket fires: its timers in firing order, and how far firing got */
-  order: Timer[] | undefined = undefined;
+  order: Entry[] | undefined = undefined;
   next = 0;
+  /**
+   * The timers in (operator, key) order as the last `sorted` left them (dead ones may be among
+   * them), and those added since, unsorted: a bucket written to a checkpoint and fired later is
+   * sorted whole once, then the later additions are merged in.
+   */
+  private cache: Entry[] | undefined = undefined;
+  private fresh: Entry[] = [];
   constructor(readonly time: number) {}
+
+  added(t: Entry): void {
+    if (this.order !== undefined) insertInOrder(this, t);
+    else if (this.cache !== undefined) this.fresh.push(t);
+  }
+
+  /** The live timers in (operator, key) order (a new array). */
+  sorted(): Entry[] {
+    // while it fires, additions go to the order only: no cache to keep
+    if (this.order !== undefined) return this.sortAll();
+    let out: Entry[];
+    if (this.cache === undefined) out = this.sortAll();
+    else if (!this.fresh.length) out = this.cache.filter((t) => t.live);
+    else out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
+    this.cache = out.slice();
+    this.fresh = [];
+    return out;
+  }
+
+  /** Firing starts: its order is kept up to date from here (`insertInOrder`), the cache is no longer. */
+  startFiring(): void {
+    this.order = this.sorted();
+    this.next = 0;
+    this.cache = undefined;
+  }
+
+  /**
+   * The keys are sorted as plain strings (the default sort orders UTF-16 code units, as `<` does),
+   * which is cheaper than sorting the timers with a comparator; keys are unique within an operator.
+   */
+  private sortAll(): Entry[] {
+    const out: Entry[] = [];
+    const ops = [...this.byOperator.keys()];
+    if (ops.length > 1) ops.sort();
+    for (const op of ops) {
+      const keys = this.byOperator.get(op)!;
+      const names: string[] = [];
+      for (const [k, t] of keys) if (t.live) names.push(k);
+      names.sort();
+      for (let i = 0; i < names.length; i++) out.push(keys.get(names[i]!)!);
+    }
+    return out;
+  }
+}
+
+/** The live timers of two lists in (operator, key) order, merged (a live timer is in one of them only). */
+function mergeLive(a: readonly Entry[], b: readonly Entry[]): Entry[] {
+  const out: Entry[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const x = a[i];
+    if (x !== undefined && !x.live) {
+      i++;
+      continue;
+    }
+    const y = b[j];
+    if (y === undefined || (x !== undefined && compareInBucket(x, y) < 0)) {
+      out.push(x!);
+      i++;
+    } else {
+      out.push(y);
+      j++;
+    }
+  }
+  return out;
 }
 
 class DomainTimers {
@@ -51,6 +139,11 @@ class DomainTimers {
     }
     return undefined;
   }
+
+  /** The buckets in time order. */
+  inOrder(): Bucket[] {
+    return [...this.buckets.values()].sort((a, b) => a.time - b.time);
+  }
 }
 
 export class TimerIndex {
@@ -61,7 +154,7 @@ export class TimerIndex {
   private lastBucket: Bucket | undefined;
   private lastDomain: DomainTimers | undefined;
   private lastOperator: string | undefined;
-  private lastKeys: Map<string, Timer> | undefined;
+  private lastKeys: Map<string, Entry> | undefined;
   /**
    * While a record is applied: the timers it added (true) or deleted (false), in order, so that a
    * record whose function throws can be undone (`rollbackRecord`).
@@ -69,6 +162,11 @@ export class TimerIndex {
   private recording = false;
   private readonly changed: Timer[] = [];
   private readonly added: boolean[] = [];
+  /**
+   * How many of `changed` belong to the current record. The arrays are overwritten, not emptied:
+   * emptying an array drops its storage, and most records would then allocate it again.
+   */
+  private nChanged = 0;
 
   get size(): number {
     return this.count;
@@ -80,13 +178,13 @@ export class TimerIndex {
 
   /** Adds a timer; a timer of the same (domain, operator, key, time) already there stays. */
   add(t: Timer): void {
-    this.register(t.domain, t.operatorId, t.key, t.keyGroup, t.time, t);
+    this.register(t.domain, t.operatorId, t.key, t.keyGroup, t.time);
   }
 
-  /** `add` without making a Timer when the timer is already there. */
-  register(domain: TimeDomain, operatorId: string, key: string, keyGroup: number, time: number, made?: Timer): void {
+  /** `add` without making its argument. */
+  register(domain: TimeDomain, operatorId: string, key: string, keyGroup: number, time: number): void {
     const dt = this.domain(domain);
-    let keys: Map<string, Timer> | undefined;
+    let keys: Map<string, Entry> | undefined;
     let b = this.lastBucket;
     if (b !== undefined && b.time === time && this.lastDomain === dt && this.lastOperator === operatorId) keys = this.lastKeys!;
     else {
@@ -102,16 +200,14 @@ export class TimerIndex {
       this.lastOperator = operatorId;
       this.lastKeys = keys;
     }
-    if (keys.has(key)) return;
-    const t = made ?? { domain, operatorId, key, keyGroup, time };
+    const old = keys.get(key);
+    if (old !== undefined && old.live) return;
+    const t = new Entry(domain, operatorId, key, keyGroup, time);
     keys.set(key, t);
     b.size++;
     this.count++;
-    if (b.order !== undefined) insertInOrder(b, t);
-    if (this.recording) {
-      this.changed.push(t);
-      this.added.push(true);
-    }
+    b.added(t);
+    if (this.recording) this.note(t, true);
   }
 
   delete(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): void {
@@ -122,16 +218,12 @@ export class TimerIndex {
   remove(domain: TimeDomain, operatorId: string, key: string, time: number): void {
     const dt = this.domain(domain);
     const b = dt.buckets.get(time);
-    const keys = b?.byOperator.get(operatorId);
-    const t = keys?.get(key);
-    if (t === undefined) return;
-    keys!.delete(key);
+    const t = b?.byOperator.get(operatorId)?.get(key);
+    if (t === undefined || !t.live) return;
+    t.live = false;
     this.count--;
     if (--b!.size === 0) this.dropBucket(dt, b!);
-    if (this.recording) {
-      this.changed.push(t);
-      this.added.push(false);
-    }
+    if (this.recording) this.note(t, false);
   }
 
   /** Starts a record: the timers it adds and deletes are noted. */
@@ -139,25 +231,33 @@ export class TimerIndex {
     this.recording = true;
   }
 
+  private note(t: Timer, added: boolean): void {
+    const i = this.nChanged++;
+    this.changed[i] = t;
+    this.added[i] = added;
+  }
+
   /** The record was applied whole. */
   commitRecord(): void {
     this.recording = false;
-    if (this.changed.length) {
-      this.changed.length = 0;
-      this.added.length = 0;
-    }
+    this.endRecord();
   }
 
   /** The record failed: its additions and deletions are undone, last first. */
   rollbackRecord(): void {
     this.recording = false;
-    for (let i = this.changed.length - 1; i >= 0; i--) {
+    for (let i = this.nChanged - 1; i >= 0; i--) {
       const t = this.changed[i]!;
       if (this.added[i]) this.remove(t.domain, t.operatorId, t.key, t.time);
       else this.add(t);
     }
-    this.changed.length = 0;
-    this.added.length = 0;
+    this.endRecord();
+  }
+
+  private endRecord(): void {
+    this.nChanged = 0;
+    // a record that changed many timers does not leave them held
+    if (this.changed.length > 64) this.changed.length = this.added.length = 0;
   }
 
   private dropBucket(dt: DomainTimers, b: Bucket): void {
@@ -172,18 +272,12 @@ export class TimerIndex {
       const time = dt.top();
       if (time === undefined || time > upTo) return undefined;
       const b = dt.buckets.get(time)!;
-      if (b.order === undefined) {
-        const order: Timer[] = [];
-        for (const keys of b.byOperator.values()) for (const t of keys.values()) order.push(t);
-        b.order = order.sort(compareInBucket);
-        b.next = 0;
-      }
-      const order = b.order;
+      if (b.order === undefined) b.startFiring();
+      const order = b.order!;
       while (b.next < order.length) {
         const t = order[b.next++]!;
-        const keys = b.byOperator.get(t.operatorId)!;
-        if (keys.get(t.key) !== t) continue; // deleted since (or deleted and added again: that one is in the order too)
-        keys.delete(t.key);
+        if (!t.live) continue; // deleted since (if added again, the new one is in the order too)
+        t.live = false;
         this.count--;
         if (--b.size === 0) this.dropBucket(dt, b);
         return t;
@@ -201,7 +295,7 @@ export class TimerIndex {
     const out: Timer[] = [];
     for (const b of dt.buckets.values()) {
       if (b.time > upTo) continue;
-      for (const keys of b.byOperator.values()) for (const t of keys.values()) out.push(t);
+      for (const keys of b.byOperator.values()) for (const t of keys.values()) if (t.live) out.push(t);
     }
     return out;
   }
@@ -209,25 +303,50 @@ export class TimerIndex {
   /** Every timer, in no particular order. */
   *values(): IterableIterator<Timer> {
     for (const dt of [this.eventTime, this.processingTime]) {
-      for (const b of dt.buckets.values()) for (const keys of b.byOperator.values()) yield* keys.values();
+      for (const b of dt.buckets.values()) for (const keys of b.byOperator.values()) for (const t of keys.values()) if (t.live) yield t;
     }
   }
 
-  /** All timers in firing order (by time, operator, key; event time first): the same rows whoever holds them. */
+  /**
+   * All timers in firing order (by time, operator, key; event time first): the same rows whoever
+   * holds them. Each domain's buckets are sorted on their own (a bucket's keys as plain strings),
+   * then the two domains merged.
+   */
   toJSON(): TimerRow[] {
-    const all = [...this.values()].sort((a, b) => compareTimers(a, b) || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0));
-    return all.map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
+    const ev = this.rowsOf(this.eventTime);
+    const pt = this.rowsOf(this.processingTime);
+    if (!pt.length) return ev;
+    if (!ev.length) return pt;
+    const out: TimerRow[] = [];
+    let i = 0;
+    let j = 0;
+    while (i < ev.length && j < pt.length) {
+      const a = ev[i]!;
+      const b = pt[j]!;
+      // equal (time, operator, key): event time first
+      if (a[4] !== b[4] ? a[4] < b[4] : a[1] !== b[1] ? a[1] < b[1] : a[2] <= b[2]) out.push(ev[i++]!);
+      else out.push(pt[j++]!);
+    }
+    while (i < ev.length) out.push(ev[i++]!);
+    while (j < pt.length) out.push(pt[j++]!);
+    return out;
+  }
+
+  private rowsOf(dt: DomainTimers): TimerRow[] {
+    const rows: TimerRow[] = [];
+    for (const b of dt.inOrder()) for (const t of b.sorted()) rows.push([t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
+    return rows;
   }
 
   static fromJSON(rows: ReadonlyArray<TimerRow>): TimerIndex {
     const idx = new TimerIndex();
-    for (const [domain, operatorId, key, keyGroup, time] of rows) idx.add({ domain, operatorId, key, keyGroup, time });
+    for (const [domain, operatorId, key, keyGroup, time] of rows) idx.register(domain, operatorId, key, keyGroup, time);
     return idx;
   }
 }
 
 /** Adds a timer to a bucket that is firing: into the part not fired yet, at its place. */
-function insertInOrder(b: Bucket, t: Timer): void {
+function insertInOrder(b: Bucket, t: Entry): void {
   const order = b.order!;
   let lo = b.next;
   let hi = order.length;

@@ -9,7 +9,7 @@ import type { ValueStateDescriptor } from '../api/state.js';
 import { jsonSerializer } from '../api/serializers.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
-import { TimerMeta, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
+import { type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
 import { UsageError } from '../util/errors.js';
 
 /** a key's windows in state: [start, end, accumulator or elements], sorted by start */
@@ -41,6 +41,22 @@ class WindowResultMeta implements RecordMeta {
   }
 }
 
+/**
+ * The meta of a result fired by a timer: the timer's meta (its time is the window's last instant),
+ * with the id `TimerMeta` gives. One per operator, pointed at each firing in turn: a meta is valid
+ * only during the call that received it, and a firing would otherwise make two objects.
+ */
+class FiringMeta implements RecordMeta {
+  timestamp = 0;
+  key = '';
+  keyGroup = 0;
+  readonly input = undefined;
+  constructor(private readonly opId: string) {}
+  get recordId(): string {
+    return `timer/${this.opId}/${this.key}/${this.timestamp}`;
+  }
+}
+
 /** The value state a window operator keeps its list in (registered as replaced whole). */
 export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Windows> => ({ name: node.state[0]!.name, kind: 'value', serializer: jsonSerializer() });
 
@@ -54,9 +70,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   const d = windowStateDescriptor(node);
   const lateOut = node.lateTag ? side.get(node.lateTag) : undefined;
 
-  const emit = (meta: RecordMeta, w: TimeWindow, acc: unknown) => {
-    const out = new WindowResultMeta(meta, w.end - 1);
-    const key = keyFromString(meta.key!);
+  /** emits a window's result with `out` as its meta (the window's last instant is its timestamp) */
+  const emit = (out: RecordMeta, w: TimeWindow, acc: unknown) => {
+    const key = keyFromString(out.key!);
     if (f.type === 'process') {
       f.fn.process(key, w, acc as unknown[], { collect: (v) => next(v, out) });
       return;
@@ -100,13 +116,18 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     }
   };
 
+  const firing = new FiringMeta(opId);
   env.onTimer(opId, (t) => {
     const list = (state.read(opId, t.key, t.keyGroup, d) as Windows | undefined) ?? [];
-    const meta = new TimerMeta(opId, t);
     let kept = 0;
     for (const e of list) {
       const end = e[1];
-      if (end - 1 === t.time) emit(meta, { start: e[0], end }, e[2]);
+      if (end - 1 === t.time) {
+        firing.timestamp = t.time;
+        firing.key = t.key;
+        firing.keyGroup = t.keyGroup;
+        emit(firing, { start: e[0], end }, e[2]);
+      }
       // purge once the window can no longer receive records
       if (end - 1 + lateness > t.time) kept++;
     }
@@ -151,7 +172,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
       }
       state.write(opId, key, m.keyGroup, d, list);
       // a late-but-allowed record updates a window that already fired: fire it again
-      if (end - 1 <= wm) emit(m, { start, end }, e[2]);
+      if (end - 1 <= wm) emit(new WindowResultMeta(m, end - 1), { start, end }, e[2]);
     };
   }
 
@@ -202,7 +223,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     state.write(opId, m.key!, m.keyGroup, d, list);
     for (const w of fireNow) {
       const e = list.find(([st, en]) => st === w.start && en === w.end);
-      if (e) emit(m, w, e[2]);
+      if (e) emit(new WindowResultMeta(m, w.end - 1), w, e[2]);
     }
   };
 }
