@@ -3,6 +3,12 @@
 // The surviving mutants are listed in the terminal and in reports/mutation/index.html.
 // `MUTATE_TESTS=shared/runtime/outbox.test.ts npm run mutate -- --mutate shared/runtime/outbox.ts` judges a
 // module by its own tests only (minutes instead of an hour; see vitest.mutate.config.ts).
+// `MUTATE_RUN=<name>` gives a run its own sandbox, reports and incremental file
+// (reports/mutation/<name>/): runs of different modules side by side, and a module's reruns reuse only
+// its own earlier results (`--force` starts it afresh).
+const run = process.env.MUTATE_RUN;
+const reports = run ? `reports/mutation/${run}` : 'reports/mutation';
+
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
   testRunner: 'vitest',
@@ -24,12 +30,14 @@ export default {
   // the first run of the whole emulator-free set takes over five minutes on a loaded machine
   dryRunTimeoutMinutes: 20,
   incremental: true,
-  incrementalFile: 'reports/mutation/incremental.json',
+  incrementalFile: `${reports}/incremental.json`,
   reporters: ['clear-text', 'progress', 'html', 'json'],
-  htmlReporter: { fileName: 'reports/mutation/index.html' },
-  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  htmlReporter: { fileName: `${reports}/index.html` },
+  jsonReporter: { fileName: `${reports}/mutation.json` },
   clearTextReporter: { allowColor: false, logTests: false, reportMutants: true, reportScoreTable: true },
   thresholds: { high: 85, low: 70, break: null },
-  tempDirName: '.stryker-tmp',
+  tempDirName: run ? `.stryker-tmp/${run}` : '.stryker-tmp',
+  // the sandboxes and reports of other runs are not copied into this one's
+  ignorePatterns: ['/.stryker-tmp', '/reports'],
   cleanTempDir: 'always',
 };

@@ -125,6 +125,17 @@ describe('Outbox: a record emits only if it succeeds', () => {
     expect(t.records.flatMap((r) => r.waves.flat().flatMap((x) => x.envelopes))).toEqual([expect.objectContaining({ kind: 'data', seq: 0, timestamp: 2 })]);
     expect(t.collected).toEqual([{ sink: 'c1', outputs: [{ producer: 'p', epoch: 1, seq: 0, value: 'kept' }] }]);
   });
+
+  it('after a record failed, what is emitted outside any record (a watermark, a barrier) goes out at once', () => {
+    const o = outbox(false);
+    o.beginRecord();
+    o.emitKeyed('s1', 0, 1, new Uint8Array([1]));
+    o.rollbackRecord();
+    o.emitControl({ kind: 'watermark', epoch: 1, watermark: 9, idle: false });
+    expect(o.pending).toBe(5);
+    const t = flushed(o);
+    expect(t.records.flatMap((r) => r.waves.flat().flatMap((x) => x.envelopes))).toEqual(Array.from({ length: 5 }, () => ({ kind: 'watermark', epoch: 1, watermark: 9, idle: false })));
+  });
 });
 
 describe('Outbox: upsert generations and what a flush drops', () => {
