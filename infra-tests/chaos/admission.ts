@@ -28,8 +28,10 @@ export function autoLimit(cores = availableParallelism()): number {
   return Math.max(1, 2 * cores);
 }
 
+export type CpuTimes = () => { idle: number; total: number } | undefined;
+
 /** Idle and total jiffies of all CPUs (/proc/stat), undefined off Linux. */
-function cpuTimes(): { idle: number; total: number } | undefined {
+export function procCpuTimes(): ReturnType<CpuTimes> {
   try {
     const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
     const f = line.trim().split(/\s+/).slice(1).map(Number);
@@ -56,13 +58,19 @@ export class Admission {
     private readonly concurrency: Concurrency,
     seeds: number,
     private readonly cores = availableParallelism(),
+    /** the machine's CPU times and clock (tests pass their own; then `sample()` is theirs to call) */
+    private readonly clock: { cpuTimes: CpuTimes; now: () => number } | undefined = undefined,
   ) {
     this.limit = Math.max(1, Math.min(concurrency === 'auto' ? autoLimit(cores) : concurrency, seeds));
-    if (concurrency === 'auto') {
+    if (concurrency === 'auto' && !clock) {
       this.sample();
       this.timer = setInterval(() => this.sample(), 1_000);
       this.timer.unref();
     }
+  }
+
+  private now(): number {
+    return this.clock ? this.clock.now() : Date.now();
   }
 
   /** Idle cores over the last window (undefined: not known yet, or not on Linux). */
@@ -77,23 +85,24 @@ export class Admission {
   admits(running: number): boolean {
     if (running >= this.limit) return false;
     if (running === 0 || this.concurrency !== 'auto') return true;
-    if (Date.now() - this.lastStart < RAMP_MS) return false;
+    if (this.now() - this.lastStart < RAMP_MS) return false;
     const idle = this.idleCores();
     return idle !== undefined && idle >= SEED_CORES;
   }
 
   started(): void {
-    this.lastStart = Date.now();
+    this.lastStart = this.now();
   }
 
   stop(): void {
     if (this.timer) clearInterval(this.timer);
   }
 
-  private sample(): void {
-    const c = cpuTimes();
+  /** Reads the CPU times (every second under `auto`). */
+  sample(): void {
+    const c = (this.clock?.cpuTimes ?? procCpuTimes)();
     if (!c) return;
-    const t = Date.now();
+    const t = this.now();
     this.samples.push({ t, ...c });
     this.samples = this.samples.filter((s) => t - s.t <= WINDOW_MS + 1_000);
   }
