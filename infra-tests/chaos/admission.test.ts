@@ -22,21 +22,25 @@ function machine(concurrency: 'auto' | number, seeds = 10) {
 }
 
 describe('Admission', () => {
-  it('auto: the first seed at once; another after the ramp only while a seed’s worth of CPU is idle', () => {
+  it('auto: two seeds at once; a third after the ramp only while a seed’s worth of CPU is idle', () => {
     const m = machine('auto');
+    m.setIdle(0);
+    m.pass(2_000);
     expect(m.a.admits(0)).toBe(true);
+    m.a.started();
+    expect(m.a.admits(1), 'two seeds run even on a busy machine').toBe(true);
     m.a.started();
     m.setIdle(0.9);
     m.pass(RAMP_MS - 1_000);
-    expect(m.a.admits(1), 'within the ramp of the last start').toBe(false);
+    expect(m.a.admits(2), 'within the ramp of the last start').toBe(false);
     m.pass(2_000);
     expect(m.a.idleCores()).toBeCloseTo(1.8);
-    expect(m.a.admits(1)).toBe(true);
+    expect(m.a.admits(2)).toBe(true);
     // a busy machine: less than a seed's worth idle, so no more seeds
     m.setIdle((SEED_CORES * 0.9) / 2);
     m.pass(6_000);
-    expect(m.a.admits(1)).toBe(false);
-    expect(m.a.admits(0), 'one seed always runs').toBe(true);
+    expect(m.a.admits(2)).toBe(false);
+    expect(m.a.admits(1), 'two seeds always run').toBe(true);
   });
 
   it('auto: at most two seeds per core, and never more than there are seeds', () => {
