@@ -7,7 +7,7 @@
  *
  * The targeted tests, one per hazard of the protocol (docs/guarantees.md), are in hazards.test.ts.
  *
- * Larger runs: `npm run chaos -- --seeds 20`.
+ * Larger runs: `npm run chaos -- --seeds 300 --from 100` (what it takes: README, "Testing and measuring").
  */
 import { describe, expect, it } from 'vitest';
 import { useEmulators } from '../emulators-fixture.js';

@@ -6,7 +6,8 @@
  *
  * Before it, a verdict line keeps correctness (nothing lost, duplicated or mismatched, dead letters =
  * poison) apart from liveness (the quiet phase got its checkpoints). `--load slow:K|cpu:N` runs the
- * seeds under load (infra-tests/chaos/load.ts).
+ * seeds under load (infra-tests/chaos/load.ts). Before them, the `duration:` line says what the run
+ * cost: wall and CPU time (this process and the emulator children), seeds a minute, the load average.
  *
  * Exit code 1 when anything was lost, duplicated or mismatched, when the dead letters differ from the
  * poison records, or when a seed stopped completing checkpoints.
@@ -16,6 +17,7 @@ import { FAULT_KINDS, PROFILE_NAMES, type FaultKind } from '../../local/chaos/fa
 import { runChaos, type SeedResult } from './harness.js';
 import { describeLoad, parseLoad, type ChaosLoad } from './load.js';
 import type { ChaosVariant } from './job.js';
+import type { Concurrency } from './admission.js';
 
 const int = (name: string, min: number) => (v: string) => {
   const n = Number(v);
@@ -32,7 +34,12 @@ const program = new Command()
   .addOption(new Option('--profile <name>', 'force one fault profile for every seed').choices(PROFILE_NAMES))
   .addOption(new Option('--variant <v>', 'job shape').choices(['two-stage', 'three-stage', 'alternate']).default('alternate'))
   .option('--records <n>', 'input records per seed (±25 %)', int('--records', 12), 160)
-  .option('--concurrency <n>', 'seeds run at once on the shared emulators', int('--concurrency', 1), 1)
+  .option(
+    '--concurrency <n>',
+    'seeds run at once on the shared emulators, or auto: another seed starts while the machine has a seed\'s worth of CPU idle (at most 2 per core)',
+    (v: string): Concurrency => (v === 'auto' ? 'auto' : int('--concurrency', 1)(v)),
+    'auto' as Concurrency,
+  )
   .option('--quiet-timeout <ms>', 'how long the quiet phase waits for its checkpoints', int('--quiet-timeout', 1000), 120_000)
   .option('--load <load>', 'run under load: slow:K (every handler K× slower) or cpu:N (N busy processes)', (v: string) => {
     try {
@@ -42,7 +49,7 @@ const program = new Command()
     }
   })
   .option('--verbose', 'print engine warnings and errors to stderr')
-  .action(async (o: { seeds: number; from: number; onlyKind?: FaultKind; profile?: string; variant: ChaosVariant | 'alternate'; records: number; concurrency: number; quietTimeout: number; load?: ChaosLoad; verbose?: boolean }) => {
+  .action(async (o: { seeds: number; from: number; onlyKind?: FaultKind; profile?: string; variant: ChaosVariant | 'alternate'; records: number; concurrency: Concurrency; quietTimeout: number; load?: ChaosLoad; verbose?: boolean }) => {
     const seeds = Array.from({ length: o.seeds }, (_, i) => o.from + i);
     const t0 = Date.now();
     const summary = await runChaos({
@@ -59,7 +66,8 @@ const program = new Command()
     });
     const kinds = [...summary.faultsByKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
     console.log(`faults by kind: ${kinds || 'none'}`);
-    console.log(`duration: ${((Date.now() - t0) / 1000).toFixed(1)}s${summary.stalled ? `, ${summary.stalled} seed(s) stopped completing checkpoints` : ''}`);
+    const duration = summary.durationLine ?? `duration: ${((Date.now() - t0) / 1000).toFixed(1)}s`;
+    console.log(`${duration}${summary.stalled ? `, ${summary.stalled} seed(s) stopped completing checkpoints` : ''}`);
     const wrong = summary.results.filter((r) => !correct(r)).map((r) => r.seed);
     const stalled = summary.results.filter((r) => !r.live).map((r) => r.seed);
     console.log(

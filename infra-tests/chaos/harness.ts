@@ -25,6 +25,8 @@ import { expectedFrom } from './oracle.js';
 import { extraRecord, generateInput, keyOf, type InputShape } from './input.js';
 import { CHAOS_INVOCATION_TIMEOUT_MS, ChaosRun } from './run.js';
 import { seedLine, summarize, type ChaosSummary, type SeedResult } from './report.js';
+import { CpuShares, cpuSince, stackCpu } from './usage.js';
+import { Admission, type Concurrency } from './admission.js';
 
 export { generateInput, inputRecord } from './input.js';
 export type { InputShape, InputRecord } from './input.js';
@@ -47,8 +49,8 @@ export interface ChaosOptions {
   readonly profile?: string;
   /** running emulators to share; started (and stopped) here when omitted */
   readonly emulators?: LocalEmulators;
-  /** seeds run at the same time on the shared emulators; @default 1 */
-  readonly concurrency?: number;
+  /** seeds run at the same time on the shared emulators, or `auto` (admission.ts: from the idle CPU); @default 1 */
+  readonly concurrency?: Concurrency;
   /** after the last burst, faults stay on until this many checkpoints started after it have ended; @default 1 */
   readonly faultCheckpoints?: number;
   /** bound of the fault phase after the last burst; @default 30 s */
@@ -76,11 +78,33 @@ export interface ChaosOptions {
   readonly hookOptions?: Partial<ChaosHookOptions>;
   /** run under load (see load.ts) */
   readonly load?: ChaosLoad;
+  /** accounts the stack's CPU to the seeds running (runChaos passes one) */
+  readonly cpuShares?: CpuShares;
 }
 
 /** Runs one seed. */
 export async function runSeed(seed: number, emulators: LocalEmulators, options: Omit<ChaosOptions, 'seeds' | 'emulators'> = {}): Promise<SeedResult> {
+  const held: { run?: ChaosRun } = {};
+  let result: SeedResult | undefined;
+  const shares = options.cpuShares;
+  let stopMs = 0;
+  try {
+    result = await runSeedUntilVerdict(seed, emulators, options, held);
+  } finally {
+    // teardown (pollers, workflow, streams) is timed apart: durationMs ends with the verdict
+    shares?.phase(seed, 'stop');
+    const t = Date.now();
+    await held.run?.stop();
+    stopMs = Date.now() - t;
+  }
+  const cpu = shares?.leave(seed);
+  return { ...result, phasesMs: { ...result.phasesMs, stop: stopMs }, ...(cpu ? { cpuMs: cpu } : {}) };
+}
+
+async function runSeedUntilVerdict(seed: number, emulators: LocalEmulators, options: Omit<ChaosOptions, 'seeds' | 'emulators'>, held: { run?: ChaosRun }): Promise<SeedResult> {
   const started = Date.now();
+  const shares = options.cpuShares;
+  shares?.phase(seed, 'start');
   const variant: ChaosVariant =
     options.variant && options.variant !== 'alternate' ? options.variant : seed % 2 === 0 ? 'two-stage' : 'three-stage';
   const schedule = new FaultSchedule({
@@ -123,9 +147,9 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
   const profile =
     schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo}${timerStage ? `,timers,${childHold!.order}` : ''})` : '');
   const base = { seed, variant, profile, shards, records: input.records, poison: input.poison };
-  const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0 };
+  const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0, verdict: 0 };
   try {
-    run = await ChaosRun.start({
+    run = held.run = await ChaosRun.start({
       seed,
       emulators,
       variant,
@@ -141,6 +165,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     options.onRunner?.(r.runner, schedule);
     phases.start = Date.now() - phases.t;
     phases.t = Date.now();
+    shares?.phase(seed, 'fault');
     r.startMonitor();
 
     // ---- fault phase: the input in bursts (a reshard starting half-way, while bursts go on)
@@ -200,10 +225,13 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     const rescaleError = rescaling ? await rescaling : undefined;
     phases.fault = Date.now() - phases.t;
     phases.t = Date.now();
+    shares?.phase(seed, 'quiet');
 
     // ---- quiet phase
     const q = await r.quiet(since, options.quietTimeoutMs ?? 120_000);
     phases.quiet = Date.now() - phases.t;
+    phases.t = Date.now();
+    shares?.phase(seed, 'verdict');
 
     // ---- verdict
     // one source shard per key and one channel to the keyed stage: per key, outputs follow produce
@@ -211,6 +239,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
     const reordering = (schedule.counts.get('putrecords-partial') ?? 0) + (schedule.counts.get('putrecords-partial-barrier') ?? 0);
     const v = await r.verdict({ orderedKeys: input.pinned && variant === 'two-stage' && reordering === 0 });
     if (!q.live) v.verdict.problems.push(await stallVerdict(r, q.completed, v.checkpoints));
+    phases.verdict = Date.now() - phases.t;
     return {
       ...base,
       ...(rescaleError instanceof Error ? { error: `rescale of ${stageToRescale} to ${rescaleTo} shards: ${rescaleError.message}` } : {}),
@@ -226,7 +255,7 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       live: q.live,
       cacheHitRate: v.cacheHitRate,
       durationMs: Date.now() - started,
-      phasesMs: { start: phases.start, fault: phases.fault, quiet: phases.quiet },
+      phasesMs: { start: phases.start, fault: phases.fault, quiet: phases.quiet, verdict: phases.verdict },
     };
   } catch (err) {
     const exp = expectedFrom(input.bursts.flat().map((x) => x.produced), { ...(job.failingKey !== undefined ? { failingKey: job.failingKey } : {}) });
@@ -242,11 +271,9 @@ export async function runSeed(seed: number, emulators: LocalEmulators, options: 
       live: false,
       cacheHitRate: 0,
       durationMs: Date.now() - started,
-      phasesMs: { start: phases.start, fault: phases.fault, quiet: phases.quiet },
+      phasesMs: { start: phases.start, fault: phases.fault, quiet: phases.quiet, verdict: phases.verdict },
       error: String((err as Error)?.message ?? err),
     };
-  } finally {
-    await run?.stop();
   }
 }
 
@@ -313,20 +340,44 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   const emulators = options.emulators ?? (await startEmulators());
   const results: SeedResult[] = [];
   const stopHogs = startCpuHogs(options.load);
+  const cpu0 = stackCpu(emulators);
+  const t0 = Date.now();
+  const shares = new CpuShares(emulators);
+  const admission = new Admission(options.concurrency ?? 1, options.seeds.length);
+  let cpu = cpu0;
+  let peak = 0;
+  let seedMs = 0;
   try {
     const queue = [...options.seeds];
-    const worker = async () => {
-      for (let seed = queue.shift(); seed !== undefined; seed = queue.shift()) {
-        const r = await runSeed(seed, emulators, options);
-        results.push(r);
-        options.onSeed?.(r, seedLine(r));
+    const running = new Set<Promise<void>>();
+    while (queue.length || running.size) {
+      while (queue.length && admission.admits(running.size)) {
+        const seed = queue.shift()!;
+        admission.started();
+        const t = Date.now();
+        const p: Promise<void> = runSeed(seed, emulators, { ...options, cpuShares: shares })
+          .then((r) => {
+            seedMs += Date.now() - t;
+            results.push(r);
+            options.onSeed?.(r, seedLine(r));
+          })
+          .finally(() => running.delete(p));
+        running.add(p);
+        peak = Math.max(peak, running.size);
       }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency ?? 1, options.seeds.length)) }, worker));
+      // until a seed ends; under `auto` also look at the idle CPU again every second
+      await Promise.race(options.concurrency === 'auto' && queue.length ? [...running, sleep(1_000)] : [...running]);
+    }
   } finally {
+    admission.stop();
+    // read before the emulators stop (their CPU is read from /proc while they live)
+    cpu = stackCpu(emulators);
     await stopHogs();
     if (own) await emulators.stop();
   }
   results.sort((a, b) => a.seed - b.seed);
-  return summarize(results);
+  const wallMs = Date.now() - t0;
+  const concurrency =
+    options.concurrency === 'auto' ? `auto (at most ${admission.limit}, peak ${peak}, mean ${wallMs ? (seedMs / wallMs).toFixed(1) : '0'})` : String(admission.limit);
+  return summarize(results, { wallMs, cpu: cpuSince(cpu, cpu0), concurrency, loads: shares.loadSamples });
 }

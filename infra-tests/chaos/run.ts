@@ -4,7 +4,7 @@
  */
 import type { LocalEmulators } from '../../local/emulators.js';
 import { LocalJobRunner, type LocalRunOptions, type RecordPosition } from '../../local/runner.js';
-import { deleteJobStreams } from '../../local/chaos/check.js';
+import { deleteJobStreams, deleteJobTables } from '../../local/chaos/check.js';
 import { sleep } from '../../shared/adapters/throttling.js';
 import { chaosHooks, FaultSchedule, prng, type ChaosHookOptions, type ChaosHooks } from '../../local/chaos/faults.js';
 import { EndpointOutages } from '../../local/chaos/endpoint-outage.js';
@@ -245,13 +245,13 @@ export class ChaosRun {
     };
   }
 
-  /** Stops the job and deletes its streams (many seeds share one emulator). */
+  /** Stops the job and deletes its streams and tables (many seeds share one emulator); call it after the verdict. */
   async stop(): Promise<void> {
     await this.stopMonitor();
     await this.runner.stop().catch(() => undefined);
     await this.outages?.stop();
     await this.hooks.dispose();
-    await deleteJobStreams(this.runner);
+    await Promise.all([deleteJobStreams(this.runner), deleteJobTables(this.runner)]);
   }
 }
 

@@ -9,6 +9,7 @@
  * Both runs share one set of emulators (each under its own resource prefix) and run at the same time.
  * Used by `sluice run <job> --chaos <seed>` and, through `sluice/testing`, by users' tests.
  */
+import { DeleteTableCommand } from '@aws-sdk/client-dynamodb';
 import { DeleteStreamCommand } from '@aws-sdk/client-kinesis';
 import type { Job } from '../../shared/api/job.js';
 import { planJob } from '../../shared/plan/planner.js';
@@ -191,6 +192,16 @@ export async function deleteJobStreams(r: LocalJobRunner): Promise<void> {
       r.clients.kinesis.send(new DeleteStreamCommand({ StreamName: r.names.streamOf(stage), EnforceConsumerDeletion: true })).catch(() => undefined),
     ),
   );
+}
+
+/**
+ * Deletes a stopped run's DynamoDB tables (state, control, upsert sinks) once it has been judged:
+ * dynalite keeps every table in this process's heap, so hundreds of seeds on one emulator would
+ * otherwise make each garbage collection (and so each later seed) slower.
+ */
+export async function deleteJobTables(r: LocalJobRunner): Promise<void> {
+  const tables = [r.names.stateTable, r.names.controlTable, ...r.plan.sinks.filter((s) => s.kind === 'dynamodb-upsert').map((s) => r.names.sinkTable(s))];
+  await Promise.all(tables.map((t) => r.clients.dynamodb.send(new DeleteTableCommand({ TableName: t })).catch(() => undefined)));
 }
 
 /** The input as records per source, for the determinism check (file lines as the bytes a producer sends). */
