@@ -44,6 +44,9 @@ export interface OperatorEnv {
 export const NO_META: RecordMeta = { timestamp: undefined, recordId: '', key: undefined, keyGroup: 0 };
 
 /** The meta of a firing timer: its id (which seeds `ctx.random()`) is spelled out only when asked for. */
+/** The id of a timer's firing (what `ctx.random()` is seeded from): the same on every replay. */
+export const timerRecordId = (opId: string, key: string, time: number): string => `timer/${opId}/${key}/${time}`;
+
 export class TimerMeta implements RecordMeta {
   readonly timestamp: number;
   readonly key: string;
@@ -57,7 +60,7 @@ export class TimerMeta implements RecordMeta {
     this.keyGroup = timer.keyGroup;
   }
   get recordId(): string {
-    return `timer/${this.opId}/${this.timer.key}/${this.timer.time}`;
+    return timerRecordId(this.opId, this.timer.key, this.timer.time);
   }
 }
 

@@ -9,7 +9,7 @@ import type { ValueStateDescriptor } from '../api/state.js';
 import { jsonSerializer } from '../api/serializers.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
-import { type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
+import { timerRecordId, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
 import { UsageError } from '../util/errors.js';
 
 /** a key's windows in state: [start, end, accumulator or elements], sorted by start */
@@ -43,7 +43,7 @@ class WindowResultMeta implements RecordMeta {
 
 /**
  * The meta of a result fired by a timer: the timer's meta (its time is the window's last instant),
- * with the id `TimerMeta` gives. One per operator, pointed at each firing in turn: a meta is valid
+ * with a timer's id. One per operator, pointed at each firing in turn: a meta is valid
  * only during the call that received it, and a firing would otherwise make two objects.
  */
 class FiringMeta implements RecordMeta {
@@ -53,7 +53,7 @@ class FiringMeta implements RecordMeta {
   readonly input = undefined;
   constructor(private readonly opId: string) {}
   get recordId(): string {
-    return `timer/${this.opId}/${this.key}/${this.timestamp}`;
+    return timerRecordId(this.opId, this.key, this.timestamp);
   }
 }
 
