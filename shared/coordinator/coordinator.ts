@@ -199,24 +199,25 @@ export class Coordinator {
    * Opens barrier n to the sources: announces it (a source puts it at its current read position,
    * runtime/source-barriers.ts) and appends it to the tail of every open shard of every source
    * stream (an idle shard's wake-up: there tail and read position coincide). Safe to repeat:
-   * sources ignore old barriers.
+   * sources ignore old barriers. The first injection fixes n's topology and members (see
+   * `fixTopology`) before any barrier goes out.
    */
   async inject(n: number): Promise<InjectOutput> {
     const ck = await this.get(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
-    const barrier = {
-      kind: 'barrier' as const,
-      checkpointId: n,
-      topology: ck.topology,
-      savepoint: ck.savepoint,
-      ...(ck.reshard?.length ? { reshard: ck.reshard } : {}),
-      time: this.now().getTime(),
-    };
     const sources = await Promise.all(
       this.plan.stages
         .filter((s) => s.input.kind === 'source')
         .map(async (stage) => ({ stage, stream: this.names.streamOf(stage), open: await this.ports.shards.openShards(this.names.streamOf(stage)) })),
     );
+    const barrier = {
+      kind: 'barrier' as const,
+      checkpointId: n,
+      topology: ck.injected ? ck.topology : await this.fixTopology(ck, sources),
+      savepoint: ck.savepoint,
+      ...(ck.reshard?.length ? { reshard: ck.reshard } : {}),
+      time: this.now().getTime(),
+    };
     // Only with one checkpoint in flight: the placement rules are proven (in a model of the
     // protocol) for one checkpoint at a time, and with overlapping checkpoints (n+1 placed while n
     // is still pending) a run of the engine lost records. Overlapping checkpoints keep tail barriers.
@@ -230,6 +231,34 @@ export class Coordinator {
       shards += open.length;
     }
     return { checkpointId: n, shards };
+  }
+
+  /**
+   * Barrier n reaches the source shards open when it is injected, which a source stream resharded
+   * by someone else since n's allocate makes others than the shards n counted: a split there sends
+   * n from more shards than its topology counts, and an inner instance would align n before every
+   * producer sent it, its snapshot missing that producer's last records of the epoch. So the first
+   * injection takes n's source topology and expected members from the shards it lists (one
+   * conditional write, before any barrier); a later injection (a retry, an abort) keeps them, since
+   * barriers carrying them may be out. Returns the topology the barriers carry.
+   */
+  private async fixTopology(ck: CheckpointRecord, sources: ReadonlyArray<{ stage: Plan['stages'][number]; open: readonly { shardId: string }[] }>): Promise<readonly number[]> {
+    const n = ck.checkpointId;
+    const topology = this.plan.stages.map((s, i) => sources.find((x) => x.stage === s)?.open.length ?? ck.topology[i] ?? 0);
+    const prefixes = sources.map((s) => `${s.stage.id}:`);
+    // a record written before members were kept: the other stages' shards open now
+    const before = (await this.store.membersOf(n)) ?? (await this.openInstances()).members;
+    const members = [...before.filter((m) => !prefixes.some((p) => m.startsWith(p))), ...sources.flatMap((s) => s.open.map((o) => instanceIdOf(s.stage.id, o.shardId)))];
+    if (topology.join() !== ck.topology.join() || [...members].sort().join() !== [...before].sort().join()) {
+      this.options.telemetry?.log('warn', `a source stream was resharded between checkpoint ${n}'s allocate and its inject: it counts the shards open now`, {
+        checkpointId: n,
+        allocated: ck.topology,
+        injected: topology,
+      });
+    }
+    const fixed = await this.store.fixInjection(n, { members, topology });
+    if (!fixed) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    return fixed;
   }
 
   /** Stores the task token; if every ack is already in, wakes the workflow itself. */

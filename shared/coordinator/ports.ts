@@ -78,6 +78,12 @@ export interface CheckpointStore {
   acksOf(n: number): Promise<readonly string[]>;
   /** Creates n's IN_FLIGHT record; never overwrites another record (true for its own, same startedAt). */
   createCheckpoint(c: NewCheckpoint): Promise<boolean>;
+  /**
+   * Sets n's topology and expected members to the shards its first injection lists and marks n
+   * injected, unless an injection did already (a no-op then). Returns n's topology as it stands
+   * afterwards; undefined when n has no record.
+   */
+  fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<readonly number[] | undefined>;
   /** Creates an ABORTED record for n unless n has one. */
   createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void>;
   /** Ends n if it is IN_FLIGHT (a no-op otherwise) and forgets its task token. */

@@ -202,6 +202,20 @@ export class DynamoCheckpointStore implements CheckpointStore {
     );
   }
 
+  async fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<readonly number[] | undefined> {
+    const done = await conditional(
+      this.update(controlKey.checkpoint(n), {
+        UpdateExpression: 'SET #expected = :e, #members = :m, #topology = :t, injected = :y',
+        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(injected)',
+        ExpressionAttributeNames: { '#expected': 'expected', '#members': 'members', '#topology': 'topology' },
+        ExpressionAttributeValues: { ':e': listed.members.length, ':m': new Set(listed.members), ':t': listed.topology, ':y': true },
+      }),
+    );
+    if (done) return listed.topology;
+    // an earlier injection fixed them (or n has no record)
+    return (await this.getCheckpoint(n))?.topology;
+  }
+
   async createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void> {
     const { members, topology, startedAt: at, reason } = c;
     await this.clients.doc
@@ -505,6 +519,7 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
     acks: (item.acks as Set<string> | undefined)?.size ?? 0,
     ...ackState(item),
     topology: (item.topology as number[] | undefined) ?? [],
+    ...(item.injected === true ? { injected: true } : {}),
     startedAt: item.startedAt as string,
     ...(item.endedAt ? { endedAt: item.endedAt as string } : {}),
     ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),

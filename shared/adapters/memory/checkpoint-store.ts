@@ -146,6 +146,18 @@ export class MemoryCheckpointStore implements CheckpointStore {
     return true;
   }
 
+  async fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<readonly number[] | undefined> {
+    const ck = this.control.checkpoint(n);
+    if (!ck) return undefined;
+    if (!ck.injected) {
+      ck.injected = true;
+      ck.members = new Set(listed.members);
+      ck.expected = listed.members.length;
+      ck.topology = [...listed.topology];
+    }
+    return [...ck.topology];
+  }
+
   async createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void> {
     if (this.control.checkpoint(c.checkpointId)) return;
     this.control.putCheckpoint({
@@ -341,6 +353,7 @@ function toRecord(ck: MemoryCheckpoint): CheckpointRecord {
     complete: ackSetComplete(ck),
     ...(missing ? { missing } : {}),
     topology: [...ck.topology],
+    ...(ck.injected ? { injected: true } : {}),
     startedAt: ck.startedAt ?? '',
     ...(ck.endedAt ? { endedAt: ck.endedAt } : {}),
     ...(ck.durationMs !== undefined ? { durationMs: ck.durationMs } : {}),
