@@ -95,9 +95,10 @@ interface MergeOutcome {
 }
 
 /**
- * The processing-time job; once a checkpoint completed, someone merges its two source shards between
- * the allocate of the next checkpoint (which counts both shards in its topology) and its inject (which
- * reaches only the merged shard): the closed shards never send that barrier.
+ * The processing-time job; once a checkpoint completed, the next checkpoint's first injection fixes
+ * its topology (two source shards) and its task dies right after that write; someone merges the two
+ * shards, and the retried injection reaches only the merged shard: the closed shards never send
+ * that barrier.
  */
 async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOutcome> {
   const schedule = new FaultSchedule({ seed: 43, rates: {} });
@@ -110,6 +111,10 @@ async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOu
     beforeCoordinatorTask: async (input) => {
       if (!armed || input.action !== 'inject' || !runner) return;
       armed = false;
+      // the first injection's write, as a task that died right after it left it
+      const { store } = runner.coordinator.ports;
+      const ck = (await store.getCheckpoint(input.checkpointId))!;
+      await store.fixInjection(input.checkpointId, { members: (await store.membersOf(input.checkpointId))!, topology: ck.topology });
       const stream = runner.names.sourceStream(runner.plan.sources[0]!);
       const [a, b] = (await listAllShards(runner.clients, stream)).filter((x) => x.endingSequenceNumber === undefined);
       await runner.clients.kinesis.send(new MergeShardsCommand({ StreamName: stream, ShardToMerge: a!.shardId, AdjacentShardToMerge: b!.shardId }));
@@ -240,7 +245,7 @@ describe.concurrent('chaos: clock skew, a source resharded outside the job, an e
     expect(reshard.live).toBe(true);
   }, 240_000);
 
-  it('source shards merged outside the job between a checkpoint’s allocate and its inject: the barrier the closed shards never send is superseded by the next checkpoint’s (barrier-handler), and every record is seen once', async () => {
+  it('source shards merged outside the job after a checkpoint’s first injection fixed its topology, before its barrier went out: the barrier the closed shards never send is superseded by the next checkpoint’s (barrier-handler), and every record is seen once', async () => {
     const merged = await mergedBeforeInjectRun(emulators());
     expect(merged.mergedAt).toBeGreaterThan(1);
     expect(merged.completedAfter).toBeGreaterThanOrEqual(2);
