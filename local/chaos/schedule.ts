@@ -99,9 +99,10 @@ export type FaultRates = Partial<Record<FaultKind, number>>;
 
 /**
  * Kinds no seeded profile draws (each still runs alone with `--only-kind`, and has its targeted
- * test). `source-resharded-outside` is out while an open finding stands: a split between a
- * checkpoint's allocate and its inject sends its barrier from more source shards than its topology
- * counts (docs/guarantees.md).
+ * test). `source-resharded-outside` is out while an open finding stands: an injection that died
+ * after fixing its checkpoint's topology, and a split of a source shard it had not reached before
+ * the checkpoint is injected again, sends the barrier from more shards than counted
+ * (docs/guarantees.md).
  */
 export const KINDS_OUTSIDE_PROFILES: readonly FaultKind[] = ['source-resharded-outside'];
 
