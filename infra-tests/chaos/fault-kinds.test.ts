@@ -96,9 +96,9 @@ interface MergeOutcome {
 
 /**
  * The processing-time job; once a checkpoint completed, the next checkpoint's first injection fixes
- * its topology (two source shards) and its task dies right after that write; someone merges the two
- * shards, and the retried injection reaches only the merged shard: the closed shards never send
- * that barrier.
+ * its topology (two source shards), marks it injected and dies before its barriers; someone merges
+ * the two shards, and the retried injection reaches only the merged shard: the closed shards never
+ * send that barrier.
  */
 async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOutcome> {
   const schedule = new FaultSchedule({ seed: 43, rates: {} });
@@ -111,10 +111,11 @@ async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOu
     beforeCoordinatorTask: async (input) => {
       if (!armed || input.action !== 'inject' || !runner) return;
       armed = false;
-      // the first injection's write, as a task that died right after it left it
+      // the first injection's writes, as a task that died right after them (before its barriers) left them
       const { store } = runner.coordinator.ports;
       const ck = (await store.getCheckpoint(input.checkpointId))!;
-      await store.fixInjection(input.checkpointId, { members: (await store.membersOf(input.checkpointId))!, topology: ck.topology });
+      const fixed = (await store.fixInjection(input.checkpointId, { members: (await store.membersOf(input.checkpointId))!, topology: ck.topology }))!;
+      await store.markInjected(input.checkpointId, fixed.listing);
       const stream = runner.names.sourceStream(runner.plan.sources[0]!);
       const [a, b] = (await listAllShards(runner.clients, stream)).filter((x) => x.endingSequenceNumber === undefined);
       await runner.clients.kinesis.send(new MergeShardsCommand({ StreamName: stream, ShardToMerge: a!.shardId, AdjacentShardToMerge: b!.shardId }));

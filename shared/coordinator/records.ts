@@ -28,7 +28,7 @@ export interface CheckpointRecord {
   readonly missing?: readonly string[];
   /** instances per stage: the stages' open shards at allocate, a source's at the first injection */
   readonly topology: readonly number[];
-  /** an injection fixed the topology and members (Coordinator.inject) */
+  /** barriers of n may be out: its topology and members are fixed (Coordinator.inject) */
   readonly injected?: boolean;
   readonly startedAt: string;
   readonly endedAt?: string;

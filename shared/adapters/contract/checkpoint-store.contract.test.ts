@@ -132,11 +132,18 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await control.ack(9, 's1:a')).toEqual({ completedBy: false }); // no record: nobody waits
   });
 
-  it('fixes a checkpoint’s topology and members at its first injection only: a later one keeps them (barriers carrying them may be out)', async () => {
+  it('sets a checkpoint’s topology and members from each injection’s listing until one marks it injected (with the last listing); then keeps them (barriers carrying them may be out)', async () => {
     const { store, control } = await open();
     await store.createCheckpoint(checkpoint(1, ['s1:a', 's1:b']));
-    expect(await store.fixInjection(1, { members: ['s1:c', 's1:d', 's1:b'], topology: [3] })).toEqual([3]);
-    expect(await store.fixInjection(1, { members: ['s1:e'], topology: [1] })).toEqual([3]);
+    const first = (await store.fixInjection(1, { members: ['s1:a', 's1:b'], topology: [2] }))!;
+    expect(first.topology).toEqual([2]);
+    // that injection died before marking; the next one lists three shards
+    const second = (await store.fixInjection(1, { members: ['s1:c', 's1:d', 's1:b'], topology: [3] }))!;
+    expect(second.topology).toEqual([3]);
+    expect(await store.markInjected(1, first.listing)).toBe(false); // a stale listing
+    expect(await store.markInjected(1, second.listing)).toBe(true);
+    expect(await store.markInjected(1, second.listing)).toBe(true); // a retry
+    expect(await store.fixInjection(1, { members: ['s1:e'], topology: [1] })).toEqual(second);
     expect(await store.getCheckpoint(1)).toMatchObject({ topology: [3], expected: 3, injected: true, missing: ['s1:b', 's1:c', 's1:d'] });
     expect(await control.ack(1, 's1:a')).toEqual({ completedBy: false }); // counted at allocate only
     for (const id of ['s1:b', 's1:c']) await control.ack(1, id);
@@ -271,10 +278,12 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
       expect((await control.readLease('s1:a')).fence).toBe(2);
     });
 
-    it('an injection whose retry meets its own fixed topology gets it back', async () => {
+    it('an injection whose retries meet their own writes gets its topology back and marks the checkpoint injected', async () => {
       const { store } = await open({ lostResponses: true });
       await store.createCheckpoint(checkpoint(1, ['s1:a']));
-      expect(await store.fixInjection(1, { members: ['s1:b', 's1:c'], topology: [2] })).toEqual([2]);
+      const fixed = (await store.fixInjection(1, { members: ['s1:b', 's1:c'], topology: [2] }))!;
+      expect(fixed.topology).toEqual([2]);
+      expect(await store.markInjected(1, fixed.listing)).toBe(true);
       expect(await store.getCheckpoint(1)).toMatchObject({ topology: [2], expected: 2, injected: true });
     });
 

@@ -146,16 +146,23 @@ export class MemoryCheckpointStore implements CheckpointStore {
     return true;
   }
 
-  async fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<readonly number[] | undefined> {
+  async fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<{ readonly topology: readonly number[]; readonly listing: number } | undefined> {
     const ck = this.control.checkpoint(n);
     if (!ck) return undefined;
     if (!ck.injected) {
-      ck.injected = true;
+      ck.listing = (ck.listing ?? 0) + 1;
       ck.members = new Set(listed.members);
       ck.expected = listed.members.length;
       ck.topology = [...listed.topology];
     }
-    return [...ck.topology];
+    return { topology: [...ck.topology], listing: ck.listing ?? 0 };
+  }
+
+  async markInjected(n: number, listing: number): Promise<boolean> {
+    const ck = this.control.checkpoint(n);
+    if (!ck || (ck.listing ?? 0) !== listing) return false;
+    ck.injected = true;
+    return true;
   }
 
   async createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void> {

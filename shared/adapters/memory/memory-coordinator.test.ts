@@ -52,7 +52,7 @@ describe('the Coordinator on the in-memory twins', () => {
     expect((await coord.allocate()).checkpointId).toBe(3);
   });
 
-  it('a source resharded outside the job between a checkpoint’s allocate and its inject: the first injection takes the topology and members from the shards it lists (one conditional write before any barrier), later injections keep them', async () => {
+  it('a source resharded outside the job between a checkpoint’s allocate and its inject: the injection takes the topology and members from the shards it lists and marks the checkpoint injected before any barrier; later injections keep them, and one that died before the mark is redone from a new listing', async () => {
     const j = job('injtopo', { maxParallelism: 8 });
     j.source<{ k: string }>({ name: 'in', shards: 2 }).keyBy((x) => x.k, { parallelism: 2 }).process({ processElement() {} }).sinkTo(collectSink('out'));
     const plan = planJob(j);
@@ -79,10 +79,15 @@ describe('the Coordinator on the in-memory twins', () => {
     await coord.abort(1, 'timeout');
     expect((await coord.get(1))!.topology).toEqual([3, 2]);
     for (const s of openIds(src)) expect(barriersIn(s)).toEqual([expect.objectContaining({ kind: 'barrier', checkpointId: 1, topology: [3, 2] })]);
-    // the next checkpoint counts the shards open at its own first injection
+    // the next checkpoint: an injection that fixed its topology and died before any barrier went
+    // out, then a split: the retry counts the shards it lists itself
     await coord.allocate();
+    const members = (await m.control.checkpoint(2))!.members!;
+    await coord.ports.store.fixInjection(2, { members: [...members], topology: [4, 2] });
+    m.kinesis.reshard(src, 5);
     await coord.inject(2);
-    expect((await coord.get(2))!.topology).toEqual([4, 2]);
+    expect((await coord.get(2))!.topology).toEqual([5, 2]);
+    for (const s of openIds(src)) expect(barriersIn(s)).toEqual([expect.objectContaining({ kind: 'barrier', checkpointId: 2, topology: [5, 2] })]);
   });
 
   it('settles several checkpoints in flight: commits the complete ones in order, aborts the timed-out', async () => {

@@ -78,8 +78,10 @@ export interface MemoryCheckpoint {
   /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
   members?: ReadonlySet<string>;
   topology: readonly number[];
-  /** the first injection fixed topology and members */
+  /** barriers may be out: topology and members are fixed */
   injected?: boolean;
+  /** how many times an injection set topology and members */
+  listing?: number;
   readonly acks: Set<string>;
   readonly startedAt?: string;
   readonly reshard?: readonly number[];
