@@ -5,7 +5,7 @@
  * Each names the mechanisms that handle its fault; the fault table of docs/guarantees.md says what
  * each test did with its mechanism removed. The three run side by side on one set of emulators.
  */
-import { DescribeStreamSummaryCommand, MergeShardsCommand } from '@aws-sdk/client-kinesis';
+import { DescribeStreamSummaryCommand, MergeShardsCommand, SplitShardCommand } from '@aws-sdk/client-kinesis';
 import { describe, expect, it } from 'vitest';
 import type { LocalEmulators } from '../../local/emulators.js';
 import { useEmulators } from '../emulators-fixture.js';
@@ -95,9 +95,10 @@ interface MergeOutcome {
 }
 
 /**
- * The processing-time job; once a checkpoint completed, someone merges its two source shards between
- * the allocate of the next checkpoint (which counts both shards in its topology) and its inject (which
- * reaches only the merged shard): the closed shards never send that barrier.
+ * The processing-time job; once a checkpoint completed, the next checkpoint's first injection fixes
+ * its topology (two source shards), marks it injected and dies before its barriers; someone merges
+ * the two shards, and the retried injection reaches only the merged shard: the closed shards never
+ * send that barrier.
  */
 async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOutcome> {
   const schedule = new FaultSchedule({ seed: 43, rates: {} });
@@ -110,6 +111,11 @@ async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOu
     beforeCoordinatorTask: async (input) => {
       if (!armed || input.action !== 'inject' || !runner) return;
       armed = false;
+      // the first injection's writes, as a task that died right after them (before its barriers) left them
+      const { store } = runner.coordinator.ports;
+      const ck = (await store.getCheckpoint(input.checkpointId))!;
+      const fixed = (await store.fixInjection(input.checkpointId, { members: (await store.membersOf(input.checkpointId))!, topology: ck.topology }))!;
+      await store.markInjected(input.checkpointId, fixed.listing);
       const stream = runner.names.sourceStream(runner.plan.sources[0]!);
       const [a, b] = (await listAllShards(runner.clients, stream)).filter((x) => x.endingSequenceNumber === undefined);
       await runner.clients.kinesis.send(new MergeShardsCommand({ StreamName: stream, ShardToMerge: a!.shardId, AdjacentShardToMerge: b!.shardId }));
@@ -137,6 +143,67 @@ async function mergedBeforeInjectRun(emulators: LocalEmulators): Promise<MergeOu
     const after = new Date();
     await runner.awaitCheckpoints(2, after, 90_000);
     return { produced, seen: runner.collected.published<Seen>('seen'), mergedAt, completedAfter: (await runner.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > after.getTime()).length };
+  } finally {
+    await runner.stop();
+    await hooks.dispose();
+  }
+}
+
+interface SplitOutcome {
+  readonly produced: number;
+  readonly seen: Seen[];
+  /** the checkpoint opened with two source shards whose barrier went out after one was split */
+  readonly splitAt: number | undefined;
+  readonly completedAfter: number;
+}
+
+/**
+ * The processing-time job; once a checkpoint completed, someone splits one of its two source shards
+ * between the allocate of the next checkpoint (which counts two source shards) and its inject (which
+ * reaches three), and records go into the children before the barrier: counting two, an inner
+ * instance would align the barrier before the third shard sent it and drop that shard's records.
+ */
+async function splitBeforeInjectRun(emulators: LocalEmulators): Promise<SplitOutcome> {
+  const schedule = new FaultSchedule({ seed: 47, rates: {} });
+  let armed = false;
+  let splitAt: number | undefined;
+  let runner: LocalJobRunner | undefined;
+  let produced = 0;
+  const users = ['u0', 'u1', 'u2', 'u3', 'u4', 'u5', 'u6', 'u7'];
+  const burst = async (n: number) => {
+    const batch = Array.from({ length: 16 }, (_, i) => ({ user: users[i % users.length]!, seq: n * 2 + Math.floor(i / users.length) }));
+    await runner!.produce('ticks', batch, { partitionKey: (t) => (t as Tick).user });
+    produced += batch.length;
+  };
+  const hooks: ChaosHooks = chaosHooks(schedule, {
+    invocationTimeoutMs: CHAOS_INVOCATION_TIMEOUT_MS,
+    checkpointTimeoutMs: CHAOS_CHECKPOINT_TIMEOUT_MS,
+    beforeCoordinatorTask: async (input) => {
+      if (!armed || input.action !== 'inject' || !runner) return;
+      armed = false;
+      const stream = runner.names.sourceStream(runner.plan.sources[0]!);
+      const [parent] = (await listAllShards(runner.clients, stream)).filter((x) => x.endingSequenceNumber === undefined);
+      const middle = ((BigInt(parent!.startingHashKey) + BigInt(parent!.endingHashKey)) / 2n).toString();
+      await runner.clients.kinesis.send(new SplitShardCommand({ StreamName: stream, ShardToSplit: parent!.shardId, NewStartingHashKey: middle }));
+      while ((await runner.clients.kinesis.send(new DescribeStreamSummaryCommand({ StreamName: stream }))).StreamDescriptionSummary?.StreamStatus !== 'ACTIVE') await sleep(100);
+      // records of the epoch before the barrier, in both children
+      await burst(100);
+      splitAt = input.checkpointId;
+    },
+  });
+  runner = await LocalJobRunner.start(processingTimeJob(), { emulators, prefix: 'splitinj', environments: 2, checkpointIntervalMs: 300, seed: 47, batchSize: 10, ...hooks.options });
+  hooks.attach(runner);
+  try {
+    await burst(0);
+    await runner.awaitCheckpoints(1, new Date(Date.now() - 60_000), 120_000);
+    armed = true;
+    for (let n = 1; n < 8; n++) {
+      await burst(n);
+      await sleep(300);
+    }
+    const after = new Date();
+    await runner.awaitCheckpoints(2, after, 90_000);
+    return { produced, seen: runner.collected.published<Seen>('seen'), splitAt, completedAfter: (await runner.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > after.getTime()).length };
   } finally {
     await runner.stop();
     await hooks.dispose();
@@ -179,7 +246,7 @@ describe.concurrent('chaos: clock skew, a source resharded outside the job, an e
     expect(reshard.live).toBe(true);
   }, 240_000);
 
-  it('source shards merged outside the job between a checkpoint’s allocate and its inject: the barrier the closed shards never send is superseded by the next checkpoint’s (barrier-handler), and every record is seen once', async () => {
+  it('source shards merged outside the job after a checkpoint’s first injection fixed its topology, before its barrier went out: the barrier the closed shards never send is superseded by the next checkpoint’s (barrier-handler), and every record is seen once', async () => {
     const merged = await mergedBeforeInjectRun(emulators());
     expect(merged.mergedAt).toBeGreaterThan(1);
     expect(merged.completedAfter).toBeGreaterThanOrEqual(2);
@@ -187,6 +254,16 @@ describe.concurrent('chaos: clock skew, a source resharded outside the job, an e
     for (const s of merged.seen) byRecord.set(`${s.user}#${s.seq}`, (byRecord.get(`${s.user}#${s.seq}`) ?? 0) + 1);
     expect([...byRecord.values()].filter((n) => n !== 1)).toEqual([]);
     expect(byRecord.size).toBe(merged.produced);
+  }, 240_000);
+
+  it('a source shard split outside the job between a checkpoint’s allocate and its inject: the first injection takes the checkpoint’s topology from the shards it lists (Coordinator.fixTopology), so inner instances wait for the barrier of every child, and every record is seen once', async () => {
+    const split = await splitBeforeInjectRun(emulators());
+    expect(split.splitAt).toBeGreaterThan(1);
+    expect(split.completedAfter).toBeGreaterThanOrEqual(2);
+    const byRecord = new Map<string, number>();
+    for (const s of split.seen) byRecord.set(`${s.user}#${s.seq}`, (byRecord.get(`${s.user}#${s.seq}`) ?? 0) + 1);
+    expect([...byRecord.values()].filter((n) => n !== 1)).toEqual([]);
+    expect(byRecord.size).toBe(split.produced);
   }, 240_000);
 
   it('an endpoint outage: SDK retries, the mapping’s retry of the failed batch, and an instance restored from its lease that replays its shard up to the batch — nothing lost, duplicated or mismatched', async () => {

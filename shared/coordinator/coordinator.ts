@@ -199,24 +199,41 @@ export class Coordinator {
    * Opens barrier n to the sources: announces it (a source puts it at its current read position,
    * runtime/source-barriers.ts) and appends it to the tail of every open shard of every source
    * stream (an idle shard's wake-up: there tail and read position coincide). Safe to repeat:
-   * sources ignore old barriers.
+   * sources ignore old barriers. n's topology and members are fixed before its first barrier goes
+   * out (see `fixTopology`).
    */
   async inject(n: number): Promise<InjectOutput> {
-    const ck = await this.get(n);
+    let ck = await this.get(n);
     if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    const listOpen = () =>
+      Promise.all(
+        this.plan.stages
+          .filter((s) => s.input.kind === 'source')
+          .map(async (stage) => ({ stage, stream: this.names.streamOf(stage), open: await this.ports.shards.openShards(this.names.streamOf(stage)) })),
+      );
+    let sources = await listOpen();
+    let topology = ck.topology;
+    // another injection of n may re-list at the same time: the one whose listing is still current marks n injected
+    for (let attempt = 0; !ck.injected; attempt++) {
+      if (attempt >= 5) throw new SluiceError(`checkpoint ${n}: its injections kept listing other source shards`, 'TOPOLOGY_MISMATCH', true);
+      const fixed = await this.fixTopology(ck, sources);
+      if (await this.store.markInjected(n, fixed.listing)) {
+        topology = fixed.topology;
+        break;
+      }
+      ck = await this.get(n);
+      if (!ck) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+      sources = await listOpen();
+      topology = ck.topology;
+    }
     const barrier = {
       kind: 'barrier' as const,
       checkpointId: n,
-      topology: ck.topology,
+      topology,
       savepoint: ck.savepoint,
       ...(ck.reshard?.length ? { reshard: ck.reshard } : {}),
       time: this.now().getTime(),
     };
-    const sources = await Promise.all(
-      this.plan.stages
-        .filter((s) => s.input.kind === 'source')
-        .map(async (stage) => ({ stage, stream: this.names.streamOf(stage), open: await this.ports.shards.openShards(this.names.streamOf(stage)) })),
-    );
     // Only with one checkpoint in flight: the placement rules are proven (in a model of the
     // protocol) for one checkpoint at a time, and with overlapping checkpoints (n+1 placed while n
     // is still pending) a run of the engine lost records. Overlapping checkpoints keep tail barriers.
@@ -230,6 +247,36 @@ export class Coordinator {
       shards += open.length;
     }
     return { checkpointId: n, shards };
+  }
+
+  /**
+   * Barrier n reaches the source shards open when it is injected, which a source stream resharded
+   * by someone else since n's allocate makes others than the shards n counted: a split there sends
+   * n from more shards than its topology counts, and an inner instance would align n before every
+   * producer sent it, its snapshot missing that producer's last records of the epoch. So an
+   * injection takes n's source topology and expected members from the shards it lists (a
+   * conditional write), then marks n injected (conditional on that listing being the last) before
+   * any barrier goes out. Until that mark an injection that died is redone from a new listing (a
+   * split since cannot be miscounted: no barrier is out); after it a later injection (a retry, an
+   * abort) keeps them, since barriers carrying them may be out.
+   */
+  private async fixTopology(ck: CheckpointRecord, sources: ReadonlyArray<{ stage: Plan['stages'][number]; open: readonly { shardId: string }[] }>): Promise<{ topology: readonly number[]; listing: number }> {
+    const n = ck.checkpointId;
+    const topology = this.plan.stages.map((s, i) => sources.find((x) => x.stage === s)?.open.length ?? ck.topology[i] ?? 0);
+    const prefixes = sources.map((s) => `${s.stage.id}:`);
+    // a record written before members were kept: the other stages' shards open now
+    const before = (await this.store.membersOf(n)) ?? (await this.openInstances()).members;
+    const members = [...before.filter((m) => !prefixes.some((p) => m.startsWith(p))), ...sources.flatMap((s) => s.open.map((o) => instanceIdOf(s.stage.id, o.shardId)))];
+    if (topology.join() !== ck.topology.join() || [...members].sort().join() !== [...before].sort().join()) {
+      this.options.telemetry?.log('warn', `a source stream was resharded between checkpoint ${n}'s allocate and its inject: it counts the shards open now`, {
+        checkpointId: n,
+        allocated: ck.topology,
+        injected: topology,
+      });
+    }
+    const fixed = await this.store.fixInjection(n, { members, topology });
+    if (!fixed) throw new SluiceError(`checkpoint ${n} does not exist`, 'NO_CHECKPOINT');
+    return fixed;
   }
 
   /** Stores the task token; if every ack is already in, wakes the workflow itself. */

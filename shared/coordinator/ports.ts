@@ -78,6 +78,14 @@ export interface CheckpointStore {
   acksOf(n: number): Promise<readonly string[]>;
   /** Creates n's IN_FLIGHT record; never overwrites another record (true for its own, same startedAt). */
   createCheckpoint(c: NewCheckpoint): Promise<boolean>;
+  /**
+   * Sets n's topology and expected members to the shards an injection lists (and counts a new
+   * `listing` version), unless n is `injected` already (a no-op then). Returns n's topology and
+   * listing version as they stand afterwards; undefined when n has no record.
+   */
+  fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<{ readonly topology: readonly number[]; readonly listing: number } | undefined>;
+  /** Marks n `injected` (its barriers may be out from now on) while its listing is still `listing`; false otherwise. */
+  markInjected(n: number, listing: number): Promise<boolean>;
   /** Creates an ABORTED record for n unless n has one. */
   createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void>;
   /** Ends n if it is IN_FLIGHT (a no-op otherwise) and forgets its task token. */

@@ -26,7 +26,10 @@ export interface CheckpointRecord {
   readonly complete?: boolean;
   /** expected instances that have not acked (records without `members`: undefined) */
   readonly missing?: readonly string[];
+  /** instances per stage: the stages' open shards at allocate, a source's at the first injection */
   readonly topology: readonly number[];
+  /** barriers of n may be out: its topology and members are fixed (Coordinator.inject) */
+  readonly injected?: boolean;
   readonly startedAt: string;
   readonly endedAt?: string;
   readonly durationMs?: number;

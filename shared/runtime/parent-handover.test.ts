@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import { collectSink, job } from '../api/index.js';
+import { createMemoryPorts } from '../adapters/memory/memory-ports.js';
+import { planJob } from '../plan/planner.js';
+import { resourceNames } from '../plan/resources.js';
 import { mergedOutsideTheJob, mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
+import { StageInstance } from './stage-instance.js';
 
 const parent = (id: string, epoch: number, generation: number, reshard: readonly number[] = []): ParentShare => ({
   handover: {
@@ -29,7 +34,7 @@ describe('a child shard starting from its parents', () => {
   });
 
   it('source shards merged outside the job: one parent may have put barrier 3 out and the other not; the child goes on in the later epoch', () => {
-    const s = mergeParents('s0:c', [parent('s0:a', 2, 1), parent('s0:b', 3, 4)], { sourceMerge: true });
+    const s = mergeParents('s0:c', [parent('s0:a', 2, 1), parent('s0:b', 3, 4)], { sourceStage: 0 });
     expect(s.epoch).toBe(3);
     expect(s.generation).toBe(5);
   });
@@ -39,5 +44,24 @@ describe('a child shard starting from its parents', () => {
     expect(mergedOutsideTheJob([parent('s0:a', 2, 1), parent('s0:b', 3, 1)], 0)).toBe(true);
     // a reshard of another stage's stream says nothing about this one's
     expect(mergedOutsideTheJob([parent('s0:a', 3, 1, [1]), parent('s0:b', 3, 1, [1])], 0)).toBe(true);
+  });
+
+  describe('at a stage instance (StageInstance.inherit)', () => {
+    const j = job('inherit', { maxParallelism: 8 });
+    j.source<{ k: string }>({ name: 'in', shards: 2 }).keyBy((x) => x.k, { parallelism: 2 }).process({ processElement() {} }).sinkTo(collectSink('out'));
+    const plan = planJob(j);
+    const names = resourceNames(plan, 'test');
+    const child = (stage: number) => new StageInstance(j, plan, plan.stages[stage]!, 'shardId-000000000009', names, createMemoryPorts().ports);
+
+    it("the job's own in-place merge of its source (announced by the parents' checkpoint) refuses parents in two epochs", () => {
+      expect(() => child(0).inherit([parent('s0:a', 2, 1, [0]), parent('s0:b', 3, 1, [0])])).toThrow(/epochs 2 and 3/);
+    });
+
+    it('a merge of source shards made outside the job takes the later epoch; an inner stage’s merge still refuses two epochs', () => {
+      const c = child(0);
+      c.inherit([parent('s0:a', 2, 1), parent('s0:b', 3, 1)]);
+      expect(c.epoch).toBe(3);
+      expect(() => child(1).inherit([parent('s1:a', 2, 1), parent('s1:b', 3, 1)])).toThrow(/epochs 2 and 3/);
+    });
   });
 });

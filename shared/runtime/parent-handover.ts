@@ -61,16 +61,19 @@ export function mergedOutsideTheJob(parents: readonly ParentShare[], stageIndex:
 }
 
 /**
- * `sourceMerge`: the parents are source shards merged by someone outside the job, at no checkpoint
+ * `sourceStage`: the child's stage reads a source stream, at this index of the plan. Its parents
+ * merged outside the job (`mergedOutsideTheJob`, decided here only) were merged at no checkpoint
  * boundary: one parent may have put barrier n out and the other not (its barrier landed in the
  * child after the merge). The child goes on in the later epoch; downstream, the barrier the other
- * parent never sent is superseded by the next checkpoint's (barrier-handler.ts).
+ * parent never sent is superseded by the next checkpoint's (barrier-handler.ts). Every other merge
+ * (an inner stage's, or the job's own of its source) refuses parents in two epochs.
  */
-export function mergeParents(childId: string, parents: readonly ParentShare[], options: { sourceMerge?: boolean } = {}): InheritedState {
+export function mergeParents(childId: string, parents: readonly ParentShare[], options: { sourceStage?: number } = {}): InheritedState {
+  const sourceMerge = options.sourceStage !== undefined && mergedOutsideTheJob(parents, options.sourceStage);
   const latest = parents.reduce((a, p) => (p.handover.epoch > a.handover.epoch ? p : a)).handover;
-  const first = options.sourceMerge ? latest : parents[0]!.handover;
+  const first = sourceMerge ? latest : parents[0]!.handover;
   for (const { handover: p } of parents) {
-    if (p.epoch !== first.epoch && !options.sourceMerge) {
+    if (p.epoch !== first.epoch && !sourceMerge) {
       throw new SluiceError(`${childId}: parent shards are in epochs ${first.epoch} and ${p.epoch}; a stream is resharded only at a checkpoint boundary`, 'RESHARD_INVALID');
     }
     if (!p.settled) throw new SluiceError(`${childId}: parent ${p.id} was still aligning a checkpoint when its shard closed`, 'RESHARD_INVALID');

@@ -35,7 +35,7 @@ import { compareRows, KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
 import { OperatorStateStore } from './operator-state.js';
 import { openDestinations, refreshDestinations } from './destinations.js';
 import { Outbox } from './outbox.js';
-import { mergedOutsideTheJob, mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
+import { mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, SourceBarrier, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { SourceBarrierPlan } from './source-barriers.js';
@@ -545,7 +545,7 @@ export class StageInstance {
 
   /** Starts a child shard's instance from its parents' handovers (see shard-inheritance.ts). */
   inherit(parents: readonly ParentShare[]): void {
-    const s = mergeParents(this.id, parents, { sourceMerge: this.source !== undefined && mergedOutsideTheJob(parents, this.plan.stages.indexOf(this.stage)) });
+    const s = mergeParents(this.id, parents, this.source ? { sourceStage: this.plan.stages.indexOf(this.stage) } : {});
     this.epoch = s.epoch;
     this.reshard = s.reshard;
     this.outbox.startEpoch(this.epoch, this.reshard);

@@ -202,6 +202,34 @@ export class DynamoCheckpointStore implements CheckpointStore {
     );
   }
 
+  async fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<{ readonly topology: readonly number[]; readonly listing: number } | undefined> {
+    try {
+      const r = await this.update(controlKey.checkpoint(n), {
+        UpdateExpression: 'SET #expected = :e, #members = :m, #topology = :t ADD listing :one',
+        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(injected)',
+        ExpressionAttributeNames: { '#expected': 'expected', '#members': 'members', '#topology': 'topology' },
+        ExpressionAttributeValues: { ':e': listed.members.length, ':m': new Set(listed.members), ':t': listed.topology, ':one': 1 },
+        ReturnValues: 'ALL_NEW',
+      });
+      return { topology: (r.Attributes?.topology as number[] | undefined) ?? [...listed.topology], listing: (r.Attributes?.listing as number | undefined) ?? 0 };
+    } catch (err) {
+      ignoreConditionFailed(err);
+    }
+    // n is injected already (or has no record)
+    const item = await this.item(controlKey.checkpoint(n));
+    return item ? { topology: (item.topology as number[] | undefined) ?? [], listing: (item.listing as number | undefined) ?? 0 } : undefined;
+  }
+
+  markInjected(n: number, listing: number): Promise<boolean> {
+    return conditional(
+      this.update(controlKey.checkpoint(n), {
+        UpdateExpression: 'SET injected = :y',
+        ConditionExpression: 'listing = :v',
+        ExpressionAttributeValues: { ':y': true, ':v': listing },
+      }),
+    );
+  }
+
   async createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void> {
     const { members, topology, startedAt: at, reason } = c;
     await this.clients.doc
@@ -505,6 +533,7 @@ function toRecord(item: Record<string, unknown>): CheckpointRecord {
     acks: (item.acks as Set<string> | undefined)?.size ?? 0,
     ...ackState(item),
     topology: (item.topology as number[] | undefined) ?? [],
+    ...(item.injected === true ? { injected: true } : {}),
     startedAt: item.startedAt as string,
     ...(item.endedAt ? { endedAt: item.endedAt as string } : {}),
     ...(item.durationMs !== undefined ? { durationMs: item.durationMs as number } : {}),

@@ -132,6 +132,26 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await control.ack(9, 's1:a')).toEqual({ completedBy: false }); // no record: nobody waits
   });
 
+  it('sets a checkpoint’s topology and members from each injection’s listing until one marks it injected (with the last listing); then keeps them (barriers carrying them may be out)', async () => {
+    const { store, control } = await open();
+    await store.createCheckpoint(checkpoint(1, ['s1:a', 's1:b']));
+    const first = (await store.fixInjection(1, { members: ['s1:a', 's1:b'], topology: [2] }))!;
+    expect(first.topology).toEqual([2]);
+    // that injection died before marking; the next one lists three shards
+    const second = (await store.fixInjection(1, { members: ['s1:c', 's1:d', 's1:b'], topology: [3] }))!;
+    expect(second.topology).toEqual([3]);
+    expect(await store.markInjected(1, first.listing)).toBe(false); // a stale listing
+    expect(await store.markInjected(1, second.listing)).toBe(true);
+    expect(await store.markInjected(1, second.listing)).toBe(true); // a retry
+    expect(await store.fixInjection(1, { members: ['s1:e'], topology: [1] })).toEqual(second);
+    expect(await store.getCheckpoint(1)).toMatchObject({ topology: [3], expected: 3, injected: true, missing: ['s1:b', 's1:c', 's1:d'] });
+    expect(await control.ack(1, 's1:a')).toEqual({ completedBy: false }); // counted at allocate only
+    for (const id of ['s1:b', 's1:c']) await control.ack(1, id);
+    expect(await control.ack(1, 's1:d')).toMatchObject({ completedBy: true });
+    expect(await store.fixInjection(9, { members: ['s1:a'], topology: [1] })).toBeUndefined(); // no record
+    expect(await store.getCheckpoint(9)).toBeUndefined();
+  });
+
   it('ends a checkpoint once: a later end (commit after abort, a retried end) changes nothing, and the token goes', async () => {
     const { store, control } = await open();
     await store.createCheckpoint(checkpoint(1, ['s1:a']));
@@ -256,6 +276,15 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
       // another writer took the lease between: the stale takeover is fenced as before
       await expect(control.takeOver('s1:a', first.fence)).rejects.toBeInstanceOf(FencedError);
       expect((await control.readLease('s1:a')).fence).toBe(2);
+    });
+
+    it('an injection whose retries meet their own writes gets its topology back and marks the checkpoint injected', async () => {
+      const { store } = await open({ lostResponses: true });
+      await store.createCheckpoint(checkpoint(1, ['s1:a']));
+      const fixed = (await store.fixInjection(1, { members: ['s1:b', 's1:c'], topology: [2] }))!;
+      expect(fixed.topology).toEqual([2]);
+      expect(await store.markInjected(1, fixed.listing)).toBe(true);
+      expect(await store.getCheckpoint(1)).toMatchObject({ topology: [2], expected: 2, injected: true });
     });
 
     it("an allocate whose retry meets its own open reports it opened; another allocate of the same n still loses", async () => {

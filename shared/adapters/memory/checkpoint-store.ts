@@ -146,6 +146,25 @@ export class MemoryCheckpointStore implements CheckpointStore {
     return true;
   }
 
+  async fixInjection(n: number, listed: { readonly members: readonly string[]; readonly topology: readonly number[] }): Promise<{ readonly topology: readonly number[]; readonly listing: number } | undefined> {
+    const ck = this.control.checkpoint(n);
+    if (!ck) return undefined;
+    if (!ck.injected) {
+      ck.listing = (ck.listing ?? 0) + 1;
+      ck.members = new Set(listed.members);
+      ck.expected = listed.members.length;
+      ck.topology = [...listed.topology];
+    }
+    return { topology: [...ck.topology], listing: ck.listing ?? 0 };
+  }
+
+  async markInjected(n: number, listing: number): Promise<boolean> {
+    const ck = this.control.checkpoint(n);
+    if (!ck || (ck.listing ?? 0) !== listing) return false;
+    ck.injected = true;
+    return true;
+  }
+
   async createAbortedCheckpoint(c: Omit<NewCheckpoint, 'savepoint' | 'savepointId' | 'reshard'> & { readonly reason: string }): Promise<void> {
     if (this.control.checkpoint(c.checkpointId)) return;
     this.control.putCheckpoint({
@@ -341,6 +360,7 @@ function toRecord(ck: MemoryCheckpoint): CheckpointRecord {
     complete: ackSetComplete(ck),
     ...(missing ? { missing } : {}),
     topology: [...ck.topology],
+    ...(ck.injected ? { injected: true } : {}),
     startedAt: ck.startedAt ?? '',
     ...(ck.endedAt ? { endedAt: ck.endedAt } : {}),
     ...(ck.durationMs !== undefined ? { durationMs: ck.durationMs } : {}),

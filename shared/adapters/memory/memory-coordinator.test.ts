@@ -52,6 +52,44 @@ describe('the Coordinator on the in-memory twins', () => {
     expect((await coord.allocate()).checkpointId).toBe(3);
   });
 
+  it('a source resharded outside the job between a checkpoint’s allocate and its inject: the injection takes the topology and members from the shards it lists and marks the checkpoint injected before any barrier; later injections keep them, and one that died before the mark is redone from a new listing', async () => {
+    const j = job('injtopo', { maxParallelism: 8 });
+    j.source<{ k: string }>({ name: 'in', shards: 2 }).keyBy((x) => x.k, { parallelism: 2 }).process({ processElement() {} }).sinkTo(collectSink('out'));
+    const plan = planJob(j);
+    const names = resourceNames(plan, 'test');
+    const m = createMemoryPorts();
+    createJobStreams(m.kinesis, plan, names);
+    const coord = memoryCoordinator(plan, names, m, [], () => new Date(1_700_000_000_000));
+    const src = names.streamOf(plan.stages[0]!);
+    const openIds = (stream: string) => m.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined).map((s) => s.shardId);
+    await coord.allocate();
+    expect((await coord.get(1))!.topology).toEqual([2, 2]);
+    // someone splits the source between allocate and inject: 2 → 3 open shards
+    m.kinesis.reshard(src, 3);
+    await coord.inject(1);
+    const ck = (await coord.get(1))!;
+    expect(ck.topology).toEqual([3, 2]);
+    expect(ck.injected).toBe(true);
+    const inner = names.streamOf(plan.stages[1]!);
+    expect([...ck.missing!].sort()).toEqual([...openIds(src).map((s) => `${plan.stages[0]!.id}:${s}`), ...openIds(inner).map((s) => `${plan.stages[1]!.id}:${s}`)].sort());
+    const barriersIn = (shardId: string) => m.kinesis.records(src, shardId).map((r) => decodeSourceControl(r.data));
+    for (const s of openIds(src)) expect(barriersIn(s)).toEqual([expect.objectContaining({ kind: 'barrier', checkpointId: 1, topology: [3, 2] })]);
+    // split again before the abort's injection: the barriers out count 3, so every later one does too
+    m.kinesis.reshard(src, 4);
+    await coord.abort(1, 'timeout');
+    expect((await coord.get(1))!.topology).toEqual([3, 2]);
+    for (const s of openIds(src)) expect(barriersIn(s)).toEqual([expect.objectContaining({ kind: 'barrier', checkpointId: 1, topology: [3, 2] })]);
+    // the next checkpoint: an injection that fixed its topology and died before any barrier went
+    // out, then a split: the retry counts the shards it lists itself
+    await coord.allocate();
+    const members = (await m.control.checkpoint(2))!.members!;
+    await coord.ports.store.fixInjection(2, { members: [...members], topology: [4, 2] });
+    m.kinesis.reshard(src, 5);
+    await coord.inject(2);
+    expect((await coord.get(2))!.topology).toEqual([5, 2]);
+    for (const s of openIds(src)) expect(barriersIn(s)).toEqual([expect.objectContaining({ kind: 'barrier', checkpointId: 2, topology: [5, 2] })]);
+  });
+
   it('settles several checkpoints in flight: commits the complete ones in order, aborts the timed-out', async () => {
     const j = job('settle', { maxParallelism: 8, checkpoint: { maxConcurrent: 2, timeoutMs: 10_000 } });
     j.source<{ k: string }>({ name: 'in', shards: 1 }).sinkTo(collectSink('out'));

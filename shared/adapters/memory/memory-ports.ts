@@ -74,10 +74,14 @@ export interface MemoryCheckpoint {
   status: CheckpointStatus;
   readonly savepoint: boolean;
   readonly savepointId?: string;
-  readonly expected: number;
+  expected: number;
   /** the instances expected to ack (as the DynamoDB record's `members`); absent: by count */
-  readonly members?: ReadonlySet<string>;
-  readonly topology: readonly number[];
+  members?: ReadonlySet<string>;
+  topology: readonly number[];
+  /** barriers may be out: topology and members are fixed */
+  injected?: boolean;
+  /** how many times an injection set topology and members */
+  listing?: number;
   readonly acks: Set<string>;
   readonly startedAt?: string;
   readonly reshard?: readonly number[];
