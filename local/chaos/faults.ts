@@ -81,6 +81,8 @@ export interface ChaosHookOptions {
   readonly slowHandlerMs?: (stageId: string, event: KinesisStreamEvent) => number;
   /** called before every coordinator task (targeted tests hold a task back with it) */
   readonly beforeCoordinatorTask?: (input: CoordinatorTaskInput) => Promise<void>;
+  /** how far a `clock-skew` environment's clock is off at most, either way; @default CLOCK_SKEW_MAX_MS */
+  readonly clockSkewMaxMs?: number;
   /** called after every coordinator task that succeeded (a targeted test can fail it after its work) */
   readonly afterCoordinatorTask?: (input: CoordinatorTaskInput, output: unknown) => Promise<void>;
   /**
@@ -427,7 +429,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
     };
   };
 
-  const skew = coordinatorClockSkew(schedule);
+  const skew = coordinatorClockSkew(schedule, opts.clockSkewMaxMs);
   const wrapCoordinator = (direct: (input: CoordinatorTaskInput) => Promise<unknown>) => {
     const run = inCoordinatorTask(direct);
     return (input: CoordinatorTaskInput): Promise<unknown> => skew.inTask(() => faultedTask(input));
