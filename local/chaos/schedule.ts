@@ -99,9 +99,11 @@ export type FaultRates = Partial<Record<FaultKind, number>>;
 
 /**
  * Kinds no seeded profile draws (each still runs alone with `--only-kind`, and has its targeted
- * test). None at present; a kind goes here while an open finding about it stands.
+ * test). A kind goes here while an open finding about it stands: `source-resharded-outside`, whose
+ * split after a checkpoint's injection was marked and before its barrier reached that shard is
+ * still miscounted (docs/guarantees.md).
  */
-export const KINDS_OUTSIDE_PROFILES: readonly FaultKind[] = [];
+export const KINDS_OUTSIDE_PROFILES: readonly FaultKind[] = ['source-resharded-outside'];
 
 /** Named fault mixes; a seed picks one (seed mod count) unless a kind is forced. */
 export const PROFILES: Readonly<Record<string, FaultRates>> = {
@@ -133,7 +135,6 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'key-throws-forever': 1,
     'malformed-kpl-aggregate': 0.3,
     'clock-skew': 0.2,
-    'source-resharded-outside': 0.3,
     'endpoint-outage': 0.05,
   },
   /** a zombie finishing after a takeover, with writes around it */
@@ -180,7 +181,6 @@ export const PROFILES: Readonly<Record<string, FaultRates>> = {
     'malformed-kpl-aggregate': 0.3,
     'coordinator-left-to-watchdog': 0.04,
     'clock-skew': 0.3,
-    'source-resharded-outside': 0.3,
   },
 };
 
