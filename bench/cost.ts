@@ -168,9 +168,12 @@ const EMF_PERIOD_S = 60;
 export const ROUND_STANDARD_TRANSITIONS = 4;
 const ROUND_POLLS_PER_CHECKPOINT = 3;
 const EXPRESS_BILLED_GB = 64 / 1024;
-/** coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, await, commit, close), measured by reading loop.ts/coordinator.ts */
-const COORDINATOR_WRU = 9;
-const COORDINATOR_RRU = 14;
+/**
+ * coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, inject — its members read,
+ * the topology it fixes and its mark —, await, commit, close), measured by reading loop.ts/coordinator.ts
+ */
+const COORDINATOR_WRU = 11;
+const COORDINATOR_RRU = 15;
 const COORDINATOR_TASK_S = ASSUMPTIONS.coordinatorTaskMs / 1000;
 /**
  * How often a stage's execution environment is replaced and its new one reads back the state of

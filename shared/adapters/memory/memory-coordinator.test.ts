@@ -8,14 +8,20 @@ import { MemoryJobRunner } from '../../testing/memory-job-runner.js';
 import { memoryCoordinator } from './checkpoint-store.js';
 import { createJobStreams, createMemoryPorts } from './memory-ports.js';
 
+/** plans a job, names its resources and makes its streams on fresh in-memory twins */
+function onTwins(j: ReturnType<typeof job>) {
+  const plan = planJob(j);
+  const names = resourceNames(plan, 'test');
+  const m = createMemoryPorts();
+  createJobStreams(m.kinesis, plan, names);
+  return { plan, names, m };
+}
+
 describe('the Coordinator on the in-memory twins', () => {
   it('allocates one checkpoint at a time, injects barriers everywhere, completes by identity, commits and aborts', async () => {
     const j = job('coord', { maxParallelism: 8 });
     j.source<{ k: string }>({ name: 'in', shards: 3 }).keyBy((x) => x.k, { parallelism: 2 }).process({ processElement() {} }).sinkTo(collectSink('out'));
-    const plan = planJob(j);
-    const names = resourceNames(plan, 'test');
-    const m = createMemoryPorts();
-    createJobStreams(m.kinesis, plan, names);
+    const { plan, names, m } = onTwins(j);
     const published: number[] = [];
     const coord = memoryCoordinator(plan, names, m, [{ publish: (n) => (published.push(n), 0) }], () => new Date(1_700_000_000_000));
     const { checkpointId } = await coord.allocate();
@@ -55,10 +61,7 @@ describe('the Coordinator on the in-memory twins', () => {
   it('a source resharded outside the job between a checkpoint’s allocate and its inject: the injection takes the topology and members from the shards it lists and marks the checkpoint injected before any barrier; later injections keep them, and one that died before the mark is redone from a new listing', async () => {
     const j = job('injtopo', { maxParallelism: 8 });
     j.source<{ k: string }>({ name: 'in', shards: 2 }).keyBy((x) => x.k, { parallelism: 2 }).process({ processElement() {} }).sinkTo(collectSink('out'));
-    const plan = planJob(j);
-    const names = resourceNames(plan, 'test');
-    const m = createMemoryPorts();
-    createJobStreams(m.kinesis, plan, names);
+    const { plan, names, m } = onTwins(j);
     const coord = memoryCoordinator(plan, names, m, [], () => new Date(1_700_000_000_000));
     const src = names.streamOf(plan.stages[0]!);
     const openIds = (stream: string) => m.kinesis.listShards(stream).filter((s) => s.endingSequenceNumber === undefined).map((s) => s.shardId);
@@ -93,10 +96,7 @@ describe('the Coordinator on the in-memory twins', () => {
   it('settles several checkpoints in flight: commits the complete ones in order, aborts the timed-out', async () => {
     const j = job('settle', { maxParallelism: 8, checkpoint: { maxConcurrent: 2, timeoutMs: 10_000 } });
     j.source<{ k: string }>({ name: 'in', shards: 1 }).sinkTo(collectSink('out'));
-    const plan = planJob(j);
-    const names = resourceNames(plan, 'test');
-    const m = createMemoryPorts();
-    createJobStreams(m.kinesis, plan, names);
+    const { plan, names, m } = onTwins(j);
     let clock = 1_700_000_000_000;
     const coord = memoryCoordinator(plan, names, m, [], () => new Date(clock));
     await coord.allocate();
