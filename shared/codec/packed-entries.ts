@@ -3,7 +3,7 @@
  * attribute `d`, keys sorted and prefix-compressed, state names written once per item.
  */
 import { SluiceError } from '../util/errors.js';
-import { ByteReader, ByteWriter } from './varint.js';
+import { ByteReader } from './varint.js';
 
 /** the format marker of packed items (`f`, and the first byte of `d`) */
 export const PACKED_FORMAT = 1;
@@ -39,35 +39,69 @@ export function encodeEntries(entries: ReadonlyMap<string, Values>): Uint8Array 
 export function encodeSortedEntries(entries: readonly PackedEntry[]): Uint8Array {
   const names = new Map<string, number>();
   for (const e of entries) for (const n in e.values) if (!names.has(n)) names.set(n, names.size);
-  const w = scratch;
-  w.length = 0;
-  w.varint(PACKED_FORMAT);
-  w.varint(names.size);
-  for (const n of names.keys()) w.bytes(utf8.encode(n));
-  w.varint(entries.length);
+  // Written straight into one reused buffer: an item holds many short keys and values, for which
+  // a view per key suffix, a key list per entry and a typed-array copy per value cost more than the bytes.
+  let at = 0;
+  at = varint(at, PACKED_FORMAT);
+  at = varint(at, names.size);
+  for (const n of names.keys()) at = bytes(at, utf8.encode(n), 0);
+  at = varint(at, entries.length);
   let prev = EMPTY;
-  for (const e of entries) {
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
     const kb = e.kb;
     let shared = 0;
     const max = Math.min(prev.length, kb.length);
     while (shared < max && prev[shared] === kb[shared]) shared++;
-    w.varint(shared);
-    w.bytes(shared ? kb.subarray(shared) : kb);
+    at = varint(at, shared);
+    at = bytes(at, kb, shared);
     const values = e.values;
-    const vn = Object.keys(values);
-    w.varint(vn.length);
-    for (const n of vn) {
-      w.varint(names.get(n)!);
-      w.bytes(values[n]!);
+    let vn = 0;
+    for (const _ in values) vn++;
+    at = varint(at, vn);
+    for (const n in values) {
+      at = varint(at, names.get(n)!);
+      at = bytes(at, values[n]!, 0);
     }
     prev = kb;
   }
-  return w.finish();
+  return buf.slice(0, at);
 }
 
 const EMPTY: Uint8Array = new Uint8Array(0);
-/** the writer every encoding reuses (it is synchronous); `finish` copies out what it wrote */
-const scratch = new ByteWriter(4096);
+/** the buffer every encoding reuses (encoding is synchronous); the result is a copy of what was written */
+let buf = new Uint8Array(4096);
+
+/** room for `n` more bytes after `at` */
+function room(at: number, n: number): void {
+  if (at + n <= buf.length) return;
+  let size = buf.length * 2;
+  while (size < at + n) size *= 2;
+  const next = new Uint8Array(size);
+  next.set(buf.subarray(0, at));
+  buf = next;
+}
+
+/** an unsigned LEB128 varint (lengths and indexes: small non-negative integers) */
+function varint(at: number, n: number): number {
+  room(at, 10);
+  while (n >= 0x80) {
+    buf[at++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  buf[at++] = n;
+  return at;
+}
+
+/** b from `from` on, after its length */
+function bytes(at: number, b: Uint8Array, from: number): number {
+  const n = b.length - from;
+  at = varint(at, n);
+  room(at, n);
+  if (n > 32) buf.set(from ? b.subarray(from) : b, at);
+  else for (let i = 0; i < n; i++) buf[at + i] = b[from + i]!;
+  return at + n;
+}
 
 export function decodeEntries(d: Uint8Array): Map<string, Values> {
   const out = new Map<string, Values>();
