@@ -3,7 +3,7 @@
  * attribute `d`, keys sorted and prefix-compressed, state names written once per item.
  */
 import { SluiceError } from '../util/errors.js';
-import { ByteReader, ByteWriter } from './varint.js';
+import { ByteReader } from './varint.js';
 
 /** the format marker of packed items (`f`, and the first byte of `d`) */
 export const PACKED_FORMAT = 1;
@@ -39,35 +39,69 @@ export function encodeEntries(entries: ReadonlyMap<string, Values>): Uint8Array 
 export function encodeSortedEntries(entries: readonly PackedEntry[]): Uint8Array {
   const names = new Map<string, number>();
   for (const e of entries) for (const n in e.values) if (!names.has(n)) names.set(n, names.size);
-  const w = scratch;
-  w.length = 0;
-  w.varint(PACKED_FORMAT);
-  w.varint(names.size);
-  for (const n of names.keys()) w.bytes(utf8.encode(n));
-  w.varint(entries.length);
+  // Written straight into one reused buffer: an item holds many short keys and values, for which
+  // a view per key suffix, a key list per entry and a typed-array copy per value cost more than the bytes.
+  let at = 0;
+  at = varint(at, PACKED_FORMAT);
+  at = varint(at, names.size);
+  for (const n of names.keys()) at = bytes(at, utf8.encode(n), 0);
+  at = varint(at, entries.length);
   let prev = EMPTY;
-  for (const e of entries) {
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
     const kb = e.kb;
     let shared = 0;
     const max = Math.min(prev.length, kb.length);
     while (shared < max && prev[shared] === kb[shared]) shared++;
-    w.varint(shared);
-    w.bytes(shared ? kb.subarray(shared) : kb);
+    at = varint(at, shared);
+    at = bytes(at, kb, shared);
     const values = e.values;
-    const vn = Object.keys(values);
-    w.varint(vn.length);
-    for (const n of vn) {
-      w.varint(names.get(n)!);
-      w.bytes(values[n]!);
+    let vn = 0;
+    for (const _ in values) vn++;
+    at = varint(at, vn);
+    for (const n in values) {
+      at = varint(at, names.get(n)!);
+      at = bytes(at, values[n]!, 0);
     }
     prev = kb;
   }
-  return w.finish();
+  return buf.slice(0, at);
 }
 
 const EMPTY: Uint8Array = new Uint8Array(0);
-/** the writer every encoding reuses (it is synchronous); `finish` copies out what it wrote */
-const scratch = new ByteWriter(4096);
+/** the buffer every encoding reuses (encoding is synchronous); the result is a copy of what was written */
+let buf = new Uint8Array(4096);
+
+/** room for `n` more bytes after `at` */
+function room(at: number, n: number): void {
+  if (at + n <= buf.length) return;
+  let size = buf.length * 2;
+  while (size < at + n) size *= 2;
+  const next = new Uint8Array(size);
+  next.set(buf.subarray(0, at));
+  buf = next;
+}
+
+/** an unsigned LEB128 varint (lengths and indexes: small non-negative integers) */
+function varint(at: number, n: number): number {
+  room(at, 10);
+  while (n >= 0x80) {
+    buf[at++] = (n % 0x80) | 0x80;
+    n = Math.floor(n / 0x80);
+  }
+  buf[at++] = n;
+  return at;
+}
+
+/** b from `from` on, after its length */
+function bytes(at: number, b: Uint8Array, from: number): number {
+  const n = b.length - from;
+  at = varint(at, n);
+  room(at, n);
+  if (n > 32) buf.set(from ? b.subarray(from) : b, at);
+  else for (let i = 0; i < n; i++) buf[at + i] = b[from + i]!;
+  return at + n;
+}
 
 export function decodeEntries(d: Uint8Array): Map<string, Values> {
   const out = new Map<string, Values>();
@@ -108,4 +142,185 @@ function readEntries(r: ByteReader): PackedEntry[] {
     prev = kb;
   }
   return out;
+}
+
+/** A row as the merge takes it: a key and its states (none: the key is cleared). */
+export interface MergedRow {
+  readonly key: string;
+  readonly values: Values;
+}
+
+/**
+ * `d` with `rows` merged in, worked on the bytes: exactly what encodeSortedEntries writes for the
+ * item's entries with the rows applied (a row with no states clears its key), with unchanged
+ * entries copied and nothing decoded into objects (a checkpoint rewrites most items; objects per
+ * entry kept in the cache until the next one are what the garbage collector then copies and
+ * promotes). `size`: `overhead` + the merged entries' bytes as split decisions count them (per
+ * entry its key's bytes + 3, per state its name's length + its bytes + 4).
+ *
+ * Only for the common case, else undefined (the caller merges decoded entries): an item of one
+ * state name, rows setting only that state, keys ASCII (bytes and strings then sort alike), rows
+ * strictly ascending, every key within [lo, hi), some entry left holding the state.
+ */
+export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: string | undefined, hi: string | undefined, overhead: number): { d: Uint8Array; size: number } | undefined {
+  const end = d.length;
+  let p = 0;
+  // a varint of d at p (lengths and counts: small), or -1 when it is not one
+  const next = (): number => {
+    let n = 0;
+    let mul = 1;
+    for (;;) {
+      if (p >= end || mul > 2 ** 28) return -1;
+      const b = d[p++]!;
+      n += (b & 0x7f) * mul;
+      if (b < 0x80) return n;
+      mul *= 0x80;
+    }
+  };
+  if (next() !== PACKED_FORMAT || next() !== 1) return undefined;
+  const nameLen = next();
+  if (nameLen < 0 || p + nameLen > end) return undefined;
+  const nameAt = p;
+  let name = '';
+  for (let i = 0; i < nameLen; i++) {
+    const c = d[p++]!;
+    if (c >= 0x80) return undefined;
+    name += String.fromCharCode(c);
+  }
+  const count = next();
+  if (count < 0) return undefined;
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    const k = r.key;
+    if (i > 0 && !(rows[i - 1]!.key < k)) return undefined;
+    for (const n in r.values) if (n !== name) return undefined;
+    for (let j = 0; j < k.length; j++) if (k.charCodeAt(j) >= 0x80) return undefined;
+    if ((lo !== undefined && k < lo) || (hi !== undefined && k >= hi)) return undefined;
+  }
+  // the entries go after room for the header, written last (its entry count is known at the end)
+  const head = 2 + 3 + nameLen + 3;
+  let at = head;
+  let size = overhead;
+  let written = 0;
+  let withState = 0;
+  let read = 0;
+  let keyLen = 0; // the old entry under the cursor: its key in oldKey, its states' bytes at [sAt, sEnd)
+  let sAt = 0;
+  let sEnd = 0;
+  let sBytes = 0;
+  let outLen = 0; // the last key written, in outKey
+  /** the next old entry: 1, or 0 when there is none, or -1 when the item is not the common case */
+  const readOld = (): number => {
+    if (read === count) return 0;
+    read++;
+    const shared = next();
+    const rest = next();
+    if (shared < 0 || rest < 0 || shared > keyLen || p + rest > end) return -1;
+    if (shared + rest > oldKey.length) oldKey = grown(oldKey, shared + rest);
+    // ascending: the first byte that differs from the last key is greater, or the key is longer
+    let order = read === 1 ? 1 : 0;
+    for (let i = 0; i < rest; i++) {
+      const c = d[p++]!;
+      if (c >= 0x80) return -1;
+      if (order === 0) order = shared + i >= keyLen ? 1 : Math.sign(c - oldKey[shared + i]!);
+      oldKey[shared + i] = c;
+    }
+    if (order === 0) order = shared + rest > keyLen ? 1 : -1;
+    if (order < 0) return -1;
+    keyLen = shared + rest;
+    sAt = p;
+    const states = next();
+    if (states > 1 || states < 0) return -1;
+    sBytes = -1;
+    if (states === 1) {
+      const n = next() === 0 ? next() : -1;
+      if (n < 0 || p + n > end) return -1;
+      p += n;
+      sBytes = nameLen + n + 4;
+    }
+    sEnd = p;
+    if ((lo !== undefined && compareToKey(oldKey, keyLen, lo) < 0) || (hi !== undefined && compareToKey(oldKey, keyLen, hi) >= 0)) return -1;
+    return 1;
+  };
+  // the key (oldKey's, or a row's string) prefix-compressed against the last one written
+  const writeKey = (k: string | undefined): number => {
+    const len = k === undefined ? keyLen : k.length;
+    if (len > outKey.length) outKey = grown(outKey, len);
+    let shared = 0;
+    const max = Math.min(outLen, len);
+    if (k === undefined) while (shared < max && outKey[shared] === oldKey[shared]) shared++;
+    else while (shared < max && outKey[shared] === k.charCodeAt(shared)) shared++;
+    at = varint(at, shared);
+    at = varint(at, len - shared);
+    room(at, len - shared);
+    for (let i = shared; i < len; i++) {
+      const c = k === undefined ? oldKey[i]! : k.charCodeAt(i);
+      buf[at++] = c;
+      outKey[i] = c;
+    }
+    outLen = len;
+    written++;
+    return len;
+  };
+  const copyOld = () => {
+    const len = writeKey(undefined);
+    const n = sEnd - sAt;
+    room(at, n);
+    for (let i = 0; i < n; i++) buf[at + i] = d[sAt + i]!;
+    at += n;
+    size += len + 3 + Math.max(0, sBytes);
+    if (sBytes >= 0) withState++;
+  };
+  let st = readOld();
+  for (let i = 0; i < rows.length && st >= 0; i++) {
+    const r = rows[i]!;
+    while (st === 1 && compareToKey(oldKey, keyLen, r.key) < 0) {
+      copyOld();
+      st = readOld();
+    }
+    // the row replaces the old entry of its key
+    if (st === 1 && compareToKey(oldKey, keyLen, r.key) === 0) st = readOld();
+    const v = r.values[name];
+    if (v === undefined) continue; // cleared
+    const len = writeKey(r.key);
+    at = varint(at, 1);
+    at = varint(at, 0);
+    at = bytes(at, v, 0);
+    size += len + 3 + nameLen + v.length + 4;
+    withState++;
+  }
+  while (st === 1) {
+    copyOld();
+    st = readOld();
+  }
+  if (st < 0 || p !== end || withState === 0 || written >= 0x200000) return undefined;
+  let h = head - varintLength(written);
+  varint(h, written);
+  h -= nameLen;
+  for (let i = 0; i < nameLen; i++) buf[h + i] = d[nameAt + i]!;
+  h -= varintLength(nameLen);
+  varint(h, nameLen);
+  h -= 2;
+  buf[h] = PACKED_FORMAT;
+  buf[h + 1] = 1;
+  return { d: buf.slice(h, at), size };
+}
+
+let oldKey = new Uint8Array(64);
+let outKey = new Uint8Array(64);
+const grown = (a: Uint8Array, n: number) => {
+  const b = new Uint8Array(Math.max(n, a.length * 2));
+  b.set(a);
+  return b;
+};
+const varintLength = (n: number) => (n < 0x80 ? 1 : n < 0x4000 ? 2 : 3);
+
+/** ASCII key bytes against a string, in compareKeys' order (code units; ASCII bytes are code units) */
+function compareToKey(kb: Uint8Array, len: number, s: string): number {
+  const n = Math.min(len, s.length);
+  for (let i = 0; i < n; i++) {
+    const c = kb[i]! - s.charCodeAt(i);
+    if (c !== 0) return c;
+  }
+  return len - s.length;
 }

@@ -27,7 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { SluiceError } from '../util/errors.js';
 import type { StateRow, StateRowId, StateStore } from './ports.js';
-import { compareKeys, decodeSortedEntries, encodeSortedEntries, PACKED_FORMAT } from '../codec/packed-entries.js';
+import { compareKeys, decodeSortedEntries, encodeSortedEntries, mergeIntoEntries, PACKED_FORMAT } from '../codec/packed-entries.js';
 import { type Entry, entryOf, find, ITEM_OVERHEAD, lastWriteWins, mergeRows, sortedEntries, type Values } from './packed-item-entries.js';
 
 /** sk of a group's first item (legacy rows used the key itself as sk; keys never start with NUL in practice) */
@@ -446,14 +446,24 @@ export class PackedStateStore implements StateStore {
         continue;
       }
       accepted.push(...mine);
+      const ckpt = Math.max(item.ckpt, n);
+      const expected = item.ver === 0 ? undefined : item.ver;
       // whether the rows change the item matters only if it needs no write for the checkpoint's sake
-      const merged = mergeRows(entriesOf(item), mine, item.lo, chain[i + 1]?.lo, item.ver !== 0 && item.ckpt >= n);
+      const compare = item.ver !== 0 && item.ckpt >= n;
+      // the common case on the item's bytes: no entry objects made, none kept for the next checkpoint
+      const fast = !compare && item.size > 0 ? mergeIntoEntries(item.d, mine, item.lo, chain[i + 1]?.lo, ITEM_OVERHEAD) : undefined;
+      if (fast && fast.size <= this.splitBytes) {
+        const stored: StoredItem = { sk: item.sk, f: PACKED_FORMAT, c: ckpt, r: item.ver + 1, ...(item.lo !== undefined ? { l: item.lo } : {}), ...(item.next !== undefined ? { n: item.next } : {}), d: fast.d };
+        const it: Item = { sk: item.sk, lo: item.lo, next: item.next, ckpt, ver: item.ver + 1, size: fast.d.length, entries: undefined, d: fast.d };
+        writes.push({ stored, expected, item: it });
+        newChain.push(it);
+        continue;
+      }
+      const merged = mergeRows(entriesOf(item), mine, item.lo, chain[i + 1]?.lo, compare);
       if (!merged.changed && item.ver !== 0 && item.ckpt >= n) {
         newChain.push(item);
         continue;
       }
-      const ckpt = Math.max(item.ckpt, n);
-      const expected = item.ver === 0 ? undefined : item.ver;
       const pieces = this.split(merged.entries, merged.bytes);
       const sks = pieces.map((_, j) => (j === 0 ? item.sk : newSk()));
       for (let j = 0; j < pieces.length; j++) {
