@@ -1,0 +1,758 @@
+/**
+ * The driver of the StageRunner protocol tests (stage-runner.test.ts, stage-runner.property.test.ts).
+ *
+ * A small driver plays the two things around the engine: the event source mapping (it reads each
+ * shard in batches of random size, hands each batch to one of several StageRunner objects — the
+ * "execution environments" — and retries a batch that threw) and the coordinator (it injects
+ * barriers into every source shard, waits for the ack set, commits by publishing the collect sink,
+ * aborts on timeout). Faults are injected per environment (crash before/after any port call, a
+ * lost environment, a zombie that resumes after another environment took the lease over) and in
+ * the services (PutRecords partial failures, throttling).
+ *
+ * The oracle is computed from the produced input only: per-key counts and sums of the records that
+ * precede barrier n in their source shard are what snapshot n must hold and what the commit of n
+ * must have published; all records are what the final upsert rows must show.
+ */
+import { it } from 'vitest';
+import { collectSink, dynamoUpsertSink, job, valueState } from '../api/index.js';
+import type { Job } from '../api/job.js';
+import {
+  createJobStreams,
+  createMemoryPorts,
+  memoryDeadLetterKey,
+  prng,
+  throttled,
+  withHooks,
+  type MemoryPorts,
+  type PortOp,
+} from '../adapters/memory/memory-ports.js';
+import { memoryCoordinator } from '../adapters/memory/checkpoint-store.js';
+import { MemorySourceBarrierStore } from '../adapters/memory/source-barriers.js';
+import { decodePacket } from '../codec/envelope.js';
+import { hashKeyOfEvenShard } from '../plan/key-groups.js';
+import type { Plan, PlanStage } from '../plan/plan.js';
+import { planJob } from '../plan/planner.js';
+import { resourceNames, type ResourceNames } from '../plan/resources.js';
+import { FencedError } from '../util/errors.js';
+import type { RuntimePorts, StoredRecord } from './ports.js';
+import { compareSeq } from './positions.js';
+import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
+
+// ------------------------------------------------------------------------------------------ the job
+
+export interface Ev {
+  readonly user: string;
+  readonly v: number;
+  readonly ts: number;
+  readonly skip?: boolean;
+  /** bulk, to make large packets */
+  readonly pad?: string;
+}
+
+export interface Total {
+  readonly user: string;
+  readonly count: number;
+  readonly sum: number;
+  /** ctx.random(): must replay identically */
+  readonly r: number;
+}
+
+export const totals = valueState<{ count: number; sum: number }>('totals');
+
+export function buildJob(sourceShards: number, parallelism: number, maxParallelism: number): Job {
+  const j = job('proto', { maxParallelism, poisonPolicy: 'dead-letter' });
+  const events = j.source<Ev>({
+    name: 'events',
+    shards: sourceShards,
+    parse: (raw) => {
+      const e = raw as Partial<Ev> | null;
+      if (!e || typeof e.user !== 'string' || typeof e.v !== 'number' || typeof e.ts !== 'number') throw new Error('not an event');
+      return e as Ev;
+    },
+    timestamp: (e) => e.ts,
+  });
+  events.filter((e) => e.skip === true, { name: 'skipped' }).sinkTo(collectSink<Ev>('skipped'));
+  const out = events
+    .filter((e) => e.skip !== true, { name: 'kept' })
+    .keyBy((e) => e.user, { parallelism })
+    .process<Total>(
+      {
+        state: [totals],
+        processElement(e, ctx, collector) {
+          const s = ctx.getState(totals);
+          const prev = s.value() ?? { count: 0, sum: 0 };
+          const next = { count: prev.count + 1, sum: prev.sum + e.v };
+          s.update(next);
+          collector.collect({ user: e.user, count: next.count, sum: next.sum, r: ctx.random() });
+        },
+      },
+      { name: 'totals' },
+    );
+  out.sinkTo(dynamoUpsertSink<Total>({ name: 'totals', key: (t) => t.user }));
+  out.sinkTo(collectSink<Total>('updates'));
+  return j;
+}
+
+// ------------------------------------------------------------------------------------------ the driver
+
+export class InjectedCrash extends Error {
+  override readonly name = 'InjectedCrash';
+}
+
+export interface Env {
+  readonly id: string;
+  readonly stage: PlanStage;
+  runner: StageRunner;
+  readonly ports: RuntimePorts;
+  /** port calls in the current run */
+  ops: number;
+  /** probability of a crash before / after each port call */
+  crashP: number;
+  /** block the run at this port call (0 = the first) until released */
+  gateAt: number | undefined;
+  gate: Promise<void> | undefined;
+  onGate: (() => void) | undefined;
+  /** port calls of the current run, for diagnostics */
+  trace: PortOp[];
+}
+
+export interface Produced {
+  readonly shardId: string;
+  readonly seq: string;
+  readonly kind: 'ok' | 'skip' | 'poison';
+  readonly ev?: Ev;
+}
+
+export interface SimOptions {
+  readonly seed: number;
+  readonly sourceShards: number;
+  readonly parallelism: number;
+  readonly maxParallelism: number;
+  readonly envsPerStage: number;
+  readonly users: number;
+  readonly maxBatch: number;
+  readonly pageSize: number;
+  /** per entry, PutRecords to the inner stream rejects it (first 3 attempts) */
+  readonly putRejectP: number;
+  /** per port call, an environment crashes before or after it */
+  readonly crashP: number;
+  /** per service call, the service throttles (retried inside) */
+  readonly throttleP: number;
+  /** a crash point the run hits often: `before:op` or `after:op`, crashed with probability 0.3 */
+  readonly focus?: string;
+  readonly runner?: StageRunnerOptions;
+  /** sources put barriers at their read position (source-barriers.ts), not where the coordinator appended them */
+  readonly sourceBarriers?: boolean;
+}
+
+export const defaultSim: SimOptions = {
+  seed: 1,
+  sourceShards: 2,
+  parallelism: 2,
+  maxParallelism: 16,
+  envsPerStage: 2,
+  users: 5,
+  maxBatch: 6,
+  pageSize: 1000,
+  putRejectP: 0,
+  crashP: 0,
+  throttleP: 0,
+  runner: {},
+};
+
+export type Totals = Map<string, { count: number; sum: number; values: number[] }>;
+
+export class Sim {
+  readonly job: Job;
+  readonly plan: Plan;
+  readonly names: ResourceNames;
+  readonly m: MemoryPorts;
+  readonly coord: ReturnType<typeof memoryCoordinator>;
+  readonly rand: () => number;
+  readonly envs = new Map<string, Env[]>();
+  readonly produced: Produced[] = [];
+  /** checkpoint → source shard → sequence number of the first barrier n injected there */
+  readonly barrierAt = new Map<number, Map<string, string>>();
+  /** ESM position per `${stageId}/${shardId}`: records delivered successfully */
+  readonly cursor = new Map<string, number>();
+  readonly completed: number[] = [];
+  readonly aborted: number[] = [];
+  readonly errors: string[] = [];
+  readonly stats = { batches: 0, failures: 0, crashes: 0, fenced: 0, redeliveries: 0, envLosses: 0, zombies: 0, zombieFenced: 0 };
+  readonly sourceStream: string;
+  readonly innerStream: string;
+  private ts = 1_700_000_000_000;
+  private nextUser = 0;
+  private disabledFaults = false;
+  private barrierStore: MemorySourceBarrierStore | undefined;
+
+  constructor(readonly o: SimOptions) {
+    this.rand = prng(o.seed);
+    this.job = buildJob(o.sourceShards, o.parallelism, o.maxParallelism);
+    this.plan = planJob(this.job);
+    this.names = resourceNames(this.plan, 'test');
+    this.sourceStream = this.names.streamOf(this.plan.stages[0]!);
+    this.innerStream = this.names.streamOf(this.plan.stages[1]!);
+    this.m = createMemoryPorts({
+      seed: o.seed,
+      pageSize: o.pageSize,
+      faults: {
+        rejectPutEntry: (e) => !this.disabledFaults && e.stream === this.innerStream && e.attempt < 3 && this.rand() < o.putRejectP,
+        before: (op) => {
+          if (!this.disabledFaults && o.throttleP > 0 && op !== 'state.applyRow' && this.rand() < o.throttleP) throw throttled();
+        },
+      },
+    });
+    createJobStreams(this.m.kinesis, this.plan, this.names);
+    if (o.sourceBarriers) this.barrierStore = new MemorySourceBarrierStore(this.m.control);
+    this.coord = memoryCoordinator(this.plan, this.names, this.m, [this.m.collect], () => new Date(this.ts));
+    for (const stage of this.plan.stages) {
+      this.envs.set(
+        stage.id,
+        Array.from({ length: o.envsPerStage }, (_, i) => this.makeEnv(stage, `${stage.id}/env${i}`)),
+      );
+      for (const s of this.m.kinesis.listShards(this.names.streamOf(stage))) this.cursor.set(`${stage.id}/${s.shardId}`, 0);
+    }
+  }
+
+  private makeEnv(stage: PlanStage, id: string): Env {
+    const env: Env = {
+      id,
+      stage,
+      runner: undefined as unknown as StageRunner,
+      ports: undefined as unknown as RuntimePorts,
+      ops: 0,
+      crashP: this.o.crashP,
+      gateAt: undefined,
+      gate: undefined,
+      onGate: undefined,
+      trace: [],
+    };
+    const hooks = {
+      before: async (op: PortOp) => {
+        const i = env.ops++;
+        env.trace.push(op);
+        if (env.gateAt === i && env.gate) {
+          env.onGate?.();
+          await env.gate;
+        }
+        if (this.crashes(env, `before:${op}`)) throw new InjectedCrash(`crash before ${op}`);
+      },
+      after: (op: PortOp) => {
+        if (this.crashes(env, `after:${op}`)) throw new InjectedCrash(`crash after ${op}`);
+      },
+    };
+    const ports = this.barrierStore ? { ...this.m.ports, sourceBarriers: this.barrierStore } : this.m.ports;
+    (env as { ports: RuntimePorts }).ports = withHooks(ports, hooks);
+    env.runner = new StageRunner(this.job, this.plan, stage, this.names, env.ports, this.o.runner ?? {});
+    return env;
+  }
+
+  private crashes(env: Env, point: string): boolean {
+    if (this.disabledFaults || env.crashP === 0) return false;
+    if (point === this.o.focus) return this.rand() < 0.3;
+    return this.rand() < env.crashP / 2;
+  }
+
+  /** The environment loses its cache (recycled by Lambda). */
+  loseEnv(env: Env): void {
+    env.runner = new StageRunner(this.job, this.plan, env.stage, this.names, env.ports, this.o.runner ?? {});
+    this.stats.envLosses++;
+  }
+
+  stage(i: number): PlanStage {
+    return this.plan.stages[i]!;
+  }
+
+  shardsOf(stage: PlanStage): string[] {
+    return this.m.kinesis.listShards(this.names.streamOf(stage)).map((s) => s.shardId);
+  }
+
+  records(stage: PlanStage, shardId: string): readonly StoredRecord[] {
+    return this.m.kinesis.records(this.names.streamOf(stage), shardId);
+  }
+
+  pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.rand() * xs.length)]!;
+  }
+
+  // ---- input
+
+  /** Produces one record into a source shard (random unless given). */
+  produce(spec: { kind?: Produced['kind']; user?: string; v?: number; shard?: number; raw?: string; pad?: number; ts?: number } = {}): Produced {
+    const r = this.rand();
+    const kind = spec.kind ?? (r < 0.06 ? 'poison' : r < 0.16 ? 'skip' : 'ok');
+    const shard = spec.shard ?? Math.floor(this.rand() * this.o.sourceShards);
+    this.ts += Math.floor(this.rand() * 50);
+    let ev: Ev | undefined;
+    let data: string;
+    if (kind === 'poison') {
+      data = spec.raw ?? (this.rand() < 0.5 ? 'not json {' : JSON.stringify({ v: 1 }));
+    } else {
+      const user = spec.user ?? `u${this.rand() < 0.3 ? this.nextUser++ % this.o.users : Math.floor(this.rand() * this.o.users)}`;
+      ev = {
+        user,
+        v: spec.v ?? 1 + Math.floor(this.rand() * 100),
+        ts: spec.ts ?? this.ts,
+        ...(kind === 'skip' ? { skip: true } : {}),
+        ...(spec.pad ? { pad: 'x'.repeat(spec.pad) } : {}),
+      };
+      data = spec.raw ?? JSON.stringify(ev);
+    }
+    const put = this.m.kinesis.putRecord(this.sourceStream, {
+      data: new TextEncoder().encode(data),
+      partitionKey: `pk${Math.floor(this.rand() * 1e9)}`,
+      explicitHashKey: hashKeyOfEvenShard(shard, this.o.sourceShards),
+    });
+    const p: Produced = { shardId: put.shardId, seq: put.sequenceNumber, kind, ...(ev ? { ev } : {}) };
+    this.produced.push(p);
+    return p;
+  }
+
+  // ---- the coordinator
+
+  inFlight: { n: number; since: number; token: string } | undefined;
+  lastStarted = 0;
+
+  async startCheckpoint(step = 0): Promise<number> {
+    const { checkpointId: n } = await this.coord.allocate();
+    const injected = this.coord.ports.injector.injected;
+    const from = injected.length;
+    await this.coord.inject(n);
+    const at = new Map<string, string>();
+    for (const b of injected.slice(from)) at.set(b.shardId, b.sequenceNumber);
+    this.barrierAt.set(n, at);
+    const token = `token-${n}`;
+    this.inFlight = { n, since: step, token };
+    this.lastStarted = n;
+    await this.coord.await(n, token);
+    return n;
+  }
+
+  /** Commits the checkpoint in flight if its ack set is complete; true when it did. */
+  async tryCommit(): Promise<boolean> {
+    const f = this.inFlight;
+    if (!f || !this.m.notifier.wasAnswered(f.token)) return false;
+    await this.coord.commit(f.n);
+    this.completed.push(f.n);
+    this.inFlight = undefined;
+    this.checkCommitted(f.n);
+    return true;
+  }
+
+  async abortInFlight(reason = 'timeout'): Promise<void> {
+    const f = this.inFlight!;
+    await this.coord.abort(f.n, reason);
+    this.aborted.push(f.n);
+    this.inFlight = undefined;
+  }
+
+  // ---- the ESM
+
+  pendingShards(): Array<{ stage: PlanStage; shardId: string }> {
+    const out: Array<{ stage: PlanStage; shardId: string }> = [];
+    for (const stage of this.plan.stages) {
+      for (const shardId of this.shardsOf(stage)) {
+        if (this.cursor.get(`${stage.id}/${shardId}`)! < this.records(stage, shardId).length) out.push({ stage, shardId });
+      }
+    }
+    return out;
+  }
+
+  nextBatch(stage: PlanStage, shardId: string, size?: number): StoredRecord[] {
+    const c = this.cursor.get(`${stage.id}/${shardId}`)!;
+    const recs = this.records(stage, shardId);
+    const n = size ?? 1 + Math.floor(this.rand() * this.o.maxBatch);
+    return recs.slice(c, c + n);
+  }
+
+  /** True when the shard's next records (up to `within`) hold a barrier. */
+  barrierAhead(stage: PlanStage, shardId: string, within: number): boolean {
+    return this.nextBatch(stage, shardId, within).some((r) =>
+      stage.input.kind === 'source' ? r.data[0] === 0 : decodePacket(r.data).envelopes.some((e) => e.kind === 'barrier'),
+    );
+  }
+
+  /** Runs one batch on an environment; classifies the outcome. */
+  async invoke(env: Env, shardId: string, batch: readonly StoredRecord[], allowFenced = false): Promise<BatchOutcome | Error> {
+    env.ops = 0;
+    env.trace = [];
+    this.stats.batches++;
+    try {
+      return await env.runner.run(shardId, batch);
+    } catch (err) {
+      this.stats.failures++;
+      if (err instanceof InjectedCrash) this.stats.crashes++;
+      else if (err instanceof FencedError && allowFenced) this.stats.fenced++;
+      else this.errors.push(`${env.id} ${shardId}: ${(err as Error).stack ?? String(err)}\n  ops: ${env.trace.join(', ')}`);
+      return err as Error;
+    }
+  }
+
+  /** One ESM step on a shard: the next batch to a random environment; the cursor moves on success. */
+  async esmStep(stage: PlanStage, shardId: string, opts: { env?: Env; size?: number; redeliverP?: number } = {}): Promise<boolean> {
+    const batch = this.nextBatch(stage, shardId, opts.size);
+    if (!batch.length) return false;
+    const env = opts.env ?? this.pick(this.envs.get(stage.id)!);
+    const r = await this.invoke(env, shardId, batch);
+    if (r instanceof Error) return false;
+    const key = `${stage.id}/${shardId}`;
+    this.cursor.set(key, this.cursor.get(key)! + batch.length);
+    if (opts.redeliverP && this.rand() < opts.redeliverP) {
+      // the ESM did not see the answer (a timeout) and retries a batch that was processed
+      this.stats.redeliveries++;
+      await this.invoke(this.pick(this.envs.get(stage.id)!), shardId, batch);
+    }
+    return true;
+  }
+
+  /** Runs ESM steps until every shard of every stage is read to its end. */
+  async drainAll(maxSteps = 20_000, redeliverP = 0): Promise<void> {
+    for (let i = 0; i < maxSteps; i++) {
+      const pending = this.pendingShards();
+      if (!pending.length) return;
+      const { stage, shardId } = this.pick(pending);
+      await this.esmStep(stage, shardId, { redeliverP });
+      await this.tryCommit();
+      if (this.errors.length) return;
+    }
+    throw new Error(`shards still have unprocessed records after ${maxSteps} steps:\n${this.diagnostics()}`);
+  }
+
+  /**
+   * A zombie: environment A runs a batch and blocks at its `gateAt`-th port call (the invocation
+   * "timed out"); the ESM retries the batch on environment B, which may block too; then both are
+   * released in a random order. Returns what each run did.
+   */
+  async zombie(stage: PlanStage, shardId: string, gateA: number, gateB: number | undefined, releaseAFirst: boolean) {
+    const [a, b] = this.twoEnvs(stage);
+    const batch = this.nextBatch(stage, shardId);
+    if (!batch.length) return undefined;
+    this.stats.zombies++;
+    const gated = (env: Env, at: number | undefined) => {
+      let release!: () => void;
+      let reached!: () => void;
+      const reachedP = new Promise<void>((r) => (reached = r));
+      env.gateAt = at;
+      env.gate = at === undefined ? undefined : new Promise<void>((r) => (release = r));
+      env.onGate = () => reached();
+      return { reachedP, release: () => (at === undefined ? undefined : release()) };
+    };
+    const ga = gated(a, gateA);
+    const pA = this.invoke(a, shardId, batch, true);
+    const aState = await Promise.race([ga.reachedP.then(() => 'gated' as const), pA.then(() => 'done' as const)]);
+    const gb = gated(b, gateB);
+    // the ESM retry: the same batch (or more)
+    const retry = this.nextBatch(stage, shardId, batch.length + Math.floor(this.rand() * 3));
+    const pB = this.invoke(b, shardId, retry, true);
+    const bState = await Promise.race([gb.reachedP.then(() => 'gated' as const), pB.then(() => 'done' as const)]);
+    let ra: BatchOutcome | Error;
+    let rb: BatchOutcome | Error;
+    if (releaseAFirst || bState === 'done') {
+      const afterB = bState === 'done' ? this.fingerprint() : undefined;
+      const envelopesAfterB = bState === 'done' ? this.innerEnvelopes() : undefined;
+      const acksAfterB = bState === 'done' ? this.ackSets() : undefined;
+      ga.release();
+      ra = await pA;
+      // a zombie resumed after the retry took the lease over must be fenced and change nothing, if
+      // it had read the lease by then (a source reads the announced barriers with it, at once)
+      const leaseRead = this.o.sourceBarriers && stage.input.kind === 'source' ? 2 : 1;
+      if (bState === 'done' && aState === 'gated' && gateA >= leaseRead) {
+        rb = await pB;
+        if (!(rb instanceof Error) && !rb.cacheHit) {
+          // it may also finish without error when its batch held nothing past the snapshot it
+          // restored: it then made no fenced write, and must have changed nothing either
+          const idle = !(ra instanceof Error) && ra.processed === 0;
+          if (!(ra instanceof FencedError) && !(ra instanceof InjectedCrash) && !idle) {
+            this.errors.push(`zombie ${a.id} on ${shardId} was not fenced after ${b.id} took over: ${ra instanceof Error ? ra.stack : JSON.stringify(ra)}\n  ops: ${a.trace.join(', ')}`);
+          } else {
+            if (ra instanceof FencedError) this.stats.zombieFenced++;
+            const after = this.fingerprint();
+            if (after !== afterB) this.errors.push(`zombie ${a.id} on ${shardId} changed durable state:\n${diffLines(afterB!, after)}`);
+            // the only thing it may add: the ack of a snapshot it made durable before it lost the lease
+            for (const [n, ids] of this.ackSets()) {
+              for (const id of ids) {
+                if (acksAfterB!.get(n)?.has(id)) continue;
+                const own = this.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n && p.fence < (this.m.control.lease(id).fence ?? 0));
+                if (!own) this.errors.push(`zombie ${a.id} acked checkpoint ${n} for ${id} without a snapshot published under its fence`);
+              }
+            }
+            const problems = this.onlyDuplicates(envelopesAfterB!);
+            if (problems.length) this.errors.push(`zombie ${a.id} (gated at ${gateA}) wrote new envelopes: ${problems.slice(0, 3).join('; ')}\n  A ops: ${a.trace.join(', ')}\n  B ops: ${b.trace.join(', ')}\n  A batch ${batch.length}, B batch ${retry.length}, B outcome ${JSON.stringify(rb)}`);
+          }
+        }
+      }
+      gb.release();
+      rb = await pB;
+    } else {
+      gb.release();
+      rb = await pB;
+      ga.release();
+      ra = await pA;
+    }
+    a.gateAt = b.gateAt = undefined;
+    a.gate = b.gate = undefined;
+    if (!(rb instanceof Error)) {
+      const key = `${stage.id}/${shardId}`;
+      this.cursor.set(key, this.cursor.get(key)! + retry.length);
+    }
+    return { ra, rb };
+  }
+
+  twoEnvs(stage: PlanStage): [Env, Env] {
+    const list = this.envs.get(stage.id)!;
+    if (list.length < 2) list.push(this.makeEnv(stage, `${stage.id}/env${list.length}`));
+    const i = Math.floor(this.rand() * list.length);
+    const j = (i + 1 + Math.floor(this.rand() * (list.length - 1))) % list.length;
+    return [list[i]!, list[j]!];
+  }
+
+  // ---- invariants
+
+  /** Everything durable an instance may change (not Kinesis: see innerEnvelopes). */
+  fingerprint(): string {
+    const m = this.m;
+    const leases = m.control.leaseIds().map((id) => [id, m.control.lease(id)]);
+    const rows = m.state
+      .rows()
+      .map((r) => [r.checkpointId, r.row.operatorId, r.row.keyGroup, r.row.key, Object.entries(r.row.values).map(([k, v]) => [k, Buffer.from(v).toString('hex')])])
+      .sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)));
+    const deltas = [...m.control.deltas()].map(([k, v]) => [k, Buffer.from(v).toString('hex')]).sort();
+    const upserts = [...m.upsertSink.table(this.upsertTable())].sort(([x], [y]) => x.localeCompare(y));
+    const acks = m.control.allCheckpoints().map((c) => [c.checkpointId, c.status]);
+    return [
+      `leases ${JSON.stringify(leases)}`,
+      `rows ${JSON.stringify(rows)}`,
+      `deltas ${JSON.stringify(deltas)}`,
+      `upserts ${JSON.stringify(upserts)}`,
+      `acks ${JSON.stringify(acks)}`,
+      `deadLetters ${JSON.stringify([...m.deadLetters.letters.keys()].sort())}`,
+      `published ${m.control.published.length}`,
+      `collect conflicts ${m.collect.conflicts}`,
+    ].join('\n');
+  }
+
+  ackSets(): Map<number, Set<string>> {
+    return new Map(this.m.control.allCheckpoints().map((c) => [c.checkpointId, new Set(c.acks)]));
+  }
+
+  /** Every envelope on the inner stream, by id, with its content. */
+  innerEnvelopes(): { count: number; ids: Map<string, string> } {
+    const ids = new Map<string, string>();
+    let count = 0;
+    for (const shardId of this.shardsOf(this.stage(1))) {
+      for (const r of this.records(this.stage(1), shardId)) {
+        count++;
+        for (const [id, content] of envelopeIds(r.data)) ids.set(`${shardId}|${id}`, content);
+      }
+    }
+    return { count, ids };
+  }
+
+  /** Envelopes written since `before` must all be duplicates (same id, same content). */
+  onlyDuplicates(before: { ids: Map<string, string> }): string[] {
+    const problems: string[] = [];
+    const now = this.innerEnvelopes();
+    for (const [id, content] of now.ids) {
+      const prev = before.ids.get(id);
+      if (prev === undefined) problems.push(`new ${id}`);
+      else if (prev !== content) problems.push(`changed ${id}`);
+    }
+    return problems;
+  }
+
+  upsertTable(): string {
+    return this.names.sinkTable(this.plan.sinks.find((s) => s.kind === 'dynamodb-upsert')!);
+  }
+
+  /**
+   * Whether the record `seq` of a source shard precedes barrier n there: with tail barriers, the
+   * barrier the coordinator appended; with barriers at the read position, the record after which the
+   * source instance's snapshot n says it went out (every snapshot n of the instance must say the same).
+   */
+  beforeBarrier(n: number, shardId: string, seq: string): boolean {
+    if (!this.o.sourceBarriers) return compareSeq(seq, this.barrierAt.get(n)!.get(shardId)!) < 0;
+    const id = `${this.stage(0).id}:${shardId}`;
+    const points = new Set(this.m.control.published.filter((p) => p.instanceId === id && p.pointer.checkpointId === n).map((p) => JSON.stringify(p.pointer.replayPoint)));
+    if (points.size !== 1) {
+      this.errors.push(`barrier ${n} of ${id} went out at ${points.size} places: ${[...points].join(', ')}`);
+      return false;
+    }
+    const rp = JSON.parse([...points][0]!) as { from: string; sequenceNumber: string };
+    return rp.from === 'after' && compareSeq(seq, rp.sequenceNumber) <= 0;
+  }
+
+  /** Per-user count and sum of the records before barrier n in their shard (all records if n is undefined). */
+  oracle(n?: number): Totals {
+    const out: Totals = new Map();
+    for (const p of this.produced) {
+      if (p.kind !== 'ok') continue;
+      if (n !== undefined && !this.beforeBarrier(n, p.shardId, p.seq)) continue;
+      const t = out.get(p.ev!.user) ?? { count: 0, sum: 0, values: [] };
+      t.count++;
+      t.sum += p.ev!.v;
+      t.values.push(p.ev!.v);
+      out.set(p.ev!.user, t);
+    }
+    return out;
+  }
+
+  skippedBefore(n?: number): string[] {
+    return this.produced
+      .filter((p) => p.kind === 'skip' && (n === undefined || this.beforeBarrier(n, p.shardId, p.seq)))
+      .map((p) => JSON.stringify(p.ev))
+      .sort();
+  }
+
+  /** Checks what the commit of n published, and the snapshot n. */
+  checkCommitted(n: number): void {
+    const expected = this.oracle(n);
+    this.checkPublished(expected, `commit ${n}`, this.skippedBefore(n));
+    this.checkSnapshot(n, expected);
+  }
+
+  checkPublished(expected: Totals, what: string, skipped: string[]): void {
+    const updates = this.m.collect.published<Total>('updates');
+    const perUser = new Map<string, Total[]>();
+    for (const u of updates) perUser.set(u.user, [...(perUser.get(u.user) ?? []), u]);
+    const users = new Set([...expected.keys(), ...perUser.keys()]);
+    for (const user of users) {
+      const e = expected.get(user) ?? { count: 0, sum: 0, values: [] };
+      const got = perUser.get(user) ?? [];
+      const counts = got.map((g) => g.count);
+      if (JSON.stringify(counts) !== JSON.stringify(Array.from({ length: e.count }, (_, i) => i + 1))) {
+        this.errors.push(`${what}: published counts of ${user} are ${JSON.stringify(counts)}, expected 1..${e.count}`);
+        continue;
+      }
+      const deltas = got.map((g, i) => g.sum - (i ? got[i - 1]!.sum : 0)).sort((a, b) => a - b);
+      if (JSON.stringify(deltas) !== JSON.stringify([...e.values].sort((a, b) => a - b))) {
+        this.errors.push(`${what}: published sums of ${user} do not add up to its values`);
+      }
+    }
+    const gotSkipped = this.m.collect.published<Ev>('skipped').map((e) => JSON.stringify(e)).sort();
+    if (JSON.stringify(gotSkipped) !== JSON.stringify(skipped)) {
+      this.errors.push(`${what}: published ${gotSkipped.length} skipped events, expected ${skipped.length}`);
+    }
+  }
+
+  checkSnapshot(n: number, expected: Totals): void {
+    const op = this.plan.stages[1]!.operators.find((o) => o.kind === 'process')!.id;
+    const got = new Map<string, { count: number; sum: number }>();
+    for (const row of this.m.state.asOf(n)) {
+      if (row.operatorId !== op || !row.values.totals) continue;
+      got.set(row.key, JSON.parse(new TextDecoder().decode(row.values.totals)) as { count: number; sum: number });
+    }
+    const want = new Map([...expected].map(([u, t]) => [u, { count: t.count, sum: t.sum }]));
+    const a = JSON.stringify([...got].sort(([x], [y]) => x.localeCompare(y)));
+    const b = JSON.stringify([...want].sort(([x], [y]) => x.localeCompare(y)));
+    if (a !== b) this.errors.push(`snapshot ${n}: state rows ${a}, expected ${b}`);
+    const instances = this.plan.stages.flatMap((s) => this.shardsOf(s).map((sh) => `${s.id}:${sh}`));
+    for (const id of instances) {
+      if (!this.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n)) {
+        this.errors.push(`snapshot ${n}: ${id} acked without publishing it`);
+      }
+    }
+  }
+
+  /** The end state: every record's effect exactly once. */
+  checkFinal(): void {
+    const expected = this.oracle();
+    const table = this.m.upsertSink.table(this.upsertTable());
+    const got = [...table].map(([k, v]) => [k, { user: v.user, count: v.count, sum: v.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
+    const want = [...expected].map(([u, t]) => [u, { user: u, count: t.count, sum: t.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
+    if (JSON.stringify(got) !== JSON.stringify(want)) this.errors.push(`final upsert rows ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+    // rows never moved back in time
+    const last = new Map<string, number>();
+    for (const a of this.m.upsertSink.accepted) {
+      const c = (a.write.item as unknown as Total).count;
+      if ((last.get(a.key) ?? 0) > c) this.errors.push(`upsert row ${a.key} regressed from ${last.get(a.key)} to ${c}`);
+      last.set(a.key, c);
+    }
+    const poison = this.produced
+      .filter((p) => p.kind === 'poison')
+      .map((p) => memoryDeadLetterKey({ job: this.plan.job, stage: 's0', shardId: p.shardId, sequenceNumber: p.seq, subSequence: 0 }))
+      .sort();
+    const letters = [...this.m.deadLetters.letters.keys()].sort();
+    if (JSON.stringify(letters) !== JSON.stringify(poison)) this.errors.push(`dead letters ${JSON.stringify(letters)}, expected ${JSON.stringify(poison)}`);
+    // determinism: every replay gives a record the same producer, epoch and sequence number
+    for (const shardId of this.shardsOf(this.stage(1))) {
+      const seen = new Map<string, string>();
+      for (const r of this.records(this.stage(1), shardId)) {
+        for (const [id, content] of envelopeIds(r.data)) {
+          const prev = seen.get(id);
+          if (prev === undefined) seen.set(id, content);
+          else if (prev !== content) {
+            this.errors.push(`inner envelope ${id} on ${shardId} was emitted with two contents: ${prev} and ${content}`);
+            return;
+          }
+        }
+      }
+    }
+    if (this.m.collect.conflicts) this.errors.push(`${this.m.collect.conflicts} collect outputs re-staged with other content (non-determinism)`);
+    if (this.m.state.conflicts) this.errors.push(`${this.m.state.conflicts} state rows rewritten with other values for the same checkpoint`);
+    if (this.m.control.deltaConflicts) this.errors.push(`${this.m.control.deltaConflicts} deltas rewritten with other bytes`);
+  }
+
+  /** Stops faults, processes everything, completes one last checkpoint that covers every record, and checks. */
+  async finish(maxRounds = 6): Promise<void> {
+    this.disabledFaults = true;
+    for (const list of this.envs.values()) for (const e of list) e.crashP = 0;
+    for (let round = 0; round < maxRounds && !this.errors.length; round++) {
+      await this.drainAll();
+      if (this.inFlight && !(await this.tryCommit())) {
+        // everything is processed and the ack set is still short: the coordinator times out
+        await this.abortInFlight('final timeout');
+        continue;
+      }
+      const n = await this.startCheckpoint();
+      await this.drainAll();
+      await this.tryCommit();
+      if (this.completed.includes(n)) {
+        this.checkPublished(this.oracle(), 'final commit', this.skippedBefore());
+        this.checkFinal();
+        return;
+      }
+      this.errors.push(`checkpoint ${n} did not complete with every record processed and no faults:\n${this.diagnostics()}`);
+      return;
+    }
+    if (!this.errors.length) this.errors.push(`no final checkpoint completed:\n${this.diagnostics()}`);
+  }
+
+  diagnostics(): string {
+    const lines: string[] = [];
+    for (const [stage, list] of this.envs) {
+      for (const e of list) for (const i of e.runner.cached()) lines.push(`${stage} ${e.id}: ${JSON.stringify(i.describe())}`);
+    }
+    for (const c of this.m.control.allCheckpoints()) lines.push(`checkpoint ${c.checkpointId} ${c.status} acks ${[...c.acks].sort().join(',')}`);
+    lines.push(`stats ${JSON.stringify(this.stats)}`);
+    return lines.join('\n');
+  }
+}
+
+export function envelopeIds(data: Uint8Array): Array<[string, string]> {
+  const p = decodePacket(data);
+  return p.envelopes.map((e) => {
+    if (e.kind === 'data') {
+      return [`${p.producer}|d|${e.epoch}|${e.seq}`, JSON.stringify([e.keyGroup, e.timestamp, Buffer.from(e.payload).toString('hex')])];
+    }
+    if (e.kind === 'barrier') return [`${p.producer}|b|${e.checkpointId}`, JSON.stringify(e)];
+    return [`${p.producer}|${JSON.stringify(e)}`, ''];
+  });
+}
+
+export function diffLines(a: string, b: string): string {
+  const x = a.split('\n');
+  const y = b.split('\n');
+  return x
+    .map((l, i) => (l === y[i] ? '' : `- ${l.slice(0, 600)}\n+ ${(y[i] ?? '').slice(0, 600)}`))
+    .filter(Boolean)
+    .join('\n');
+}
+
+export const sim = (o: Partial<SimOptions> = {}) => new Sim({ ...defaultSim, ...o });
+
+export function expectNoErrors(s: Sim): void {
+  if (s.errors.length) throw new Error(`${s.errors.length} invariant violation(s):\n${s.errors.slice(0, 5).join('\n\n')}\n\n${s.diagnostics()}`);
+}
+
+// ------------------------------------------------------------------------------------------ tests
