@@ -93,6 +93,41 @@ describe('packets', () => {
     );
   });
 
+  it('builders open side by side and finished in any order keep their packets (finished buffers are reused)', () => {
+    // payloads up to 3 KB, so that packets outgrow a builder's first buffer and finished ones get reused
+    const big = fc.record({ kind: fc.constant('data' as const), epoch: nat, seq: nat, keyGroup: fc.nat({ max: 127 }), timestamp, payload: fc.uint8Array({ maxLength: 3_000 }) });
+    const step = fc.record({ builder: fc.nat({ max: 3 }), finish: fc.boolean(), e: fc.oneof({ arbitrary: big, weight: 3 }, envelope) });
+    fc.assert(
+      fc.property(fc.array(step, { maxLength: 80 }), (steps) => {
+        const open: Array<{ b: PacketBuilder; envs: Envelope[] } | undefined> = [undefined, undefined, undefined, undefined];
+        const done: Array<{ packet: Uint8Array; copy: number[]; producer: string; envs: Envelope[] }> = [];
+        const finish = (i: number) => {
+          const o = open[i]!;
+          const packet = o.b.finish();
+          done.push({ packet, copy: [...packet], producer: o.b.producer, envs: o.envs });
+          open[i] = undefined;
+          expect(() => o.b.add({ kind: 'end', epoch: 0 })).toThrow(/after finish/);
+        };
+        for (const [n, s] of steps.entries()) {
+          if (s.finish && open[s.builder]) finish(s.builder);
+          else {
+            const o = (open[s.builder] ??= { b: new PacketBuilder(`p${n}`), envs: [] });
+            o.b.add(s.e);
+            o.envs.push(s.e);
+          }
+        }
+        for (let i = 0; i < open.length; i++) if (open[i]) finish(i);
+        for (const d of done) {
+          expect([...d.packet]).toEqual(d.copy);
+          const p = decodePacket(d.packet);
+          expect(p.producer).toBe(d.producer);
+          expect(norm(p.envelopes)).toEqual(norm(d.envs));
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
   it('keeps the per-envelope overhead of typical data envelopes at 12 bytes or less', () => {
     fc.assert(
       fc.property(typicalRun, (envs) => {

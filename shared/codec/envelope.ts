@@ -82,9 +82,19 @@ const F_IDLE = 0x08;
 const utf8 = new TextEncoder();
 const utf8d = new TextDecoder();
 
-/** Incrementally packs envelopes of one producer for one shard. */
+/**
+ * Buffers of finished packets, for the next builders to write into: a packet of a few hundred
+ * envelopes grows its buffer from 4 KB by doubling, allocating and copying about three times its
+ * size, per packet. A few are kept, none larger than a packet can get.
+ */
+const spare: Uint8Array[] = [];
+const MAX_SPARE = 4;
+const MAX_SPARE_BYTES = 1 << 20;
+
+/** Incrementally packs envelopes of one producer for one shard; `finish` ends it. */
 export class PacketBuilder {
-  private readonly w = new ByteWriter(4096);
+  private readonly w = new ByteWriter(spare.pop() ?? 4096);
+  private finished = false;
   private count = 0;
   private lastEpoch = -1;
   private lastSeq = -2;
@@ -110,14 +120,21 @@ export class PacketBuilder {
 
   /** Adds an envelope; on a bad field it throws and leaves the packet as it was. */
   add(e: Envelope): void {
+    // its buffer went back to `spare` and may be another builder's now
+    if (this.finished) throw new Error('PacketBuilder: add after finish');
     const mark = this.w.length;
-    const state = [this.lastEpoch, this.lastSeq, this.lastTs] as const;
+    // kept in locals, not an array: an envelope is added per record
+    const lastEpoch = this.lastEpoch;
+    const lastSeq = this.lastSeq;
+    const lastTs = this.lastTs;
     try {
       this.write(e);
       this.count++;
     } catch (err) {
       this.w.length = mark;
-      [this.lastEpoch, this.lastSeq, this.lastTs] = state;
+      this.lastEpoch = lastEpoch;
+      this.lastSeq = lastSeq;
+      this.lastTs = lastTs;
       throw err;
     }
   }
@@ -169,8 +186,13 @@ export class PacketBuilder {
     }
   }
 
+  /** The packet (a copy of exactly its bytes). The builder takes nothing more. */
   finish(): Uint8Array {
+    if (this.finished) throw new Error('PacketBuilder: finished twice');
+    this.finished = true;
     const out = this.w.finish();
+    const buf = this.w.release();
+    if (spare.length < MAX_SPARE && buf.length <= MAX_SPARE_BYTES) spare.push(buf);
     // fixed-width varint: 5 bytes, continuation bits on the first four
     let n = this.count;
     for (let i = 0; i < 5; i++) {

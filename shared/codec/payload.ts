@@ -296,19 +296,21 @@ function giveUpKey(): string {
 // views of a shared chunk, as msgpackr's are.
 
 const CHUNK = 64 * 1024;
-let out: Buffer = Buffer.allocUnsafeSlow(CHUNK);
+// a plain Uint8Array, not a Buffer: a Buffer's `subarray` goes through its species constructor,
+// which cost more than the rest of a small payload's writing
+let out = new Uint8Array(CHUNK);
+let outView = new DataView(out.buffer);
 /** where the next result starts in `out` */
 let at = 0;
 /** write position */
 let w = 0;
 const hasOwn = Object.prototype.hasOwnProperty;
-const f64Out = new Float64Array(1);
-const f64OutBytes = new Uint8Array(f64Out.buffer);
 
 /** The bytes msgpackr would make of `value`, or undefined when the value is not of a shape written here. */
 export function encodePayloadFast(value: unknown): Uint8Array | undefined {
   if (out.length - at < 256) {
-    out = Buffer.allocUnsafeSlow(CHUNK);
+    out = new Uint8Array(CHUNK);
+    outView = new DataView(out.buffer);
     at = 0;
   }
   w = at;
@@ -322,9 +324,10 @@ export function encodePayloadFast(value: unknown): Uint8Array | undefined {
 function room(n: number): void {
   if (w + n <= out.length) return;
   const used = w - at;
-  const next = Buffer.allocUnsafeSlow(Math.max(CHUNK, 2 * (used + n)));
-  out.copy(next, 0, at, w);
+  const next = new Uint8Array(Math.max(CHUNK, 2 * (used + n)));
+  next.set(out.subarray(at, w), 0);
   out = next;
+  outView = new DataView(out.buffer);
   at = 0;
   w = used;
 }
@@ -403,9 +406,8 @@ function writeNumber(x: number): void {
     }
   } else {
     out[w++] = 0xcb;
-    f64Out[0] = x;
-    if (LITTLE_ENDIAN) for (let i = 7; i >= 0; i--) out[w++] = f64OutBytes[i]!;
-    else for (let i = 0; i < 8; i++) out[w++] = f64OutBytes[i]!;
+    outView.setFloat64(w, x); // big-endian
+    w += 8;
   }
 }
 

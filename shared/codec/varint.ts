@@ -2,19 +2,31 @@
  * A growable byte writer and a reader with unsigned LEB128 varints: the building blocks of the
  * envelope packet format. Numbers stay below 2^53 (JavaScript's safe integers).
  */
+const EMPTY_BUFFER = new Uint8Array(0);
+
 export class ByteWriter {
   private buf: Uint8Array;
   private view: DataView;
   length = 0;
 
-  constructor(initial = 1024) {
-    this.buf = new Uint8Array(initial);
-    this.view = new DataView(this.buf.buffer);
+  /** `initial`: a size, or a buffer to write into from its start (it grows out of it if needed) */
+  constructor(initial: number | Uint8Array = 1024) {
+    this.buf = typeof initial === 'number' ? new Uint8Array(initial) : initial;
+    this.view = new DataView(this.buf.buffer, this.buf.byteOffset, this.buf.byteLength);
+  }
+
+  /** The buffer written into (grown beyond the initial one if needed); the writer must not be used after. */
+  release(): Uint8Array {
+    const b = this.buf;
+    this.buf = EMPTY_BUFFER;
+    this.view = new DataView(EMPTY_BUFFER.buffer);
+    this.length = 0;
+    return b;
   }
 
   private ensure(n: number): void {
     if (this.length + n <= this.buf.length) return;
-    let size = this.buf.length * 2;
+    let size = Math.max(64, this.buf.length * 2);
     while (size < this.length + n) size *= 2;
     const next = new Uint8Array(size);
     next.set(this.buf.subarray(0, this.length));
@@ -29,6 +41,11 @@ export class ByteWriter {
 
   varint(n: number): void {
     this.ensure(10);
+    // one byte, the most common case (key groups, seqs after a jump, payload lengths)
+    if (n >>> 0 === n && n < 0x80) {
+      this.buf[this.length++] = n;
+      return;
+    }
     if (n < 0 || !Number.isSafeInteger(n)) throw new RangeError(`varint needs a safe non-negative integer, got ${n}`);
     while (n >= 0x80) {
       this.buf[this.length++] = (n % 0x80) | 0x80;
@@ -50,10 +67,18 @@ export class ByteWriter {
   }
 
   bytes(b: Uint8Array): void {
-    this.varint(b.length);
-    this.ensure(b.length);
-    this.buf.set(b, this.length);
-    this.length += b.length;
+    const n = b.length;
+    this.varint(n);
+    this.ensure(n);
+    const buf = this.buf;
+    let at = this.length;
+    // a small payload is copied faster byte by byte than by \`set\`, whose call costs more than the copy
+    if (n <= 64) for (let i = 0; i < n; i++) buf[at++] = b[i]!;
+    else {
+      buf.set(b, at);
+      at += n;
+    }
+    this.length = at;
   }
 
   raw(b: Uint8Array): void {
