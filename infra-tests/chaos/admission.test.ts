@@ -1,6 +1,6 @@
 /** `--concurrency auto`: another seed starts only while a seed's worth of CPU is idle. */
 import { describe, expect, it } from 'vitest';
-import { Admission, RAMP_MS, SEED_CORES } from './admission.js';
+import { Admission, cpuTimesOf, RAMP_MS, SEED_CORES } from './admission.js';
 
 /** A 2-core machine whose idle share the test sets, sampled once a second. */
 function machine(concurrency: 'auto' | number, seeds = 10) {
@@ -57,5 +57,12 @@ describe('Admission', () => {
     m.setIdle(0);
     m.pass(10_000);
     expect([0, 1, 2, 3].map((n) => m.a.admits(n))).toEqual([true, true, true, false]);
+  });
+
+  it('CPU that niced processes use is there for a run that is not niced itself, not for a niced one', () => {
+    // user nice system idle iowait irq softirq steal guest guest_nice
+    const line = 'cpu  100 300 50 500 50 0 0 0 0 0';
+    expect(cpuTimesOf(line, false)).toEqual({ idle: 550, total: 1000 });
+    expect(cpuTimesOf(line, true)).toEqual({ idle: 850, total: 1000 });
   });
 });

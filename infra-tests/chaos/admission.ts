@@ -11,10 +11,11 @@
  * finished fewer seeds a minute (0.98 against 1.4–1.6). So two seeds start at once, and another only
  * while the machine has about a seed's worth of CPU idle, measured over the last seconds after the
  * previous start has ramped up: on a busy machine the run keeps two seeds, on an idle one it fills
- * the cores.
+ * the cores. CPU that niced processes use counts as idle unless the run is niced itself: the
+ * scheduler hands it to the run's seeds first.
  */
 import { readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, getPriority } from 'node:os';
 
 /** CPU a running seed keeps busy, in cores (≈ 15 CPU-s per ≈ 25 s seed, measured on 2 cores). */
 export const SEED_CORES = 0.6;
@@ -34,15 +35,23 @@ export function autoLimit(cores = availableParallelism()): number {
 
 export type CpuTimes = () => { idle: number; total: number } | undefined;
 
-/** Idle and total jiffies of all CPUs (/proc/stat), undefined off Linux. */
+/**
+ * Idle and total jiffies from /proc/stat's `cpu` line. `nicedIsIdle`: CPU that niced processes
+ * use counts as idle too — for a run that is not niced itself, the scheduler gives a nice-10
+ * process about a tenth of a nice-0 one's share, so that CPU is there for another seed.
+ */
+export function cpuTimesOf(statLine: string, nicedIsIdle: boolean): { idle: number; total: number } {
+  const f = statLine.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal (guest is inside user)
+  const idle = (f[3] ?? 0) + (f[4] ?? 0) + (nicedIsIdle ? (f[1] ?? 0) : 0);
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
+  return { idle, total };
+}
+
+/** Idle and total jiffies of all CPUs (/proc/stat), niced CPU as idle unless this process is niced; undefined off Linux. */
 export function procCpuTimes(): ReturnType<CpuTimes> {
   try {
-    const line = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
-    const f = line.trim().split(/\s+/).slice(1).map(Number);
-    // user nice system idle iowait irq softirq steal (guest is inside user)
-    const idle = (f[3] ?? 0) + (f[4] ?? 0);
-    const total = f.slice(0, 8).reduce((a, b) => a + b, 0);
-    return { idle, total };
+    return cpuTimesOf(readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!, getPriority() <= 0);
   } catch {
     return undefined;
   }
