@@ -3,27 +3,19 @@
  * customer-managed key's grants, and the grant* methods (bundling skipped, as in sluice-job.test.ts).
  */
 import { Match } from 'aws-cdk-lib/assertions';
-import type { Template } from 'aws-cdk-lib/assertions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { job as defineJob, kinesisSink, s3FileSink } from '../shared/api/index.js';
-import type { SluiceJob } from './sluice-job.js';
 import { BUCKET_PREFIXES } from './sluice-job.js';
-import { actionsOf, attachedStatements, inlineStatements, logicalId, resourcesOf, synthJob, threeStageJob } from './test-support.js';
-import type { Statement } from './test-support.js';
+import { actionsOf, attachedStatements, getAtt, inlineStatements, logicalId, referenceJobs, resourcesOf, synthJob } from './test-support.js';
+import type { Statement, SynthedJob } from './test-support.js';
 
-let click: { job: SluiceJob; template: Template };
-let three: { job: SluiceJob; template: Template };
-
-beforeAll(() => {
-  click = synthJob(clickstream);
-  three = synthJob(threeStageJob());
-});
-
-const getAtt = (c: Parameters<typeof logicalId>[0], attr = 'Arn') => ({ 'Fn::GetAtt': [logicalId(c), attr] });
+let click: SynthedJob;
+let three: SynthedJob;
+beforeAll(() => ({ click, three } = referenceJobs()));
 
 describe('IAM, least privilege', () => {
   const byId = (statements: Statement[]) => Object.fromEntries(statements.map((s) => [s.Sid, s]));

@@ -6,7 +6,6 @@
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Stack } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
-import type { Template } from 'aws-cdk-lib/assertions';
 import * as cw_actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -18,20 +17,13 @@ import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { buildApp } from './app.js';
 import { newApp } from './coordinator-definition.js';
-import type { SluiceJob } from './sluice-job.js';
 import { STAGE_DEFAULTS, SluiceJobStack } from './sluice-job.js';
-import { EXAMPLE_MODULE, inlineStatements, logicalId, synthJob, threeStageJob } from './test-support.js';
-import type { Statement } from './test-support.js';
+import { EXAMPLE_MODULE, getAtt, inlineStatements, logicalId, referenceJobs, synthJob, threeStageJob } from './test-support.js';
+import type { Statement, SynthedJob } from './test-support.js';
 
-let click: { job: SluiceJob; template: Template };
-let three: { job: SluiceJob; template: Template };
-
-beforeAll(() => {
-  click = synthJob(clickstream);
-  three = synthJob(threeStageJob());
-});
-
-const getAtt = (c: Parameters<typeof logicalId>[0], attr = 'Arn') => ({ 'Fn::GetAtt': [logicalId(c), attr] });
+let click: SynthedJob;
+let three: SynthedJob;
+beforeAll(() => ({ click, three } = referenceJobs()));
 
 describe('streams', () => {
   it('creates one provisioned, encrypted stream per stage input with shards = parallelism', () => {

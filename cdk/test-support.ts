@@ -6,6 +6,7 @@ import { Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import type { CfnResource } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
+import clickstream from '../examples/clickstream/job.js';
 import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
 import type { Job } from '../shared/api/job.js';
 import { newApp } from './coordinator-definition.js';
@@ -36,6 +37,16 @@ export function logicalId(construct: IConstruct): string {
   const cfn = (construct.node.defaultChild ?? construct) as CfnResource;
   const stack = Stack.of(construct);
   return stack.resolve(stack.getLogicalId(cfn)) as string;
+}
+
+/** A reference to a construct's attribute as the template writes it. */
+export const getAtt = (c: IConstruct, attr = 'Arn') => ({ 'Fn::GetAtt': [logicalId(c), attr] });
+
+export type SynthedJob = ReturnType<typeof synthJob>;
+
+/** The two jobs most template tests read: the clickstream example and `threeStageJob()`. */
+export function referenceJobs(): { click: SynthedJob; three: SynthedJob } {
+  return { click: synthJob(clickstream), three: synthJob(threeStageJob()) };
 }
 
 export interface Statement {
