@@ -100,8 +100,7 @@ export type FaultRates = Partial<Record<FaultKind, number>>;
 /**
  * Kinds no seeded profile draws (each still runs alone with `--only-kind`, and has its targeted
  * test). A kind goes here while an open finding about it stands: `source-resharded-outside`, whose
- * split after a checkpoint's injection was marked and before its barrier reached that shard is
- * still miscounted (docs/guarantees.md).
+ * seed 275 still stalls with it in the profiles (docs/guarantees.md).
  */
 export const KINDS_OUTSIDE_PROFILES: readonly FaultKind[] = ['source-resharded-outside'];
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { BarrierEnvelope, DataEnvelope } from '../codec/envelope.js';
 import { createBarrierHandler } from './barrier-handler.js';
+import type { AllSent } from './barrier-senders.js';
 import type { Unit } from './inner-packets.js';
 import { RecordDedupe } from './record-dedupe.js';
 
@@ -11,7 +12,10 @@ const data = (producer: string, epoch: number, seq: number, position: string): U
   producer,
   env: { kind: 'data', epoch, seq, keyGroup: 0, timestamp: undefined, payload: new Uint8Array() } satisfies DataEnvelope,
 });
-const twoProducers = () => 2;
+/** barriers from two producers are all of a checkpoint's */
+const twoProducers: AllSent = (ps) => [...ps].length >= 2;
+/** as many producers as the topology's first stage counts */
+const bySources: AllSent = (ps, t) => [...ps].length >= t[0]!;
 
 describe('barrier handlers', () => {
   it('exactly-once aligns: checkpoint 1 waits for both barriers and every record they count; a later epoch is held and replayed from', () => {
@@ -84,7 +88,6 @@ describe('barrier handlers', () => {
     const h = createBarrierHandler('exactly-once', dedupe, 10);
     // checkpoint 2 started with three source shards (s1, s2, s3); s2 and s3 were merged into s4 before its barrier reached them
     const topo = (checkpointId: number, count: number, sources: number): BarrierEnvelope => ({ ...barrier(checkpointId, count), topology: [sources, 2] });
-    const bySources = (t: readonly number[]) => t[0]!;
     dedupe.admit('s1', 1, 0);
     h.onBarrier('s1', topo(2, 1, 3), '10', 1);
     h.onBarrier('s4', topo(2, 0, 3), '11', 1);
@@ -106,7 +109,6 @@ describe('barrier handlers', () => {
     const dedupe = new RecordDedupe();
     const h = createBarrierHandler('exactly-once', dedupe, 10);
     const topo = (checkpointId: number, count: number, sources: number): BarrierEnvelope => ({ ...barrier(checkpointId, count), topology: [sources, 2] });
-    const bySources = (t: readonly number[]) => t[0]!;
     h.onBarrier('s1', topo(2, 1, 2), '10', 1);
     h.onBarrier('s1', topo(3, 0, 1), '11', 1);
     expect(h.complete(2, bySources, '12')).toBeUndefined(); // s1 counted one record of epoch 1, none arrived

@@ -9,6 +9,7 @@
  */
 import type { BarrierEnvelope } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
+import type { AllSent } from './barrier-senders.js';
 import type { Unit } from './inner-packets.js';
 import { unitId } from './inner-packets.js';
 import { compareSeq } from './positions.js';
@@ -44,8 +45,8 @@ export interface BarrierHandler {
   onBarrier(producer: string, barrier: BarrierEnvelope, position: string, epoch: number): boolean;
   /** whether some barrier of checkpoint n arrived */
   waiting(n: number): boolean;
-  /** Checkpoint n's barriers once it can be taken (forgotten then), else undefined. */
-  complete(n: number, expectedProducers: (topology: readonly number[]) => number, frontier: string): AlignedCheckpoint | undefined;
+  /** Checkpoint n's barriers once it can be taken (forgotten then), else undefined; `allSent` tells whose barriers are all of one (barrier-senders.ts). */
+  complete(n: number, allSent: AllSent, frontier: string): AlignedCheckpoint | undefined;
   /** The held units of epoch n, in input order, released after its snapshot. */
   release(n: number): Unit[];
   /** Where the shard must be re-read from after a snapshot (records past the hold bound); cleared. */
@@ -78,12 +79,12 @@ abstract class BarrierBook {
     return this.barriers.has(n);
   }
 
-  complete(n: number, expectedProducers: (topology: readonly number[]) => number, frontier: string): AlignedCheckpoint | undefined {
+  complete(n: number, allSent: AllSent, frontier: string): AlignedCheckpoint | undefined {
     const bs = this.barriers.get(n);
     if (!bs) return undefined;
     const info = bs.values().next().value as BarrierInfo;
     this.topology = info.topology;
-    if (bs.size < expectedProducers(info.topology) && !this.superseded(n, expectedProducers)) return undefined;
+    if (!allSent(bs.keys(), info.topology) && !this.superseded(n, allSent)) return undefined;
     if (!this.countsMet(n, bs)) return undefined;
     let rp = this.earliestHeld(frontier);
     for (const f of this.futureBarriers) if (f.n > n && compareSeq(f.position, rp) < 0) rp = f.position;
@@ -93,20 +94,20 @@ abstract class BarrierBook {
   }
 
   /**
-   * Whether barrier n can get no more producers: a later checkpoint's barrier came from as many
-   * producers as its own topology expects. Checkpoint n's topology names the source shards open when
-   * it started; a source stream resharded outside the job before n reached its shards leaves a closed
-   * shard that never sends n (a merge sends it from fewer shards than the topology counts). Each
-   * producer sends its barriers in order, and a child shard is read only after its parents, so once
-   * every producer of a later checkpoint sent it, every barrier n still to come has come: n aligns
-   * with the producers that sent it (their counts still checked), as Flink lets a later checkpoint
-   * subsume one that cannot complete.
+   * Whether barrier n can get no more producers: a later checkpoint's barrier came from every
+   * producer it must come from. A source stream merged outside the job before barrier n reached
+   * both parents leaves a parent that never sends n, and the merged child goes on in the later epoch
+   * (parent-handover.ts), so n's barriers never cover that parent's hash range. Each producer sends
+   * its barriers in order, and a child shard is read only after its parents, so once every producer
+   * of a later checkpoint sent it, every barrier n still to come has come: n aligns with the
+   * producers that sent it (their counts still checked), as Flink lets a later checkpoint subsume one
+   * that cannot complete.
    */
-  private superseded(n: number, expectedProducers: (topology: readonly number[]) => number): boolean {
+  private superseded(n: number, allSent: AllSent): boolean {
     for (const [m, bs] of this.barriers) {
       if (m <= n) continue;
       const info = bs.values().next().value as BarrierInfo | undefined;
-      if (info && bs.size >= expectedProducers(info.topology)) return true;
+      if (info && allSent(bs.keys(), info.topology)) return true;
     }
     return false;
   }

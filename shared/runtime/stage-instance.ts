@@ -26,6 +26,7 @@ import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, SluiceError } from '../util/errors.js';
 import { createBarrierHandler, type BarrierHandler } from './barrier-handler.js';
+import { BarrierSenders } from './barrier-senders.js';
 import { BroadcastStateStore } from './broadcast-state.js';
 import { compileChain, nodesById, type CompiledChain } from './chain.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
@@ -81,6 +82,8 @@ export class StageInstance {
   private readonly source: PlanSource | undefined;
   private readonly sourceNode: SourceFunctions | undefined;
   private readonly expectedProducers: (topology: readonly number[]) => number;
+  /** an inner instance's: whose barriers of a checkpoint are all of them (source shards by hash range) */
+  private readonly senders: BarrierSenders | undefined;
   private readonly dedupe = new RecordDedupe();
   private readonly barriers: BarrierHandler;
   private readonly watermarks: WatermarkTracker;
@@ -142,6 +145,7 @@ export class StageInstance {
       const from = stage.input.fromStages.map((id) => plan.stages.findIndex((s) => s.id === id));
       const fallback = from.reduce((a, i) => a + plan.stages[i]!.parallelism, 0);
       this.expectedProducers = (topology) => (topology.length ? from.reduce((a, i) => a + (topology[i] ?? 0), 0) : fallback);
+      this.senders = new BarrierSenders(plan, stage, names, ports.shards, ports.telemetry);
     }
     const send = (watermark: number, idle: boolean) => this.outbox.emitControl({ kind: 'watermark', epoch: this.epoch, watermark, idle });
     this.watermarks = new WatermarkTracker(send, strategy, options.watermarkIntervalMs ?? 200);
@@ -342,6 +346,7 @@ export class StageInstance {
     for (let index = 0; index < p.envelopes.length; index++) {
       const env = p.envelopes[index]!;
       if (env.kind === 'barrier') {
+        if (env.checkpointId > this.epoch && this.senders?.unknown(p.producer)) await this.senders.learn(p.producer);
         if (this.barriers.onBarrier(p.producer, env, r.sequenceNumber, this.epoch)) await this.alignLoop();
         continue;
       }
@@ -447,10 +452,10 @@ export class StageInstance {
   private async alignLoop(): Promise<void> {
     for (;;) {
       const n = this.epoch + 1;
-      const cp = this.barriers.complete(n, this.expectedProducers, this.current!);
+      const cp = this.barriers.complete(n, this.senders!.allSent, this.current!);
       if (!cp) return;
-      // every producer of the checkpoint's topology sent barrier n: one that did not was a parent
-      // shard's instance upstream, retired by a reshard — its last watermark must not hold ours back.
+      // every producer barrier n must come from sent it: one that did not was a parent shard's
+      // instance upstream, retired by a reshard — its last watermark must not hold ours back.
       // Dropped before the barrier goes on, so what it fires belongs to epoch n-1 (and replays alike).
       const retired = this.watermarks.retainChannels((p) => cp.producers.has(p));
       for (const p of [...this.ended]) if (!cp.producers.has(p)) this.ended.delete(p);
@@ -567,6 +572,12 @@ export class StageInstance {
   private async snapshot(n: number, topology: readonly number[], savepoint: boolean, replayPoint: ReplayPoint, reshard: readonly number[] = []): Promise<void> {
     if (this.ownedKeyGroups) throw new SluiceError(`${this.id}: a barrier past the last snapshot of a resharded parent shard`, 'RESHARD_INVALID');
     const started = Date.now();
+    // Every producer sends every barrier number, in order. A source child shard split off (outside
+    // the job) after checkpoint k's barriers were put may never meet barrier k; it inherited epoch
+    // k-1 from its parent and sends k here, counting its records of that epoch, before n (which
+    // then counts none). An inner instance waits for k from it (barrier-senders.ts); k itself cannot
+    // complete (the parent it expects never acks it), so k's flags here are n's topology and no more.
+    for (let k = this.epoch + 1; k < n; k++) this.outbox.closeEpoch(k, topology, false);
     await refreshDestinations(this.id, this.plan, this.stage, this.names, this.ports, this.outbox, topology);
     this.outbox.closeEpoch(n, topology, savepoint, reshard);
     this.epoch = n;
