@@ -70,6 +70,14 @@ describe('IAM, least privilege', () => {
     expect(mid.SinkTables).toBeUndefined();
   });
 
+  it('a stage fed by the source stage lists the source stream’s shards (it aligns source barriers by hash range), and nothing more of it; later stages do not', () => {
+    const { template, job } = three;
+    const mid = byId(inlineStatements(template, job.stageFunctions.get('s1')!.role!));
+    expect(actionsOf(mid.ListSourceShards!)).toEqual(['kinesis:ListShards']);
+    expect(mid.ListSourceShards!.Resource).toEqual(getAtt(job.streams.get('s0')!));
+    for (const id of ['s0', 's2']) expect(byId(inlineStatements(template, job.stageFunctions.get(id)!.role!)).ListSourceShards).toBeUndefined();
+  });
+
   it('the coordinator: control table rw, state table read, inject into source streams, bucket, task responses', () => {
     const { template, job } = three;
     const st = byId(inlineStatements(template, job.coordinatorFunction.role!));

@@ -210,6 +210,11 @@ export class SluiceJob extends Construct {
       const downstream = [...new Set(stage.operators.flatMap((o) => (o.exchange ? [o.exchange.toStage] : [])))].map(
         (toStage) => streams.get(toStage)!,
       );
+      // an inner stage fed by a source stage lists that source stream's shards: a source barrier is
+      // complete when the hash ranges of the shards that sent it cover the stream (barrier-senders.ts)
+      const upstreamSources = stage.input.kind === 'exchange'
+        ? stage.input.fromStages.filter((id) => plan.stages.find((x) => x.id === id)?.input.kind === 'source').map((id) => streams.get(id)!)
+        : [];
       const sinkArns = stage.operators
         .flatMap((o) => (o.sink?.kind === 'dynamodb-upsert' ? [sinkTables.get(o.sink.name)!.tableArn] : []));
       const statements = [
@@ -223,6 +228,9 @@ export class SluiceJob extends Construct {
                 resources: downstream.map((d) => d.streamArn),
               }),
             ]
+          : []),
+        ...(upstreamSources.length
+          ? [new iam.PolicyStatement({ sid: 'ListSourceShards', actions: ['kinesis:ListShards'], resources: upstreamSources.map((u) => u.streamArn) })]
           : []),
         new iam.PolicyStatement({
           sid: 'StateAndControlTables',
