@@ -9,9 +9,7 @@
  * lost environment, a zombie that resumes after another environment took the lease over) and in
  * the services (PutRecords partial failures, throttling).
  *
- * The oracle is computed from the produced input only: per-key counts and sums of the records that
- * precede barrier n in their source shard are what snapshot n must hold and what the commit of n
- * must have published; all records are what the final upsert rows must show.
+ * The oracle and the invariant checks are in stage-runner-sim-checks.test-support.ts.
  */
 import { it } from 'vitest';
 import { collectSink, dynamoUpsertSink, job, valueState } from '../api/index.js';
@@ -19,7 +17,6 @@ import type { Job } from '../api/job.js';
 import {
   createJobStreams,
   createMemoryPorts,
-  memoryDeadLetterKey,
   prng,
   throttled,
   withHooks,
@@ -36,6 +33,7 @@ import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import { FencedError } from '../util/errors.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
+import { checkCommitted, checkFinal, checkPublished, oracle, skippedBefore } from './stage-runner-sim-checks.test-support.js';
 import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
 
 // ------------------------------------------------------------------------------------------ the job
@@ -336,7 +334,7 @@ export class Sim {
     await this.coord.commit(f.n);
     this.completed.push(f.n);
     this.inFlight = undefined;
-    this.checkCommitted(f.n);
+    checkCommitted(this, f.n);
     return true;
   }
 
@@ -565,134 +563,6 @@ export class Sim {
     return this.names.sinkTable(this.plan.sinks.find((s) => s.kind === 'dynamodb-upsert')!);
   }
 
-  /**
-   * Whether the record `seq` of a source shard precedes barrier n there: with tail barriers, the
-   * barrier the coordinator appended; with barriers at the read position, the record after which the
-   * source instance's snapshot n says it went out (every snapshot n of the instance must say the same).
-   */
-  beforeBarrier(n: number, shardId: string, seq: string): boolean {
-    if (!this.o.sourceBarriers) return compareSeq(seq, this.barrierAt.get(n)!.get(shardId)!) < 0;
-    const id = `${this.stage(0).id}:${shardId}`;
-    const points = new Set(this.m.control.published.filter((p) => p.instanceId === id && p.pointer.checkpointId === n).map((p) => JSON.stringify(p.pointer.replayPoint)));
-    if (points.size !== 1) {
-      this.errors.push(`barrier ${n} of ${id} went out at ${points.size} places: ${[...points].join(', ')}`);
-      return false;
-    }
-    const rp = JSON.parse([...points][0]!) as { from: string; sequenceNumber: string };
-    return rp.from === 'after' && compareSeq(seq, rp.sequenceNumber) <= 0;
-  }
-
-  /** Per-user count and sum of the records before barrier n in their shard (all records if n is undefined). */
-  oracle(n?: number): Totals {
-    const out: Totals = new Map();
-    for (const p of this.produced) {
-      if (p.kind !== 'ok') continue;
-      if (n !== undefined && !this.beforeBarrier(n, p.shardId, p.seq)) continue;
-      const t = out.get(p.ev!.user) ?? { count: 0, sum: 0, values: [] };
-      t.count++;
-      t.sum += p.ev!.v;
-      t.values.push(p.ev!.v);
-      out.set(p.ev!.user, t);
-    }
-    return out;
-  }
-
-  skippedBefore(n?: number): string[] {
-    return this.produced
-      .filter((p) => p.kind === 'skip' && (n === undefined || this.beforeBarrier(n, p.shardId, p.seq)))
-      .map((p) => JSON.stringify(p.ev))
-      .sort();
-  }
-
-  /** Checks what the commit of n published, and the snapshot n. */
-  checkCommitted(n: number): void {
-    const expected = this.oracle(n);
-    this.checkPublished(expected, `commit ${n}`, this.skippedBefore(n));
-    this.checkSnapshot(n, expected);
-  }
-
-  checkPublished(expected: Totals, what: string, skipped: string[]): void {
-    const updates = this.m.collect.published<Total>('updates');
-    const perUser = new Map<string, Total[]>();
-    for (const u of updates) perUser.set(u.user, [...(perUser.get(u.user) ?? []), u]);
-    const users = new Set([...expected.keys(), ...perUser.keys()]);
-    for (const user of users) {
-      const e = expected.get(user) ?? { count: 0, sum: 0, values: [] };
-      const got = perUser.get(user) ?? [];
-      const counts = got.map((g) => g.count);
-      if (JSON.stringify(counts) !== JSON.stringify(Array.from({ length: e.count }, (_, i) => i + 1))) {
-        this.errors.push(`${what}: published counts of ${user} are ${JSON.stringify(counts)}, expected 1..${e.count}`);
-        continue;
-      }
-      const deltas = got.map((g, i) => g.sum - (i ? got[i - 1]!.sum : 0)).sort((a, b) => a - b);
-      if (JSON.stringify(deltas) !== JSON.stringify([...e.values].sort((a, b) => a - b))) {
-        this.errors.push(`${what}: published sums of ${user} do not add up to its values`);
-      }
-    }
-    const gotSkipped = this.m.collect.published<Ev>('skipped').map((e) => JSON.stringify(e)).sort();
-    if (JSON.stringify(gotSkipped) !== JSON.stringify(skipped)) {
-      this.errors.push(`${what}: published ${gotSkipped.length} skipped events, expected ${skipped.length}`);
-    }
-  }
-
-  checkSnapshot(n: number, expected: Totals): void {
-    const op = this.plan.stages[1]!.operators.find((o) => o.kind === 'process')!.id;
-    const got = new Map<string, { count: number; sum: number }>();
-    for (const row of this.m.state.asOf(n)) {
-      if (row.operatorId !== op || !row.values.totals) continue;
-      got.set(row.key, JSON.parse(new TextDecoder().decode(row.values.totals)) as { count: number; sum: number });
-    }
-    const want = new Map([...expected].map(([u, t]) => [u, { count: t.count, sum: t.sum }]));
-    const a = JSON.stringify([...got].sort(([x], [y]) => x.localeCompare(y)));
-    const b = JSON.stringify([...want].sort(([x], [y]) => x.localeCompare(y)));
-    if (a !== b) this.errors.push(`snapshot ${n}: state rows ${a}, expected ${b}`);
-    const instances = this.plan.stages.flatMap((s) => this.shardsOf(s).map((sh) => `${s.id}:${sh}`));
-    for (const id of instances) {
-      if (!this.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n)) {
-        this.errors.push(`snapshot ${n}: ${id} acked without publishing it`);
-      }
-    }
-  }
-
-  /** The end state: every record's effect exactly once. */
-  checkFinal(): void {
-    const expected = this.oracle();
-    const table = this.m.upsertSink.table(this.upsertTable());
-    const got = [...table].map(([k, v]) => [k, { user: v.user, count: v.count, sum: v.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
-    const want = [...expected].map(([u, t]) => [u, { user: u, count: t.count, sum: t.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
-    if (JSON.stringify(got) !== JSON.stringify(want)) this.errors.push(`final upsert rows ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
-    // rows never moved back in time
-    const last = new Map<string, number>();
-    for (const a of this.m.upsertSink.accepted) {
-      const c = (a.write.item as unknown as Total).count;
-      if ((last.get(a.key) ?? 0) > c) this.errors.push(`upsert row ${a.key} regressed from ${last.get(a.key)} to ${c}`);
-      last.set(a.key, c);
-    }
-    const poison = this.produced
-      .filter((p) => p.kind === 'poison')
-      .map((p) => memoryDeadLetterKey({ job: this.plan.job, stage: 's0', shardId: p.shardId, sequenceNumber: p.seq, subSequence: 0 }))
-      .sort();
-    const letters = [...this.m.deadLetters.letters.keys()].sort();
-    if (JSON.stringify(letters) !== JSON.stringify(poison)) this.errors.push(`dead letters ${JSON.stringify(letters)}, expected ${JSON.stringify(poison)}`);
-    // determinism: every replay gives a record the same producer, epoch and sequence number
-    for (const shardId of this.shardsOf(this.stage(1))) {
-      const seen = new Map<string, string>();
-      for (const r of this.records(this.stage(1), shardId)) {
-        for (const [id, content] of envelopeIds(r.data)) {
-          const prev = seen.get(id);
-          if (prev === undefined) seen.set(id, content);
-          else if (prev !== content) {
-            this.errors.push(`inner envelope ${id} on ${shardId} was emitted with two contents: ${prev} and ${content}`);
-            return;
-          }
-        }
-      }
-    }
-    if (this.m.collect.conflicts) this.errors.push(`${this.m.collect.conflicts} collect outputs re-staged with other content (non-determinism)`);
-    if (this.m.state.conflicts) this.errors.push(`${this.m.state.conflicts} state rows rewritten with other values for the same checkpoint`);
-    if (this.m.control.deltaConflicts) this.errors.push(`${this.m.control.deltaConflicts} deltas rewritten with other bytes`);
-  }
-
   /** Stops faults, processes everything, completes one last checkpoint that covers every record, and checks. */
   async finish(maxRounds = 6): Promise<void> {
     this.disabledFaults = true;
@@ -708,8 +578,8 @@ export class Sim {
       await this.drainAll();
       await this.tryCommit();
       if (this.completed.includes(n)) {
-        this.checkPublished(this.oracle(), 'final commit', this.skippedBefore());
-        this.checkFinal();
+        checkPublished(this, oracle(this), 'final commit', skippedBefore(this));
+        checkFinal(this);
         return;
       }
       this.errors.push(`checkpoint ${n} did not complete with every record processed and no faults:\n${this.diagnostics()}`);
@@ -755,4 +625,3 @@ export function expectNoErrors(s: Sim): void {
   if (s.errors.length) throw new Error(`${s.errors.length} invariant violation(s):\n${s.errors.slice(0, 5).join('\n\n')}\n\n${s.diagnostics()}`);
 }
 
-// ------------------------------------------------------------------------------------------ tests

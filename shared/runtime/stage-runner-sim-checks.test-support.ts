@@ -1,0 +1,138 @@
+/**
+ * The oracle and the invariant checks of the StageRunner protocol tests' driver (Sim, in
+ * stage-runner-sim.test-support.ts). The oracle is computed from the produced input only: per-key
+ * counts and sums of the records that precede barrier n in their source shard are what snapshot n
+ * must hold and what the commit of n must have published; all records are what the final upsert
+ * rows must show. A violation is added to the Sim's `errors`.
+ */
+import { memoryDeadLetterKey } from '../adapters/memory/memory-ports.js';
+import { compareSeq } from './positions.js';
+import { envelopeIds, type Ev, type Sim, type Total, type Totals } from './stage-runner-sim.test-support.js';
+
+/**
+ * Whether the record `seq` of a source shard precedes barrier n there: with tail barriers, the
+ * barrier the coordinator appended; with barriers at the read position, the record after which the
+ * source instance's snapshot n says it went out (every snapshot n of the instance must say the same).
+ */
+export function beforeBarrier(s: Sim, n: number, shardId: string, seq: string): boolean {
+  if (!s.o.sourceBarriers) return compareSeq(seq, s.barrierAt.get(n)!.get(shardId)!) < 0;
+  const id = `${s.stage(0).id}:${shardId}`;
+  const points = new Set(s.m.control.published.filter((p) => p.instanceId === id && p.pointer.checkpointId === n).map((p) => JSON.stringify(p.pointer.replayPoint)));
+  if (points.size !== 1) {
+    s.errors.push(`barrier ${n} of ${id} went out at ${points.size} places: ${[...points].join(', ')}`);
+    return false;
+  }
+  const rp = JSON.parse([...points][0]!) as { from: string; sequenceNumber: string };
+  return rp.from === 'after' && compareSeq(seq, rp.sequenceNumber) <= 0;
+}
+
+/** Per-user count and sum of the records before barrier n in their shard (all records if n is undefined). */
+export function oracle(s: Sim, n?: number): Totals {
+  const out: Totals = new Map();
+  for (const p of s.produced) {
+    if (p.kind !== 'ok') continue;
+    if (n !== undefined && !beforeBarrier(s, n, p.shardId, p.seq)) continue;
+    const t = out.get(p.ev!.user) ?? { count: 0, sum: 0, values: [] };
+    t.count++;
+    t.sum += p.ev!.v;
+    t.values.push(p.ev!.v);
+    out.set(p.ev!.user, t);
+  }
+  return out;
+}
+
+export function skippedBefore(s: Sim, n?: number): string[] {
+  return s.produced
+    .filter((p) => p.kind === 'skip' && (n === undefined || beforeBarrier(s, n, p.shardId, p.seq)))
+    .map((p) => JSON.stringify(p.ev))
+    .sort();
+}
+
+/** Checks what the commit of n published, and the snapshot n. */
+export function checkCommitted(s: Sim, n: number): void {
+  const expected = oracle(s, n);
+  checkPublished(s, expected, `commit ${n}`, skippedBefore(s, n));
+  checkSnapshot(s, n, expected);
+}
+
+export function checkPublished(s: Sim, expected: Totals, what: string, skipped: string[]): void {
+  const updates = s.m.collect.published<Total>('updates');
+  const perUser = new Map<string, Total[]>();
+  for (const u of updates) perUser.set(u.user, [...(perUser.get(u.user) ?? []), u]);
+  const users = new Set([...expected.keys(), ...perUser.keys()]);
+  for (const user of users) {
+    const e = expected.get(user) ?? { count: 0, sum: 0, values: [] };
+    const got = perUser.get(user) ?? [];
+    const counts = got.map((g) => g.count);
+    if (JSON.stringify(counts) !== JSON.stringify(Array.from({ length: e.count }, (_, i) => i + 1))) {
+      s.errors.push(`${what}: published counts of ${user} are ${JSON.stringify(counts)}, expected 1..${e.count}`);
+      continue;
+    }
+    const deltas = got.map((g, i) => g.sum - (i ? got[i - 1]!.sum : 0)).sort((a, b) => a - b);
+    if (JSON.stringify(deltas) !== JSON.stringify([...e.values].sort((a, b) => a - b))) {
+      s.errors.push(`${what}: published sums of ${user} do not add up to its values`);
+    }
+  }
+  const gotSkipped = s.m.collect.published<Ev>('skipped').map((e) => JSON.stringify(e)).sort();
+  if (JSON.stringify(gotSkipped) !== JSON.stringify(skipped)) {
+    s.errors.push(`${what}: published ${gotSkipped.length} skipped events, expected ${skipped.length}`);
+  }
+}
+
+export function checkSnapshot(s: Sim, n: number, expected: Totals): void {
+  const op = s.plan.stages[1]!.operators.find((o) => o.kind === 'process')!.id;
+  const got = new Map<string, { count: number; sum: number }>();
+  for (const row of s.m.state.asOf(n)) {
+    if (row.operatorId !== op || !row.values.totals) continue;
+    got.set(row.key, JSON.parse(new TextDecoder().decode(row.values.totals)) as { count: number; sum: number });
+  }
+  const want = new Map([...expected].map(([u, t]) => [u, { count: t.count, sum: t.sum }]));
+  const a = JSON.stringify([...got].sort(([x], [y]) => x.localeCompare(y)));
+  const b = JSON.stringify([...want].sort(([x], [y]) => x.localeCompare(y)));
+  if (a !== b) s.errors.push(`snapshot ${n}: state rows ${a}, expected ${b}`);
+  const instances = s.plan.stages.flatMap((st) => s.shardsOf(st).map((sh) => `${st.id}:${sh}`));
+  for (const id of instances) {
+    if (!s.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n)) {
+      s.errors.push(`snapshot ${n}: ${id} acked without publishing it`);
+    }
+  }
+}
+
+/** The end state: every record's effect exactly once. */
+export function checkFinal(s: Sim): void {
+  const expected = oracle(s);
+  const table = s.m.upsertSink.table(s.upsertTable());
+  const got = [...table].map(([k, v]) => [k, { user: v.user, count: v.count, sum: v.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
+  const want = [...expected].map(([u, t]) => [u, { user: u, count: t.count, sum: t.sum }] as const).sort(([x], [y]) => x.localeCompare(y));
+  if (JSON.stringify(got) !== JSON.stringify(want)) s.errors.push(`final upsert rows ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
+  // rows never moved back in time
+  const last = new Map<string, number>();
+  for (const a of s.m.upsertSink.accepted) {
+    const c = (a.write.item as unknown as Total).count;
+    if ((last.get(a.key) ?? 0) > c) s.errors.push(`upsert row ${a.key} regressed from ${last.get(a.key)} to ${c}`);
+    last.set(a.key, c);
+  }
+  const poison = s.produced
+    .filter((p) => p.kind === 'poison')
+    .map((p) => memoryDeadLetterKey({ job: s.plan.job, stage: 's0', shardId: p.shardId, sequenceNumber: p.seq, subSequence: 0 }))
+    .sort();
+  const letters = [...s.m.deadLetters.letters.keys()].sort();
+  if (JSON.stringify(letters) !== JSON.stringify(poison)) s.errors.push(`dead letters ${JSON.stringify(letters)}, expected ${JSON.stringify(poison)}`);
+  // determinism: every replay gives a record the same producer, epoch and sequence number
+  for (const shardId of s.shardsOf(s.stage(1))) {
+    const seen = new Map<string, string>();
+    for (const r of s.records(s.stage(1), shardId)) {
+      for (const [id, content] of envelopeIds(r.data)) {
+        const prev = seen.get(id);
+        if (prev === undefined) seen.set(id, content);
+        else if (prev !== content) {
+          s.errors.push(`inner envelope ${id} on ${shardId} was emitted with two contents: ${prev} and ${content}`);
+          return;
+        }
+      }
+    }
+  }
+  if (s.m.collect.conflicts) s.errors.push(`${s.m.collect.conflicts} collect outputs re-staged with other content (non-determinism)`);
+  if (s.m.state.conflicts) s.errors.push(`${s.m.state.conflicts} state rows rewritten with other values for the same checkpoint`);
+  if (s.m.control.deltaConflicts) s.errors.push(`${s.m.control.deltaConflicts} deltas rewritten with other bytes`);
+}
