@@ -6,8 +6,10 @@
  *
  * Before it, a verdict line keeps correctness (nothing lost, duplicated or mismatched, dead letters =
  * poison) apart from liveness (the quiet phase got its checkpoints). `--load slow:K|cpu:N` runs the
- * seeds under load (infra-tests/chaos/load.ts). Before them, the `duration:` line says what the run
- * cost: wall and CPU time (this process and the emulator children), seeds a minute, the load average.
+ * seeds under load (infra-tests/chaos/load.ts). Before them, the `admission:` line says how seeds were
+ * admitted (the rule in effect, the concurrency reached) and the `duration:` line what the run cost:
+ * wall and CPU time (this process and the emulator children), seeds a minute, how often `auto` found
+ * no room for another seed, the load average.
  *
  * Exit code 1 when anything was lost, duplicated or mismatched, when the dead letters differ from the
  * poison records, or when a seed stopped completing checkpoints.
@@ -36,7 +38,7 @@ const program = new Command()
   .option('--records <n>', 'input records per seed (±25 %)', int('--records', 12), 160)
   .option(
     '--concurrency <n>',
-    'seeds run at once on the shared emulators, or auto: another seed starts while the machine has a seed\'s worth of CPU idle (at most 2 per core)',
+    'seeds run at once on the shared emulators, or auto: one seed starts at a time, a second while the stack gets the CPU it asks for, more while a seed\'s worth of CPU is idle (at most 2 per core)',
     (v: string): Concurrency => (v === 'auto' ? 'auto' : int('--concurrency', 1)(v)),
     'auto' as Concurrency,
   )
@@ -66,6 +68,7 @@ const program = new Command()
     });
     const kinds = [...summary.faultsByKind].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
     console.log(`faults by kind: ${kinds || 'none'}`);
+    if (summary.admissionLine) console.log(summary.admissionLine);
     const duration = summary.durationLine ?? `duration: ${((Date.now() - t0) / 1000).toFixed(1)}s`;
     console.log(`${duration}${summary.stalled ? `, ${summary.stalled} seed(s) stopped completing checkpoints` : ''}`);
     const wrong = summary.results.filter((r) => !correct(r)).map((r) => r.seed);

@@ -26,7 +26,7 @@ import { extraRecord, generateInput, keyOf, type InputShape } from './input.js';
 import { CHAOS_INVOCATION_TIMEOUT_MS, ChaosRun } from './run.js';
 import { seedLine, summarize, type ChaosSummary, type SeedResult } from './report.js';
 import { CpuShares, cpuSince, stackCpu } from './usage.js';
-import { Admission, type Concurrency } from './admission.js';
+import { Admission, procSampler, type Concurrency } from './admission.js';
 
 export { generateInput, inputRecord } from './input.js';
 export type { InputShape, InputRecord } from './input.js';
@@ -80,6 +80,8 @@ export interface ChaosOptions {
   readonly load?: ChaosLoad;
   /** accounts the stack's CPU to the seeds running (runChaos passes one) */
   readonly cpuShares?: CpuShares;
+  /** called once the seed's start-up is over (its runner is up, or it failed to start) */
+  readonly onStartedUp?: () => void;
 }
 
 /** Runs one seed. */
@@ -163,6 +165,7 @@ async function runSeedUntilVerdict(seed: number, emulators: LocalEmulators, opti
     });
     const r = run;
     options.onRunner?.(r.runner, schedule);
+    options.onStartedUp?.();
     phases.start = Date.now() - phases.t;
     phases.t = Date.now();
     shares?.phase(seed, 'fault');
@@ -343,9 +346,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   const cpu0 = stackCpu(emulators);
   const t0 = Date.now();
   const shares = new CpuShares(emulators);
-  const admission = new Admission(options.concurrency ?? 1, options.seeds.length);
+  const admission = new Admission(options.concurrency ?? 1, options.seeds.length, undefined, {
+    sampler: procSampler(() => [process.pid, emulators.pids.kinesis, emulators.pids.s3]),
+    now: Date.now,
+  });
   let cpu = cpu0;
-  let peak = 0;
   let seedMs = 0;
   try {
     const queue = [...options.seeds];
@@ -353,19 +358,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
     while (queue.length || running.size) {
       while (queue.length && admission.admits(running.size)) {
         const seed = queue.shift()!;
-        admission.started();
+        const slot = admission.started(running.size + 1);
         const t = Date.now();
-        const p: Promise<void> = runSeed(seed, emulators, { ...options, cpuShares: shares })
+        const p: Promise<void> = runSeed(seed, emulators, { ...options, cpuShares: shares, onStartedUp: () => slot.ready() })
           .then((r) => {
             seedMs += Date.now() - t;
             results.push(r);
             options.onSeed?.(r, seedLine(r));
           })
-          .finally(() => running.delete(p));
+          .finally(() => {
+            slot.ready();
+            running.delete(p);
+          });
         running.add(p);
-        peak = Math.max(peak, running.size);
       }
-      // until a seed ends; under `auto` also look at the idle CPU again every second
+      // until a seed ends; under `auto` also look again every second (start-ups end, the CPU changes)
       await Promise.race(options.concurrency === 'auto' && queue.length ? [...running, sleep(1_000)] : [...running]);
     }
   } finally {
@@ -377,7 +384,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosSummary> {
   }
   results.sort((a, b) => a.seed - b.seed);
   const wallMs = Date.now() - t0;
+  const mean = wallMs ? (seedMs / wallMs).toFixed(1) : '0';
   const concurrency =
-    options.concurrency === 'auto' ? `auto (at most ${admission.limit}, peak ${peak}, mean ${wallMs ? (seedMs / wallMs).toFixed(1) : '0'})` : String(admission.limit);
-  return summarize(results, { wallMs, cpu: cpuSince(cpu, cpu0), concurrency, loads: shares.loadSamples });
+    options.concurrency === 'auto' ? `auto (at most ${admission.limit}, peak ${admission.peak}, mean ${mean})` : String(admission.limit);
+  const admissionLine = `admission: ${admission.describe()}; reached ${admission.peak} at once (mean ${mean})`;
+  const starved = options.concurrency === 'auto' ? { checks: admission.checks, starved: admission.starved } : undefined;
+  return { ...summarize(results, { wallMs, cpu: cpuSince(cpu, cpu0), concurrency, loads: shares.loadSamples, ...(starved ? { admission: starved } : {}) }), admissionLine };
 }

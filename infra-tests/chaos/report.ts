@@ -51,6 +51,8 @@ export interface ChaosSummary {
   readonly line: string;
   /** `duration: W s wall, cpu C s (…), S seeds/min, …`: what the run cost (when measured) */
   readonly durationLine?: string;
+  /** `admission: <the rule in effect>; reached N at once (mean M)` (when run by runChaos) */
+  readonly admissionLine?: string;
   readonly ok: boolean;
 }
 
@@ -84,9 +86,11 @@ export interface RunUsage {
   /** seeds at once: `2`, or `auto (at most 4, peak 3, mean 2.6)` */
   readonly concurrency: string;
   readonly loads: readonly number[];
+  /** under `auto`: checks the CPU rule decided, and how many of them admitted nothing */
+  readonly admission?: { readonly checks: number; readonly starved: number };
 }
 
-/** `duration: 136.0s wall, cpu 148.2s (harness 70.1 kinesis 76.0 s3 2.1) = 14.8s/seed, 4.41 seeds/min, concurrency 2, load 1.8–4.3 (mean 3.0)` */
+/** `duration: 136.0s wall, cpu 148.2s (harness 70.1 kinesis 76.0 s3 2.1) = 14.8s/seed, 4.41 seeds/min, concurrency 2, load 1.8–4.3 (mean 3.0)`; under `auto`, how often admission was starved after the concurrency */
 export function durationLine(seeds: number, u: RunUsage): string {
   const c = u.cpu;
   const perSeed = seeds ? ` = ${secs(c.totalMs / seeds)}s/seed` : '';
@@ -94,7 +98,8 @@ export function durationLine(seeds: number, u: RunUsage): string {
   const loads = u.loads.length
     ? `, load ${Math.min(...u.loads).toFixed(1)}–${Math.max(...u.loads).toFixed(1)} (mean ${(u.loads.reduce((a, b) => a + b, 0) / u.loads.length).toFixed(1)})`
     : '';
-  return `duration: ${secs(u.wallMs)}s wall, cpu ${secs(c.totalMs)}s (harness ${secs(c.harnessMs)} kinesis ${secs(c.kinesisMs)} s3 ${secs(c.s3Ms)})${perSeed}, ${rate} seeds/min, concurrency ${u.concurrency}${loads}`;
+  const starved = u.admission ? `, starved at ${u.admission.starved} of ${u.admission.checks} checks` : '';
+  return `duration: ${secs(u.wallMs)}s wall, cpu ${secs(c.totalMs)}s (harness ${secs(c.harnessMs)} kinesis ${secs(c.kinesisMs)} s3 ${secs(c.s3Ms)})${perSeed}, ${rate} seeds/min, concurrency ${u.concurrency}${starved}${loads}`;
 }
 
 export function summarize(results: SeedResult[], usage?: RunUsage): ChaosSummary {
