@@ -425,12 +425,14 @@ export class LocalJobRunner {
     const completed = checkpoints.filter((c) => c.status === 'COMPLETED');
     const hits = this.telemetry.get('CacheHit');
     const misses = this.telemetry.get('CacheMiss');
+    // a batch the lease already covered ran on no instance: a batch, but neither hit nor miss
+    const already = this.telemetry.get('BatchAlreadyProcessed');
     return {
       checkpoints,
       completed: completed.length,
       aborted: checkpoints.filter((c) => c.status === 'ABORTED').length,
       meanCheckpointMs: completed.length ? completed.reduce((a, c) => a + (c.durationMs ?? 0), 0) / completed.length : 0,
-      batches: hits + misses,
+      batches: hits + misses + already,
       cacheHitRate: hits + misses ? hits / (hits + misses) : 0,
       recordsIn: this.telemetry.get('RecordsIn'),
       deadLetters: this.telemetry.get('DeadLetters'),

@@ -8,6 +8,7 @@ import { withHooks } from '../adapters/memory/memory-ports.js';
 import { decodePacket } from '../codec/envelope.js';
 import type { RuntimePorts } from './ports.js';
 import { StageRunner } from './stage-runner.js';
+import { instanceIdOf } from './stage-instance.js';
 import { InjectedCrash, sim, expectNoErrors, type Env } from './stage-runner-sim.test-support.js';
 import { handleKinesisBatch } from '../../functions/operator.js';
 
@@ -187,8 +188,9 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
   });
 
   // A zombie's takeover of an older batch: the retry B ran on the environment holding the current
-  // instance (a cache hit) and went further; A, timed out before it read the lease, then took the
-  // lease over for its older batch. The ESM goes on after B's last record, so A's instance, which
+  // instance (a cache hit) and went further; A, timed out after it read the lease and before it took
+  // it over, then took the lease over for its older batch (had it read the lease after B's commit,
+  // it would find its batch processed and return at once: see the test after this one). The ESM goes on after B's last record, so A's instance, which
   // never read B's records, must not be taken for current by A's next batch: its records would be
   // numbered as they were on no other run: the same ids downstream carry other records.
   for (const sourceBarriers of [false, true]) {
@@ -203,11 +205,12 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
       const recs = s.records(stage, shardId);
       // B processes the first records and keeps the instance
       await s.esmStep(stage, shardId, { env: b!, size: 3 });
-      // A gets the next batch and stalls before reading the lease (a zombie)
+      // A gets the next batch, reads the lease and stalls before taking it over (a zombie); a source
+      // reads the announced barriers with the lease
       let release!: () => void;
       let reached!: () => void;
       const reachedP = new Promise<void>((r) => (reached = r));
-      a!.gateAt = 0;
+      a!.gateAt = sourceBarriers ? 2 : 1;
       a!.gate = new Promise<void>((r) => (release = r));
       a!.onGate = () => reached();
       const pA = s.invoke(a!, shardId, recs.slice(3, 4), true);
@@ -218,10 +221,46 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
       release();
       a!.gateAt = undefined;
       expect(await pA).toMatchObject({ cacheHit: false, processed: 1 });
+      expect(a!.trace).toContain('control.takeOver');
       // the ESM goes on after B's last record, on A's environment: records 4–6 were never read there
       s.cursor.set(`${stage.id}/${shardId}`, 7);
       expect(await s.invoke(a!, shardId, recs.slice(7, 10))).toMatchObject({ cacheHit: false });
       s.cursor.set(`${stage.id}/${shardId}`, 10);
+      await s.finish();
+      expectNoErrors(s);
+    });
+  }
+
+  // The mapping hands a batch over again after its invocation timed out, but that invocation had
+  // processed and committed it: the lease's position covers the batch's last record. The redelivery
+  // must return at once: a takeover would fence out the owner (its next batch a cache miss, a
+  // restore and a replay) for a batch with nothing new in it.
+  for (const stageIndex of [0, 1]) {
+    it(`a redelivered batch the lease already covers returns at once: no takeover, no restore (stage ${stageIndex})`, async () => {
+      const s = sim({ seed: 3, sourceShards: 1, parallelism: 1, envsPerStage: 2 });
+      for (let i = 0; i < 8; i++) s.produce({ kind: 'ok' });
+      await s.startCheckpoint();
+      for (let i = 0; i < 8; i++) s.produce({ kind: 'ok' });
+      // small source batches: the inner shard gets several packets
+      if (stageIndex === 1) while (await s.esmStep(s.stage(0), s.shardsOf(s.stage(0))[0]!, { size: 2 }));
+      const stage = s.stage(stageIndex);
+      const shardId = s.shardsOf(stage)[0]!;
+      const [a, b] = s.envs.get(stage.id)! as [Env, Env];
+      const recs = s.records(stage, shardId);
+      expect(recs.length).toBeGreaterThan(3);
+      const batch = recs.slice(0, 3);
+      // A processes and commits the batch, and "times out" afterwards: the mapping retries it on B
+      expect(await s.invoke(a, shardId, batch)).toMatchObject({ cacheHit: false, processed: 3 });
+      const id = instanceIdOf(stage.id, shardId);
+      const lease = s.m.control.lease(id);
+      expect(await s.invoke(b, shardId, batch)).toEqual({ instanceId: id, cacheHit: false, replayed: 0, processed: 0 });
+      expect(b.trace).not.toContain('control.takeOver');
+      expect(b.runner.totals).toMatchObject({ alreadyProcessed: 1, cacheMisses: 0 });
+      expect(s.m.control.lease(id)).toEqual(lease);
+      // the owner keeps its lease: the mapping's next batch is a cache hit where it runs
+      s.cursor.set(`${stage.id}/${shardId}`, 3);
+      expect(await s.invoke(a, shardId, recs.slice(3))).toMatchObject({ cacheHit: true });
+      s.cursor.set(`${stage.id}/${shardId}`, recs.length);
       await s.finish();
       expectNoErrors(s);
     });

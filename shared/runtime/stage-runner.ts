@@ -7,6 +7,9 @@
  * lease over (bumping the fence, which shuts out any zombie's writes), restores the instance's last
  * snapshot and replays its shard up to the batch. A batch that throws drops the cached instance.
  *
+ * A batch the lease's position already covers was processed and committed by some owner: the
+ * runner returns at once, without a takeover (which would fence out the owner for nothing).
+ *
  * The lease's position never moves back. A timed-out invocation may take the lease over after its
  * retry succeeded further on (the retry ran where the instance was cached, so it bumped no fence);
  * the mapping goes on after the retry's last record, which the zombie's instance never read. Had it
@@ -67,7 +70,7 @@ export class StageRunner {
   private readonly instances = new Map<string, StageInstance>();
   /** per cached instance: the first position it ever processed (committed once with its positions) */
   private readonly origins = new Map<string, string>();
-  readonly totals = { batches: 0, cacheHits: 0, cacheMisses: 0, replayed: 0 };
+  readonly totals = { batches: 0, alreadyProcessed: 0, cacheHits: 0, cacheMisses: 0, replayed: 0 };
   /** a child shard's start from its parents after a reshard */
   private readonly inheritance: ShardInheritance;
 
@@ -90,6 +93,15 @@ export class StageRunner {
     // a source learns with its lease which checkpoint is open: it puts that barrier at its read position
     const barriers = this.stage.input.kind === 'source' ? this.ports.sourceBarriers : undefined;
     const [lease, announced] = await Promise.all([this.ports.control.readLease(id), barriers ? barriers.announced() : []]);
+    // the mapping hands a batch over again that an owner processed and committed (its invocation
+    // timed out after the commit, or the retry went further elsewhere): nothing in it is new, and a
+    // takeover would only fence out the current owner and make this one restore and replay for nothing
+    const last = records.at(-1)?.sequenceNumber;
+    if (last !== undefined && lease.lastPosition !== undefined && compareSeq(lease.lastPosition, last) >= 0) {
+      this.totals.alreadyProcessed++;
+      t.count('BatchAlreadyProcessed');
+      return { instanceId: id, cacheHit: false, replayed: 0, processed: 0 };
+    }
     let inst = this.instances.get(id);
     const cacheHit = !!inst && inst.fence === lease.fence && inst.lastPosition === lease.lastPosition;
     this.instances.delete(id); // re-added only when the batch succeeds
