@@ -3,7 +3,7 @@
  * skips a barrier number stalls every later alignment), and n leaves the open set last.
  */
 import { describe, expect, it } from 'vitest';
-import { coordinatorOnTwins, T0 } from './on-twins.js';
+import { coordinatorOnTwins, T0 } from './on-twins.test-support.js';
 
 describe('abort', () => {
   it('records the reason as JSON, when it ended and how long it was open', async () => {

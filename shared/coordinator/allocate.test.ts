@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CheckpointInFlightError } from './protocol.js';
-import { coordinatorOnTwins, T0, TIMEOUT } from './on-twins.js';
+import { coordinatorOnTwins, T0, TIMEOUT } from './on-twins.test-support.js';
 
 describe('allocate', () => {
   it('numbers checkpoints one after another, never reusing an aborted number, and refuses one while the window is full', async () => {

@@ -4,7 +4,7 @@
  * retry after any of those writes does the rest again without changing what was written.
  */
 import { describe, expect, it } from 'vitest';
-import { coordinatorOnTwins, snapshotAndAck, T0 } from './on-twins.js';
+import { coordinatorOnTwins, snapshotAndAck, T0 } from './on-twins.test-support.js';
 
 describe('commit', () => {
   it('refuses a checkpoint that does not exist, or one that was aborted', async () => {

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { instanceIdOf } from '../runtime/stage-instance.js';
-import { coordinatorOnTwins, T0 } from './on-twins.js';
+import { coordinatorOnTwins, T0 } from './on-twins.test-support.js';
 
 describe('inject', () => {
   it('refuses a checkpoint that does not exist', async () => {

@@ -3,7 +3,7 @@
  * and what settle does with each checkpoint in flight (the rule itself is in timeouts.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { coordinatorOnTwins, T0, TIMEOUT } from './on-twins.js';
+import { coordinatorOnTwins, T0, TIMEOUT } from './on-twins.test-support.js';
 
 describe('overdue', () => {
   it('tells the workflow to stop waiting for a checkpoint that does not exist or already ended', async () => {

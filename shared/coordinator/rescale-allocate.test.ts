@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CheckpointInFlightError } from './protocol.js';
-import { coordinatorOnTwins } from './on-twins.js';
+import { coordinatorOnTwins } from './on-twins.test-support.js';
 
 describe('allocate during an in-place rescale', () => {
   it('announces the reshard with the next checkpoint, starts none until it completed and the stream resharded, then counts the new shards', async () => {
