@@ -62,4 +62,12 @@ describe('abort', () => {
     expect((await s.coord.get(1))!.status).toBe('ABORTED');
     expect(s.logs).toContainEqual(expect.objectContaining({ level: 'WARN', message: 'could not tell whether the job is stalled', checkpointId: 1, error: 'Error: throttled' }));
   });
+
+  it('an ordinary checkpoint, allocated and aborted, leaves the savepoints alone', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    await s.coord.abort(1, 'test');
+    expect(await s.coord.listSavepoints()).toEqual([]);
+  });
 });
+

@@ -115,4 +115,27 @@ describe('allocate', () => {
     expect((await s.store.readState()).open).toEqual([1]);
     expect((await s.coord.list()).map((c) => c.checkpointId)).toEqual([1]);
   });
+
+  it('says which checkpoint a task left half done it finishes, and how it found it', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    await s.ackAll(1);
+    await s.store.finishCheckpoint(1, { status: 'COMPLETED', endedAt: new Date(T0).toISOString(), durationMs: 0 });
+    await s.store.openNext(2, 1, 2, false);
+    expect(await s.coord.allocate()).toEqual({ checkpointId: 3 });
+    const finishing = s.logs.filter((l) => l.message === 'finishing a checkpoint a coordinator task left half done');
+    expect(finishing).toEqual([expect.objectContaining({ level: 'WARN', checkpointId: 1, status: 'COMPLETED' }), expect.objectContaining({ level: 'WARN', checkpointId: 2, status: 'no record' })]);
+  });
+
+  it('an inner stream resharded between checkpoints is not reported as a source resharded outside the job', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    await s.ackAll(1);
+    await s.coord.commit(1);
+    s.m.kinesis.reshard(s.inner, 4);
+    await s.coord.allocate();
+    expect((await s.coord.get(2))!.topology).toEqual([2, 4]);
+    expect(s.telemetry.get('SourceResharded')).toBe(0);
+  });
 });
+

@@ -83,4 +83,82 @@ describe('commit', () => {
       expect((await s.coord.commit(n)).deltasDeleted).toBe(n === 6 ? 3 * 5 : 0);
     }
   });
+
+  it('records each instance\'s bytes and keys only when its snapshot states them as numbers', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    const [a, b, ...rest] = (await s.coord.get(1))!.missing!;
+    await snapshotAndAck(s.m, 1, a!, { bytes: 10, keys: 2 });
+    await snapshotAndAck(s.m, 1, b!, { bytes: '10', keys: null });
+    for (const id of rest) await snapshotAndAck(s.m, 1, id);
+    await s.coord.commit(1);
+    const ck = (await s.coord.get(1))!;
+    const replay = { replayPoint: { from: 'after', sequenceNumber: '1' }, delta: expect.objectContaining({ store: 'inline' }) };
+    expect(ck.instances![a!]).toStrictEqual({ bytes: 10, keys: 2, ...replay });
+    expect(ck.instances![b!]).toStrictEqual(replay);
+    expect([ck.bytes, ck.keys]).toEqual([10, 2]);
+  });
+
+  it('a bounded job does not finish on snapshots of an older checkpoint that said finished', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    const ids = (await s.coord.get(1))!.missing!;
+    for (const [i, id] of ids.entries()) await snapshotAndAck(s.m, 1, id, { finished: i > 0 });
+    await s.coord.commit(1);
+    await s.coord.allocate();
+    // the finished ones ack 2 with nothing new to snapshot; the last one snapshots 2, finished
+    for (const id of ids.slice(1)) await s.m.control.ack(2, id);
+    await snapshotAndAck(s.m, 2, ids[0]!, { finished: true });
+    await s.coord.commit(2);
+    expect(await s.coord.jobStatus()).toEqual({});
+  });
+
+  it('a savepoint\'s commit that died after recording the instances: the retry still writes the savepoint; ordinary commits write none', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    await s.ackAll(1);
+    await s.coord.commit(1);
+    expect(await s.coord.listSavepoints()).toEqual([]);
+    await s.coord.requestSavepoint({ id: 'sp' });
+    await s.coord.allocate();
+    for (const id of (await s.coord.get(2))!.missing!) await snapshotAndAck(s.m, 2, id);
+    await s.store.finishCheckpoint(2, { status: 'COMPLETED', endedAt: new Date(T0).toISOString(), durationMs: 0 });
+    await s.store.recordInstances(2, {}, 0, 0);
+    await s.coord.commit(2);
+    expect(await s.coord.listSavepoints()).toEqual([expect.objectContaining({ id: 'sp', status: 'COMPLETED', checkpointId: 2 })]);
+  });
+});
+
+describe('garbage collection at a commit', () => {
+  const deltaCheckpoints = (s: ReturnType<typeof coordinatorOnTwins>) => [...new Set(s.m.control.deltaKeys().map((k) => Number(/(\d+)(\.bin)?$/.exec(k)![1])))].sort((a, b) => a - b);
+
+  it('keeps the deltas of the last `retained` completed checkpoints, not counting aborted ones', async () => {
+    const s = coordinatorOnTwins();
+    for (let n = 1; n <= 5; n++) {
+      await s.coord.allocate();
+      if (n === 4) {
+        await s.coord.abort(n, 'test');
+        continue;
+      }
+      for (const id of (await s.coord.get(n))!.missing!) await snapshotAndAck(s.m, n, id);
+      await s.coord.commit(n);
+    }
+    expect(deltaCheckpoints(s)).toEqual([1, 2, 3, 5]);
+    expect(await s.coord.gc()).toEqual({ deleted: 5, kept: 15 });
+    expect(deltaCheckpoints(s)).toEqual([2, 3, 5]);
+  });
+
+  it('keeps a delta written for the checkpoint in flight before its snapshot is published', async () => {
+    const s = coordinatorOnTwins();
+    for (let n = 1; n <= 4; n++) {
+      await s.coord.allocate();
+      for (const id of (await s.coord.get(n))!.missing!) await snapshotAndAck(s.m, n, id);
+      await s.coord.commit(n);
+    }
+    await s.coord.allocate();
+    const [id] = (await s.coord.get(5))!.missing!;
+    await s.m.control.writeDelta(id!, 5, new Uint8Array(8));
+    await s.coord.gc();
+    expect(deltaCheckpoints(s)).toEqual([2, 3, 4, 5]);
+  });
 });
