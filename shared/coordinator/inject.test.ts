@@ -3,6 +3,11 @@
  * an injection that loses the mark to another one listing the shards at the same time.
  */
 import { describe, expect, it } from 'vitest';
+import { collectSink, job } from '../api/index.js';
+import { memoryCoordinator } from '../adapters/memory/checkpoint-store.js';
+import { createJobStreams, createMemoryPorts } from '../adapters/memory/memory-ports.js';
+import { planJob } from '../plan/planner.js';
+import { resourceNames } from '../plan/resources.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { coordinatorOnTwins, T0 } from './on-twins.test-support.js';
 
@@ -124,4 +129,29 @@ describe('inject', () => {
     expect(await s.coord.get(1)).toMatchObject({ topology: [2, 3], expected: 5 });
     for (const c of s.controls()) for (const x of c) expect(x).toMatchObject({ checkpointId: 1, topology: [2, 3] });
   });
+
+  it('with two sources, a split of one between allocate and inject replaces only that source\'s members', async () => {
+    const j = job('two', { maxParallelism: 8 });
+    const a = j.source<{ k: string }>({ name: 'a', shards: 2 });
+    const b = j.source<{ k: string }>({ name: 'b', shards: 2 });
+    a.keyBy((x) => x.k, { parallelism: 3 }).process({ processElement() {} }).sinkTo(collectSink('outA'));
+    b.sinkTo(collectSink('outB'));
+    const plan = planJob(j);
+    const names = resourceNames(plan, 'test');
+    const m = createMemoryPorts();
+    createJobStreams(m.kinesis, plan, names);
+    const coord = memoryCoordinator(plan, names, m, [], () => new Date(T0));
+    await coord.allocate();
+    const before = (await coord.ports.store.membersOf(1))!;
+    const [sa, sb] = plan.stages.filter((s) => s.input.kind === 'source');
+    m.kinesis.reshard(names.streamOf(sb!), 3);
+    await coord.inject(1);
+    const after = (await coord.ports.store.membersOf(1))!;
+    const openB = m.kinesis.listShards(names.streamOf(sb!)).filter((s) => s.endingSequenceNumber === undefined).map((s) => instanceIdOf(sb!.id, s.shardId));
+    expect([...after].sort()).toEqual([...before.filter((x) => !x.startsWith(`${sb!.id}:`)), ...openB].sort());
+    expect(after.filter((x) => x.startsWith(`${sa!.id}:`))).toHaveLength(2);
+    expect((await coord.get(1))!.expected).toBe(after.length);
+    expect(after).toHaveLength(new Set(after).size);
+  });
 });
+
