@@ -70,6 +70,15 @@ describe('inject', () => {
     expect((await s.coord.get(1))!.expected).toBe(6);
   });
 
+  it('a source whose shards were replaced by as many others between allocate and inject is logged too', async () => {
+    const s = coordinatorOnTwins();
+    await s.coord.allocate();
+    s.m.kinesis.reshard(s.src, 3);
+    s.m.kinesis.reshard(s.src, 2);
+    await s.coord.inject(1);
+    expect(s.logs).toContainEqual(expect.objectContaining({ level: 'WARN', checkpointId: 1, allocated: [2, 3], injected: [2, 3] }));
+  });
+
   it('an injection that loses the mark to one that listed a split meanwhile lists again and sends what it lists now', async () => {
     const s = coordinatorOnTwins();
     await s.coord.allocate();

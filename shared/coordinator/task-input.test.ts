@@ -22,6 +22,13 @@ describe('the task input', () => {
     expect((await s.store.readState()).stopping).toBeUndefined();
   });
 
+  it('a stop-with-savepoint request without an id still stops the job after it', async () => {
+    const s = coordinatorOnTwins();
+    expect(await s.coord.run({ action: 'savepoint', stop: true })).toMatchObject({ stop: true, status: 'REQUESTED' });
+    await s.coord.allocate();
+    expect((await s.store.readState()).stopping).toBe(1);
+  });
+
   it('await answers the workflow with the checkpoint it waited for', async () => {
     const s = coordinatorOnTwins();
     await s.coord.allocate();
