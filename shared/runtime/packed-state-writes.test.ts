@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MemoryStateTable } from '../adapters/memory/memory-state.js';
-import { decodeEntries } from '../codec/packed-entries.js';
+import { decodeEntries, encodeEntries } from '../codec/packed-entries.js';
 import { groupPk, PackedStateStore, ROOT_SK, type PackedTable, type StoredItem } from './packed-state.js';
 import type { StateRow } from './ports.js';
 
@@ -185,6 +185,96 @@ describe('PackedStateStore writes: the stored layout against a Map of every chec
     // while 80 + 26k + 13 <= 670: 23 entries a piece, the rest in a fifth
     await s.applyRows(1, 1, Array.from({ length: 100 }, (_, i) => row(`k${String(i).padStart(2, '0')}`, 'v'.repeat(15))));
     expect(chainOf(t).map((i) => decodeEntries(i.d!).size)).toEqual([23, 23, 23, 23, 8]);
+  });
+});
+
+describe('PackedStateStore writes: the edges of the rules', () => {
+  it('an item of exactly the split size stays whole, one byte more splits it; two entries over it go into two items', async () => {
+    // a second state name keeps the merge off the common case: the general merge decides the split
+    const rows = (pad: number) => [{ ...row('a', 'x'.repeat(10)), values: { n: enc.encode('x'.repeat(10)), m: new Uint8Array(pad) } }, ...Array.from({ length: 9 }, (_, i) => row(`k${i}`, 'v'.repeat(10)))];
+    const counted = (pad: number) => {
+      const t = new MemoryStateTable();
+      return { t, bytes: 80 + (1 + 3 + (1 + 10 + 4) + (1 + pad + 4)) + 9 * (2 + 3 + 1 + 10 + 4) };
+    };
+    for (const extra of [0, 1]) {
+      const { t, bytes } = counted(20);
+      const s = new PackedStateStore(t, { splitBytes: bytes - extra });
+      await s.applyRows(1, 1, rows(20));
+      expect(chainOf(t).length > 1).toBe(extra > 0);
+    }
+    const t = new MemoryStateTable();
+    await new PackedStateStore(t, { splitBytes: 256 }).applyRows(1, 1, [row('a', 'x'.repeat(200)), row('b', 'y'.repeat(200))]);
+    expect(chainOf(t).map((i) => [...decodeEntries(i.d!).keys()])).toEqual([['a'], ['b']]);
+  });
+
+  it("a piece closes before an entry that would take it past DynamoDB's item limit, even below its target", async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t, { splitBytes: 10 * 1024 * 1024 });
+    // 100 KB, 300 KB, 150 KB: two pieces of about 275 KB would be the target, but 100 + 300 KB is
+    // over the limit, so the first two go apart
+    const big = (key: string, kb: number) => ({ ...row(key, ''), values: { n: new Uint8Array(kb * 1000) } });
+    await s.applyRows(1, 1, [big('a', 100), big('b', 300), big('c', 150)]);
+    const chain = chainOf(t);
+    expect(chain.map((i) => [...decodeEntries(i.d!).keys()])).toEqual([['a'], ['b'], ['c']]);
+  });
+
+  it('a new checkpoint restamps an item off the common case too (keys not ASCII), with rows it already holds', async () => {
+    const t = new MemoryStateTable();
+    const s = new PackedStateStore(t);
+    await s.applyRows(1, 1, [row('é', '1'), row('ü', '2')]);
+    expect((await s.apply(2, [row('é', '1')])).itemWrites).toBe(1);
+    expect(stored(t)[0]).toMatchObject({ c: 2, r: 2 });
+    expect((await s.apply(2, [row('é', '1')])).itemWrites).toBe(0);
+  });
+
+  it('keys an item holds outside its range (a split that never rewrote it) are neither read nor kept by its next write', async () => {
+    const t = new MemoryStateTable();
+    const pk = groupPk('op', 7);
+    const d = (m: Record<string, string>) => encodeEntries(new Map(Object.entries(m).map(([k, v]) => [k, { n: enc.encode(v) }])));
+    t.groups.set(
+      pk,
+      new Map<string, StoredItem>([
+        [ROOT_SK, { sk: ROOT_SK, f: 1, c: 1, r: 1, n: '\u0000m', d: d({ a: 'root', z: 'stale' }) }],
+        ['\u0000m', { sk: '\u0000m', f: 1, c: 2, r: 1, l: 'm', n: '\u0000q', d: d({ c: 'stale', m: 'm', z: 'fresh' }) }],
+        ['\u0000q', { sk: '\u0000q', f: 1, c: 2, r: 1, l: 'q', d: d({}) }],
+      ]),
+    );
+    const rows = await new PackedStateStore(t).readGroup('op', 7);
+    expect(rows.map((r) => [r.key, text(r), r.checkpointId])).toEqual([
+      ['a', 'root', 1],
+      ['m', 'm', 2],
+    ]);
+    expect((await new PackedStateStore(t).getRows([id('z'), id('c')])).map((r) => [r.key, text(r) ?? null])).toEqual([
+      ['z', null],
+      ['c', null],
+    ]);
+    // a write to the root and to the middle item: each keeps only the keys of its range
+    await new PackedStateStore(t).applyRows(3, 1, [row('b', 'b'), row('n', 'n')]);
+    expect([...decodeEntries(t.groups.get(pk)!.get(ROOT_SK)!.d!).keys()]).toEqual(['a', 'b']);
+    expect([...decodeEntries(t.groups.get(pk)!.get('\u0000m')!.d!).keys()]).toEqual(['m', 'n']);
+  });
+
+  it('deletes only what is left to delete: nothing after an ordinary write, each legacy row once after the first', async () => {
+    const t = new MemoryStateTable();
+    const deletes: string[] = [];
+    const table: PackedTable = {
+      query: (pk) => t.query(pk),
+      getItems: (keys) => t.getItems(keys),
+      put: (pk, item, expected) => t.put(pk, item, expected),
+      delete: async (pk, sk, expected) => {
+        deletes.push(sk);
+        return t.delete(pk, sk, expected);
+      },
+    };
+    const pk = groupPk('op', 7);
+    t.groups.set(pk, new Map<string, StoredItem>([['old', { sk: 'old', ckpt: 1, v: { n: enc.encode('o') } }]]));
+    const s = new PackedStateStore(table, { splitBytes: 300 });
+    await s.applyRows(2, 1, [row('a', '1')]);
+    expect(deletes.splice(0)).toEqual(['old']);
+    await s.applyRows(3, 1, Array.from({ length: 30 }, (_, i) => row(`k${i}`, 'v'.repeat(10))));
+    await s.applyRows(4, 1, [row('a', '2')]);
+    await new PackedStateStore(table).applyRows(5, 1, [row('a', '3')]);
+    expect(deletes).toEqual([]);
   });
 });
 
