@@ -144,6 +144,8 @@ describe("mergeRows: a checkpoint's rows merged into an item", () => {
     const old = [entryOf('a', { n: new Uint8Array([1, 2]) }), entryOf('b', { n: new Uint8Array([3]), sum: new Uint8Array([4]) })];
     const same = (rows: StateRow[]) => mergeRows(old, rows, undefined, undefined, true).changed === false;
     expect(same([row('a', { n: new Uint8Array([1, 2]) })])).toBe(true);
+    // the entry kept as it was still counts its bytes
+    expect(mergeRows(old, [row('a', { n: new Uint8Array([1, 2]) })], undefined, undefined, true).bytes).toBe(ITEM_OVERHEAD + old[0]!.size + old[1]!.size);
     expect(mergeRows(old, [row('a', { n: new Uint8Array([1, 2]) })], undefined, undefined, false).changed).toBe(true);
     expect(same([row('a', { n: new Uint8Array([1, 3]) })])).toBe(false); // a byte differs
     expect(same([row('a', { n: new Uint8Array([1]) })])).toBe(false); // shorter

@@ -225,6 +225,11 @@ describe('PackedStateStore writes: the edges of the rules', () => {
     expect((await s.apply(2, [row('é', '1')])).itemWrites).toBe(1);
     expect(stored(t)[0]).toMatchObject({ c: 2, r: 2 });
     expect((await s.apply(2, [row('é', '1')])).itemWrites).toBe(0);
+    // a checkpoint that only clears a key the item does not hold still stamps it: a zombie of an
+    // earlier checkpoint must not bring the key back
+    expect((await s.apply(3, [row('ö', '')])).itemWrites).toBe(1);
+    expect(stored(t)[0]).toMatchObject({ c: 3 });
+    expect((await new PackedStateStore(t).apply(2, [row('ö', 'zombie')])).rejected.map((r) => r.key)).toEqual(['ö']);
   });
 
   it('keys an item holds outside its range (a split that never rewrote it) are neither read nor kept by its next write', async () => {
