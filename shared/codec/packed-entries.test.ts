@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decodeEntries, decodeSortedEntries, encodeEntries, encodeSortedEntries, mergeIntoEntries, type MergedRow } from './packed-entries.js';
+import { compareKeys, decodeEntries, decodeSortedEntries, encodeEntries, encodeSortedEntries, mergeIntoEntries, type MergedRow } from './packed-entries.js';
 
 const enc = new TextEncoder();
 type Values = Record<string, Uint8Array>;
@@ -74,6 +74,10 @@ function oneName(entries: ReadonlyArray<{ shared: number; rest: ArrayLike<number
 const mrow = (key: string, values: Values = { n: enc.encode('9') }): MergedRow => ({ key, values });
 
 describe('packed entries codec', () => {
+  it('orders keys by code unit, equal keys alike', () => {
+    expect([compareKeys('a', 'b'), compareKeys('b', 'a'), compareKeys('a', 'a'), compareKeys('Z', 'a'), compareKeys('a', 'ab')]).toEqual([-1, 1, 0, -1, -1]);
+  });
+
   it('round-trips keys (prefix-compressed, any UTF-8) and their named values', () => {
     const m = new Map<string, Values>([
       ['user-10', { count: enc.encode('1'), sum: new Uint8Array([1, 2, 3]) }],
@@ -239,6 +243,13 @@ describe('merging rows into an item on its bytes', () => {
     expect(mergeIntoEntries(d, [mrow('b')], undefined, 'b', 0)).toBeUndefined(); // the old 'b' and the row lie at hi
     expect(mergeIntoEntries(d, [mrow('a')], undefined, 'b', 0)).toBeUndefined(); // the old 'b' lies at hi
     expect(mergeIntoEntries(d, [mrow('b')], 'b', undefined, 0)).toBeUndefined(); // the old 'a' lies below lo
+    // rows outside [lo, hi) of an item whose entries all lie in it
+    const bc = encodeEntries(new Map([['b', { n: enc.encode('1') }], ['c', { n: enc.encode('2') }]]));
+    expect(mergeIntoEntries(bc, [mrow('b'), mrow('c')], 'b', 'd', 0)).toBeDefined();
+    expect(mergeIntoEntries(bc, [mrow('a')], 'b', 'd', 0)).toBeUndefined();
+    expect(mergeIntoEntries(bc, [mrow('d')], 'b', 'd', 0)).toBeUndefined();
+    expect(mergeIntoEntries(bc, [mrow('a')], undefined, 'd', 0)).toBeDefined();
+    expect(mergeIntoEntries(bc, [mrow('d')], 'b', undefined, 0)).toBeDefined();
     expect(mergeIntoEntries(d, [mrow('a', {}), mrow('b', {})], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(d.subarray(0, d.length - 1), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
   });
