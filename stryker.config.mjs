@@ -20,6 +20,9 @@ export default {
     'shared/codec/snapshot.ts',
     'shared/runtime/outbox.ts',
     'shared/runtime/packed-state.ts',
+    'shared/runtime/packed-item-entries.ts',
+    'shared/codec/packed-entries.ts',
+    'shared/runtime/barrier-senders.ts', // hash-range alignment of source barriers
     'shared/coordinator/coordinator.ts',
   ],
   // static initialisers run once per process: each would need its own run, for little insight

@@ -52,8 +52,7 @@ export function find(entries: readonly Entry[], key: string): Entry | undefined 
   return e?.key === key ? e : undefined;
 }
 
-function sameValues(a: Values | undefined, b: Values): boolean {
-  if (!a) return false;
+function sameValues(a: Values, b: Values): boolean {
   const ka = Object.keys(a);
   if (ka.length !== Object.keys(b).length) return false;
   for (const k of ka) {

@@ -1,8 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { MemoryStateTable } from '../adapters/memory/memory-ports.js';
-import { decodeEntries, decodeSortedEntries, encodeEntries, encodeSortedEntries, mergeIntoEntries } from '../codec/packed-entries.js';
-import { ITEM_OVERHEAD, mergeRows, sortedEntries } from './packed-item-entries.js';
+import { decodeEntries } from '../codec/packed-entries.js';
 import { groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
 import type { StateRow } from './ports.js';
 import { SpillingStateStore } from './spilling-state-store.js';
@@ -18,138 +17,6 @@ const row = (key: string, v: string | Uint8Array, keyGroup = 7, operatorId = 'op
 const id = (key: string, keyGroup = 7) => ({ operatorId: 'op', keyGroup, key });
 const items = (t: MemoryStateTable, keyGroup = 7) => [...(t.groups.get(groupPk('op', keyGroup))?.values() ?? [])];
 const text = (r: StateRow | undefined) => (r?.values.count ? dec.decode(r.values.count) : undefined);
-
-describe('packed entries', () => {
-  it('round-trips keys (prefix-compressed, any UTF-8) and their named values', () => {
-    const m = new Map<string, Record<string, Uint8Array>>([
-      ['user-10', { count: enc.encode('1'), sum: new Uint8Array([1, 2, 3]) }],
-      ['user-1', { count: new Uint8Array(0) }],
-      ['ünïcødé-🙂', { list: new Uint8Array(300).fill(9) }],
-      ['user-100', {}],
-    ]);
-    const d = encodeEntries(m);
-    expect(decodeEntries(d)).toEqual(m);
-    // the names once per item, keys sharing their prefix: far below key + name + value per row
-    expect(encodeEntries(new Map(Array.from({ length: 100 }, (_, i) => [`user-${i}`, { count: new Uint8Array([i]) }]))).length).toBeLessThan(100 * 8);
-  });
-
-  it('refuses a truncated item as corrupt state', () => {
-    const d = encodeEntries(new Map([['user-1', { count: new Uint8Array(40).fill(7) }]]));
-    for (const end of [1, 5, d.length - 1]) expect(() => decodeEntries(d.subarray(0, end))).toThrow(expect.objectContaining({ code: 'STATE_CORRUPT' }));
-  });
-  it('writes entries already in key order with known key bytes exactly as from a map (the store re-encodes items so)', () => {
-    const valuesArb = fc.dictionary(fc.constantFrom('count', 'sum', 'list', 'ü'), fc.uint8Array({ maxLength: 40 }), { maxKeys: 3 });
-    fc.assert(
-      fc.property(fc.array(fc.tuple(fc.string({ maxLength: 8, unit: 'grapheme' }), valuesArb), { maxLength: 40 }), (pairs) => {
-        const m = new Map(pairs);
-        const d = encodeEntries(m);
-        const sorted = decodeSortedEntries(d);
-        expect(sorted.map((e) => e.key)).toEqual([...m.keys()].sort());
-        expect(sorted.every((e) => Buffer.from(e.kb).equals(Buffer.from(enc.encode(e.key))))).toBe(true);
-        expect(encodeSortedEntries(sorted)).toEqual(d);
-      }),
-      { numRuns: 200 },
-    );
-  });
-
-  it('writes the layout its format documents, byte for byte (an encoder written apart from the codec)', () => {
-    // the format as documented: format byte, state names in order of first use, entry count, then per
-    // entry the bytes shared with the previous key, the rest of the key, the state count, and per
-    // state its name's index and bytes; lengths as LEB128 varints
-    const reference = (entries: Array<[string, Record<string, Uint8Array>]>): Uint8Array => {
-      const out: number[] = [];
-      const varint = (n: number) => {
-        for (; n >= 128; n = Math.floor(n / 128)) out.push((n % 128) + 128);
-        out.push(n);
-      };
-      const lengthAndBytes = (b: ArrayLike<number>) => {
-        varint(b.length);
-        for (let i = 0; i < b.length; i++) out.push(b[i]!);
-      };
-      const names: string[] = [];
-      for (const [, v] of entries) for (const n of Object.keys(v)) if (!names.includes(n)) names.push(n);
-      varint(1);
-      varint(names.length);
-      for (const n of names) lengthAndBytes(enc.encode(n));
-      varint(entries.length);
-      let prev = new Uint8Array(0);
-      for (const [key, v] of entries) {
-        const kb = enc.encode(key);
-        let shared = 0;
-        while (shared < Math.min(prev.length, kb.length) && prev[shared] === kb[shared]) shared++;
-        varint(shared);
-        lengthAndBytes(kb.slice(shared));
-        varint(Object.keys(v).length);
-        for (const [n, b] of Object.entries(v)) {
-          varint(names.indexOf(n));
-          lengthAndBytes(b);
-        }
-        prev = kb;
-      }
-      return new Uint8Array(out);
-    };
-    const valuesArb = fc.dictionary(fc.constantFrom('count', 'sum', 'list', 'ü', 's'.repeat(130)), fc.uint8Array({ maxLength: 300 }), { maxKeys: 3 });
-    fc.assert(
-      fc.property(fc.uniqueArray(fc.tuple(fc.string({ maxLength: 160, unit: 'grapheme' }), valuesArb), { selector: ([k]) => k, maxLength: 150 }), (pairs) => {
-        const sorted = [...pairs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-        const d = encodeSortedEntries(sorted.map(([key, values]) => ({ key, kb: enc.encode(key), values })));
-        expect(Buffer.from(d).equals(Buffer.from(reference(sorted)))).toBe(true);
-        // and a larger item after a small one: the reused buffer holds nothing of the last encoding
-        expect(Buffer.from(encodeSortedEntries([]))).toEqual(Buffer.from(reference([])));
-      }),
-      { numRuns: 300 },
-    );
-  });
-});
-
-describe('merging rows into an item on its bytes', () => {
-  // keys from a few letters (so that rows hit, miss and clear entries, and share prefixes), now and then not ASCII
-  const keyArb = fc.oneof({ weight: 150, arbitrary: fc.string({ unit: fc.constantFrom('a', 'b', 'c', 'ab', '-'), maxLength: 6 }) }, { weight: 1, arbitrary: fc.constantFrom('é', 'a\u{1F642}', '\uE000') });
-  const valueArb = fc.uint8Array({ maxLength: 140 });
-  const rowValuesArb = fc.oneof({ weight: 8, arbitrary: valueArb.map((v) => ({ count: v })) }, { weight: 2, arbitrary: fc.constant({}) }, { weight: 1, arbitrary: valueArb.map((v) => ({ sum: v })) });
-  const bound = fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: keyArb });
-  it('writes what merging the decoded entries writes, whenever it takes the item (a model: the general merge)', () => {
-    let taken = 0;
-    fc.assert(
-      fc.property(
-        fc.uniqueArray(fc.tuple(keyArb, fc.oneof({ weight: 9, arbitrary: valueArb.map((v) => ({ count: v })) }, { weight: 1, arbitrary: fc.constant({}) })), { selector: ([k]) => k, maxLength: 60 }),
-        fc.uniqueArray(fc.tuple(keyArb, rowValuesArb), { selector: ([k]) => k, maxLength: 40 }),
-        bound,
-        bound,
-        fc.nat(9).map((n) => n > 0),
-        (stored, rowPairs, lo, hi, sortRows) => {
-          const d = encodeEntries(new Map(stored));
-          const rows = rowPairs.map(([key, values]) => ({ operatorId: 'op', keyGroup: 1, key, values }) as StateRow);
-          if (sortRows) rows.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-          const fast = mergeIntoEntries(d, rows, lo, hi, ITEM_OVERHEAD);
-          if (!fast) return;
-          taken++;
-          const model = mergeRows(sortedEntries(decodeSortedEntries(d)), rows, lo, hi, false);
-          expect(Buffer.from(fast.d).equals(Buffer.from(encodeSortedEntries(model.entries)))).toBe(true);
-          expect(fast.size).toBe(model.bytes);
-        },
-      ),
-      { numRuns: 3000 },
-    );
-    // the common case is taken, not left to the general merge every time
-    expect(taken).toBeGreaterThan(300);
-  });
-
-  it('leaves to the general merge what it does not handle: two state names, keys not ASCII or out of range, rows out of order, nothing left', () => {
-    const d = encodeEntries(new Map([['a', { count: enc.encode('1') }], ['b', { count: enc.encode('2') }]]));
-    const r = (key: string, values: Record<string, Uint8Array> = { count: enc.encode('9') }) => ({ operatorId: 'op', keyGroup: 1, key, values }) as StateRow;
-    expect(mergeIntoEntries(d, [r('a'), r('c')], undefined, undefined, 0)).toBeDefined();
-    expect(mergeIntoEntries(d, [r('a', { sum: enc.encode('1') })], undefined, undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(encodeEntries(new Map([['a', { count: enc.encode('1'), sum: enc.encode('1') }]])), [r('a')], undefined, undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(d, [r('é')], undefined, undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(encodeEntries(new Map([['é', { count: enc.encode('1') }]])), [r('a')], undefined, undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(d, [r('c'), r('a')], undefined, undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(d, [r('a')], 'b', undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(d, [r('c')], undefined, 'b', 0)).toBeUndefined();
-    expect(mergeIntoEntries(d, [r('a', {}), r('b', {})], undefined, undefined, 0)).toBeUndefined();
-    expect(mergeIntoEntries(d.subarray(0, d.length - 1), [r('a')], undefined, undefined, 0)).toBeUndefined();
-  });
-});
 
 describe('PackedStateStore', () => {
   it('packs the keys of a key group into one item and reads them back by id', async () => {
