@@ -42,18 +42,29 @@ export function silentServer(onConnection: () => void, onGivenUp: () => void): {
   };
 }
 
+/** The attempt counters of commands that carry the middleware: a command may be sent again. */
+const hung = new WeakMap<object, { attempts: number }>();
+
 /**
- * Sends the first attempt of `cmd` to the silent server (the SDK's retries go to the real endpoint):
- * a middleware inside the retry loop rewrites the attempt's host.
+ * Sends the first attempt of `cmd`'s next send to the silent server (the SDK's retries go to the
+ * real endpoint): a middleware inside the retry loop rewrites the attempt's host. A command the
+ * engine sends again keeps its one middleware (a second one of the same name is refused by the
+ * stack); its counter is reset instead.
  */
 export function hangFirstAttempt(cmd: object, port: number): void {
   const stack = (cmd as { middlewareStack?: { add: (mw: unknown, opts: object) => void } }).middlewareStack;
   if (!stack) return;
-  let attempts = 0;
+  const known = hung.get(cmd);
+  if (known) {
+    known.attempts = 0;
+    return;
+  }
+  const counter = { attempts: 0 };
+  hung.set(cmd, counter);
   stack.add(
     (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
       const req = args.request as { hostname?: string; port?: number; protocol?: string } | undefined;
-      if (attempts++ === 0 && req && typeof req === 'object' && 'hostname' in req) {
+      if (counter.attempts++ === 0 && req && typeof req === 'object' && 'hostname' in req) {
         req.hostname = '127.0.0.1';
         req.port = port;
         req.protocol = 'http:';
