@@ -59,7 +59,7 @@ export interface ChaosSummary {
 /** The line printed for a seed. */
 export function seedLine(r: SeedResult): string {
   const faults = [...r.faults].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}=${n}`).join(' ');
-  const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|lost-response|hard-timeout@|sdk-hang|kpl|narrowed|CacheMiss|PutRecordsRetried|InvocationErrors/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
+  const obs = [...r.observed].filter(([k]) => /fenced|zombie@|barrier|entries|lost-response|hard-timeout@|sdk-hang|kpl|narrowed|CacheMiss|PutRecordsRetried|InvocationErrors|BatchAlreadyProcessed/.test(k)).map(([k, n]) => `${k}=${n}`).join(' ');
   const v = r.verdict;
   const bad = v.lost || v.duplicated || v.mismatched || r.deadLettered !== r.poison || !r.live || r.error !== undefined;
   return (

@@ -231,7 +231,7 @@ export class ChaosRun {
     const missingLetters = [...exp.poisonIds].filter((id) => !perId.has(id));
     if (missingLetters.length) verdict.problems.push(`poison records without a dead letter: ${missingLetters.slice(0, 5).join(', ')}`);
     const tele = r.telemetry;
-    for (const name of ['CacheMiss', 'CacheHit', 'PutRecordsRetried', 'InvocationErrors', 'RecordsReplayed']) {
+    for (const name of ['CacheMiss', 'CacheHit', 'PutRecordsRetried', 'InvocationErrors', 'RecordsReplayed', 'BatchAlreadyProcessed']) {
       const n = tele.get(name);
       if (n) this.schedule.observe(name, n);
     }
