@@ -134,4 +134,13 @@ describe('Admission', () => {
   it('reads run and wait time from a schedstat line', () => {
     expect(schedstatOf('414017797 4564318031 314\n')).toEqual({ run: 414017797, wait: 4564318031 });
   });
+
+  it('the admission line names only the rules the limit leaves in play', () => {
+    expect(machine('auto', 1).a.describe()).not.toMatch(/2nd|3rd/);
+    expect(machine('auto', 2).a.describe()).toMatch(/2nd seed while/);
+    expect(machine('auto', 2).a.describe()).not.toMatch(/3rd/);
+    expect(machine('auto', 3).a.describe()).toMatch(/a 3rd while/);
+    expect(machine('auto', 10).a.describe()).toMatch(/a 3rd–4th while ≥ 0.6 core idle/);
+    expect(machine(3).a.describe()).toBe('fixed: 3 seeds at once');
+  });
 });

@@ -154,11 +154,9 @@ export class Admission {
   describe(): string {
     if (this.concurrency !== 'auto') return `fixed: ${this.limit} seeds at once`;
     const niced = this.clock.manual ? '' : `; niced CPU ${nicedCpuIsIdle(getPriority(), autogroupOn()) ? 'counts as idle' : 'does not count as idle (run niced or autogroup on)'}`;
-    return (
-      `auto: one seed starts at a time, the first alone; each decision ${RAMP_MS / 1000} s after the last start-up ended; ` +
-      `a 2nd seed while the stack's threads waited ≤ ${MAX_WAIT_SHARE * 100} % of their time for a CPU, ` +
-      `a 3rd–${this.limit === 4 ? '4th' : `${this.limit}th`} while ≥ ${SEED_CORES} core idle (over ${WINDOW_MS / 1000} s)${niced}`
-    );
+    const second = this.limit >= 2 ? `; a 2nd seed while the stack's threads waited ≤ ${MAX_WAIT_SHARE * 100} % of their time for a CPU` : '';
+    const more = this.limit >= 3 ? `; a 3rd${this.limit > 3 ? `–${this.limit}th` : ''} while ≥ ${SEED_CORES} core idle (over ${WINDOW_MS / 1000} s)` : '';
+    return `auto: one seed starts at a time, the first alone; each decision ${RAMP_MS / 1000} s after the last start-up ended${second}${more}${niced}`;
   }
 
   /** Over the last window: idle cores and the stack's wait share (undefined: not known yet, or not on Linux). */
