@@ -212,6 +212,12 @@ export interface SourceBarrierRecord {
   readonly readThrough: string | undefined;
 }
 
+/** An instance's placements as read with its lease: whose they are is the lease's fence at the read. */
+export interface RecordedBarriers extends SourceBarrierRecord {
+  /** the lease's fence when the record was read (the record lives in the lease item) */
+  readonly fence: number;
+}
+
 /**
  * Barriers at a source's read position (runtime/source-barriers.ts): the coordinator announces the
  * checkpoint it opens; a source instance records, fenced, where it puts each barrier before it
@@ -220,8 +226,8 @@ export interface SourceBarrierRecord {
 export interface SourceBarrierStore {
   /** the checkpoints announced most recently, oldest first (read with the lease, every batch) */
   announced(): Promise<readonly AnnouncedBarrier[]>;
-  /** what the instance's owners recorded (read after a takeover) */
-  recorded(instanceId: string): Promise<SourceBarrierRecord>;
+  /** what the instance's owners recorded, with the lease's fence read with it (read after a takeover) */
+  recorded(instanceId: string): Promise<RecordedBarriers>;
   /** replaces the instance's record if `fence` still holds the lease (FencedError otherwise) */
   record(instanceId: string, fence: number, record: SourceBarrierRecord): Promise<void>;
   /**

@@ -91,8 +91,15 @@ describe('barriers at the source read position', () => {
   it('a later owner puts no barrier before what an earlier owner read', async () => {
     const s = setup();
     const ports = { ...s.mem.ports, sourceBarriers: s.barriers };
-    // A reads records 0..49 with no checkpoint open; then n opens and B takes over from record 0
-    await s.runner(ports).run(s.shardId, s.records.slice(0, 50));
+    // A reads records 0..49 with no checkpoint open, emits them and dies before committing its
+    // position (a batch the lease covered would return at once: BatchAlreadyProcessed); then n
+    // opens and B takes over from record 0
+    const dies: PortHooks = {
+      before: (op) => {
+        if (op === 'control.commitPosition') throw new Error('A dies before its commit');
+      },
+    };
+    await expect(s.runner({ ...withHooks(s.mem.ports, dies), sourceBarriers: s.barriers }).run(s.shardId, s.records.slice(0, 50))).rejects.toThrow('A dies');
     const { checkpointId: n } = await s.coordinator.allocate();
     await s.coordinator.inject(n);
     await s.runner(ports).run(s.shardId, s.records.slice(0, 20));

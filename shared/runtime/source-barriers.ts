@@ -14,12 +14,17 @@
  *   owner puts no barrier before that, since an earlier owner (perhaps a zombie still running) may
  *   have emitted those records' outputs in the previous epoch;
  * - **in order**: a barrier is never put before one still pending, so each goes out exactly where it
- *   was recorded (its snapshot's replay point).
+ *   was recorded (its snapshot's replay point);
+ * - **read under the fence**: an owner drops each placement once it is past it, so the record is
+ *   only complete for the snapshot the lease points to; a takeover reads it only while its fence
+ *   still holds the lease (`load`), or it would number records past a dropped barrier in its older
+ *   epoch (seen in chaos seed 206: a keyed stage counted two records twice).
  *
  * The coordinator announces only with one checkpoint in flight (coordinator.ts): with overlapping
  * checkpoints the sources take their barriers at the tail.
  */
 import type { AnnouncedBarrier, SourceBarrier, SourceBarrierRecord, SourceBarrierStore } from './ports.js';
+import { FencedError } from '../util/errors.js';
 import { compareSeq, laterSeq as later } from './positions.js';
 
 type Placement = SourceBarrierRecord['placed'][number];
@@ -44,9 +49,16 @@ export class SourceBarrierPlan {
     return (this.placed = this.placed.filter((p) => p.barrier.checkpointId > epoch));
   }
 
-  /** After a takeover and restore: what earlier owners recorded. */
-  async load(epoch: number): Promise<void> {
+  /**
+   * After a takeover and restore: what earlier owners recorded. Only while `fence` still holds the
+   * lease: a later owner drops each placement once it is past it, so a takeover stalled between its
+   * restore and this read (a zombie) would find the barriers after its snapshot gone and a read
+   * position already covering its batch — no fenced write left before it emits, and its records go
+   * out again in its older epoch, under ids the keyed stage has not seen.
+   */
+  async load(epoch: number, fence: number): Promise<void> {
     const r = await this.store.recorded(this.instanceId);
+    if (r.fence !== fence) throw new FencedError(`${this.instanceId}: fence ${fence} no longer holds the lease`);
     this.placed = [...r.placed];
     this.pending(epoch);
     this.readThrough = r.readThrough;

@@ -11,6 +11,7 @@ import { StageRunner } from './stage-runner.js';
 import { instanceIdOf } from './stage-instance.js';
 import { InjectedCrash, sim, expectNoErrors, type Env } from './stage-runner-sim.test-support.js';
 import { handleKinesisBatch } from '../../functions/operator.js';
+import { FencedError } from '../util/errors.js';
 
 describe('StageRunner on the in-memory twins: scenarios', () => {
   it('runs a two-stage keyed job end to end, exactly once', async () => {
@@ -230,6 +231,59 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
       expectNoErrors(s);
     });
   }
+
+  // Seed 206 of the chaos run (zombie-takeover): a source's takeover that stalls between its restore
+  // and reading its barrier placements (the restore's applyRows or its ack). The retry takes the
+  // lease over, places the next barrier inside the stalled batch, and prunes that placement once it
+  // is past it. Woken, the stalled invocation read the pruned record: no placement for the barrier,
+  // and a read position already covering its batch, so it made no fenced write before draining and
+  // sent the batch's records again in its own, older epoch. New ids: the keyed stage, still in that
+  // epoch (the other source shard had not sent the barrier yet), counted them twice.
+  it('a source that reads its barrier placements after a newer owner pruned them emits nothing', async () => {
+    const s = sim({ seed: 7, sourceShards: 2, parallelism: 1, envsPerStage: 3, sourceBarriers: true });
+    const src = s.stage(0);
+    const [shard0, shard1] = s.shardsOf(src) as [string, string];
+    const [a, b, c] = s.envs.get(src.id)! as [Env, Env, Env];
+    for (let i = 0; i < 3; i++) s.produce({ kind: 'ok', user: 'a', v: 1, shard: 0 });
+    s.produce({ kind: 'ok', user: 'b', v: 1, shard: 1 });
+    // checkpoint 1 crosses the pipeline; shard 0's snapshot 1 goes out after its third record
+    await s.startCheckpoint();
+    while (await s.esmStep(src, shard0, { env: a, size: 10 }));
+    while (await s.esmStep(src, shard1, { env: a, size: 10 }));
+    await s.drainAll();
+    expect(s.completed).toEqual([1]);
+    for (let i = 0; i < 4; i++) s.produce({ kind: 'ok', user: 'a', v: 1, shard: 0 });
+    const batch = s.nextBatch(src, shard0, 4);
+    // Z takes the lease over, restores snapshot 1 and acks it again, then stalls (a zombie)
+    let release!: () => void;
+    let reached!: () => void;
+    const stalled = new Promise<void>((r) => (reached = r));
+    b.gateAt = 7;
+    b.gate = new Promise<void>((r) => (release = r));
+    b.onGate = () => reached();
+    const pZ = s.invoke(b, shard0, batch, true);
+    await stalled;
+    expect(b.trace.slice(-3)).toEqual(['state.applyRows', 'control.ack', 'sourceBarriers.recorded']);
+    // checkpoint 2 is announced; the retry takes the lease over and places barrier 2 after the
+    // batch's second record, then goes on past it (its next record of placements prunes barrier 2)
+    await s.startCheckpoint();
+    expect(await s.invoke(c, shard0, batch.slice(0, 2))).toMatchObject({ cacheHit: false, processed: 2 });
+    expect(await s.invoke(c, shard0, s.records(src, shard0).slice(s.records(src, shard0).indexOf(batch[2]!)))).toMatchObject({ cacheHit: true });
+    s.cursor.set(`${src.id}/${shard0}`, s.records(src, shard0).length);
+    // Z wakes: it must not send the batch's records again under other ids
+    release();
+    b.gateAt = undefined;
+    const z = await pZ;
+    const zOps = [...b.trace];
+    // the keyed stage reads everything shard 0 sent while shard 1 has not sent barrier 2 yet
+    const inner = s.stage(1);
+    for (const sh of s.shardsOf(inner)) while (await s.esmStep(inner, sh, { size: 100 }));
+    await s.finish();
+    expectNoErrors(s);
+    // Z stopped at its read of the placements, before it wrote anything
+    expect(z).toBeInstanceOf(FencedError);
+    expect(zOps.at(-1)).toBe('sourceBarriers.recorded');
+  });
 
   // The mapping hands a batch over again after its invocation timed out, but that invocation had
   // processed and committed it: the lease's position covers the batch's last record. The redelivery

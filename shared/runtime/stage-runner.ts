@@ -136,7 +136,7 @@ export class StageRunner {
         // barriers earlier owners placed go out where they recorded them, the restored position's first
         const plan = inst.barrierPlan;
         if (plan) {
-          await plan.load(inst.epoch);
+          await plan.load(inst.epoch, inst.fence);
           if (inst.skipThrough.from === 'after') await plan.forwardReached(() => inst!.epoch, inst.skipThrough.sequenceNumber);
         }
         const r = await this.replay(inst, shardId, records[0]!.sequenceNumber, owned.snapshot ? undefined : owned.firstPosition);

@@ -5,7 +5,7 @@
  * both fences them and makes them durable.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { AnnouncedBarrier, SourceBarrierRecord, SourceBarrierStore } from '../../runtime/ports.js';
+import type { AnnouncedBarrier, RecordedBarriers, SourceBarrierRecord, SourceBarrierStore } from '../../runtime/ports.js';
 import { fencedLeaseUpdate } from './dynamo-control-store.js';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
@@ -23,13 +23,16 @@ export class DynamoSourceBarrierStore implements SourceBarrierStore {
     return announcedOf(r.Item);
   }
 
-  async recorded(instanceId: string): Promise<SourceBarrierRecord> {
+  async recorded(instanceId: string): Promise<RecordedBarriers> {
     const r = await withThrottleRetry(() =>
-      this.clients.doc.send(new GetCommand({ TableName: this.table, Key: controlKey.lease(instanceId), ProjectionExpression: 'srcPlaced, srcReadThrough', ConsistentRead: true })),
+      this.clients.doc.send(
+        new GetCommand({ TableName: this.table, Key: controlKey.lease(instanceId), ProjectionExpression: 'srcPlaced, srcReadThrough, fence', ConsistentRead: true }),
+      ),
     );
     return {
       placed: typeof r.Item?.srcPlaced === 'string' ? (JSON.parse(r.Item.srcPlaced) as SourceBarrierRecord['placed']) : [],
       readThrough: r.Item?.srcReadThrough as string | undefined,
+      fence: (r.Item?.fence as number | undefined) ?? 0,
     };
   }
 

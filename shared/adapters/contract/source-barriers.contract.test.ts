@@ -101,20 +101,26 @@ describe.each(targets)('source barriers contract: $name', (target) => {
     const id = 's0:shardId-000000000001';
     const owned = await control.takeOver(id, 0);
     await control.commitPosition(id, owned.fence, '100', '1');
-    expect(await sources.recorded(id)).toEqual({ placed: [], readThrough: undefined });
+    expect(await sources.recorded(id)).toEqual({ placed: [], readThrough: undefined, fence: owned.fence });
     await sources.record(id, owned.fence, { placed: [], readThrough: '120' });
     const placed = [{ after: '110', barrier: announcement(3).barrier }];
     // a placement written without a read-through keeps the recorded one
     await sources.record(id, owned.fence, { placed, readThrough: undefined });
-    expect(await sources.recorded(id)).toEqual({ placed, readThrough: '120' });
+    expect(await sources.recorded(id)).toEqual({ placed, readThrough: '120', fence: owned.fence });
     const lease = await control.readLease(id);
     expect([lease.fence, lease.lastPosition, lease.firstPosition]).toEqual([owned.fence, '100', '1']);
-    // a takeover keeps what earlier owners recorded and shuts the old owner out
+    // a takeover keeps what earlier owners recorded and shuts the old owner out; the record is read
+    // with the fence that holds the lease, so the old owner can tell it is no longer its own
     const next = await control.takeOver(id, owned.fence);
-    expect(await sources.recorded(id)).toEqual({ placed, readThrough: '120' });
+    expect(await sources.recorded(id)).toEqual({ placed, readThrough: '120', fence: next.fence });
     await expect(sources.record(id, owned.fence, { placed: [], readThrough: '999' })).rejects.toThrow(FencedError);
     await sources.record(id, next.fence, { placed: [], readThrough: '130' });
-    expect(await sources.recorded(id)).toEqual({ placed: [], readThrough: '130' });
+    expect(await sources.recorded(id)).toEqual({ placed: [], readThrough: '130', fence: next.fence });
+  });
+
+  it('reads no fence for an instance that was never taken over', async () => {
+    const { sources } = await t.table();
+    expect(await sources.recorded('s0:shardId-000000000009')).toEqual({ placed: [], readThrough: undefined, fence: 0 });
   });
 
   it('a checkpoint crossed once every instance it expects acked it (or it committed); an aborted or unknown one never', async () => {

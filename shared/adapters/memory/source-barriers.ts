@@ -4,7 +4,7 @@
  * MemoryCheckpointStore.announceBarrier) and each source instance's placements, fenced by its lease
  * as the DynamoDB store fences them with a condition on the lease item.
  */
-import type { AnnouncedBarrier, SourceBarrierRecord, SourceBarrierStore } from '../../runtime/ports.js';
+import type { AnnouncedBarrier, RecordedBarriers, SourceBarrierRecord, SourceBarrierStore } from '../../runtime/ports.js';
 import { FencedError } from '../../util/errors.js';
 import { ackSetComplete, type MemoryControlStore } from './memory-ports.js';
 
@@ -19,9 +19,10 @@ export class MemorySourceBarrierStore implements SourceBarrierStore {
     return JSON.parse(JSON.stringify(this.control.announcedBarriers)) as AnnouncedBarrier[];
   }
 
-  async recorded(instanceId: string): Promise<SourceBarrierRecord> {
+  async recorded(instanceId: string): Promise<RecordedBarriers> {
     const json = this.records.get(instanceId);
-    return json ? (JSON.parse(json) as SourceBarrierRecord) : { placed: [], readThrough: undefined };
+    const fence = this.control.lease(instanceId).fence ?? 0;
+    return { ...(json ? (JSON.parse(json) as SourceBarrierRecord) : { placed: [], readThrough: undefined }), fence };
   }
 
   async record(instanceId: string, fence: number, record: SourceBarrierRecord): Promise<void> {
