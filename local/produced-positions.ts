@@ -26,15 +26,20 @@ export class ProducedPositions {
     }
   }
 
-  /** Whether a checkpoint covers every record produced until now (later puts do not count). */
-  coverageOfNow(): (c: CheckpointRecord) => boolean {
+  /**
+   * Whether a checkpoint covers every record produced until now (later puts do not count). An
+   * instance the checkpoint does not name is covered only when its shard is closed (`open`: the
+   * source instances whose shards are open when the checkpoint is judged): a reshard closed it before the checkpoint, and its
+   * records went on with the children. An open shard the checkpoint does not name was split off
+   * after its allocate (someone resharded the source), and its records are not in it.
+   */
+  coverageOfNow(): (open: ReadonlySet<string>) => (c: CheckpointRecord) => boolean {
     const through = new Map(this.producedThrough);
-    return (c) =>
+    return (open) => (c) =>
       c.instances !== undefined &&
       [...through].every(([id, seq]) => {
         const rp = c.instances![id]?.replayPoint;
-        // an instance not in the checkpoint reads a shard a reshard closed before it
-        if (!rp) return true;
+        if (!rp) return !open.has(id);
         return rp.from === 'after' ? compareSeq(rp.sequenceNumber, seq) >= 0 : rp.from === 'at' && compareSeq(rp.sequenceNumber, seq) > 0;
       });
   }

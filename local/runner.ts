@@ -19,7 +19,7 @@ import { DeleteStreamCommand, DescribeStreamSummaryCommand } from '@aws-sdk/clie
 import { cachedCoordinatorDefinition } from './coordinator-cache.js';
 import { createAwsClients, sleep, type AwsClients } from '../shared/adapters/aws/clients.js';
 import { kinesisSourceWriter } from '../shared/adapters/aws/bounded-input.js';
-import { sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
+import { listAllShards, sdkKinesisApi } from '../shared/adapters/aws/kinesis.js';
 import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-records.js';
 import { endInput } from '../shared/bounded/bounded-reader.js';
 import { UsageError } from '../shared/util/errors.js';
@@ -44,6 +44,7 @@ import { SinkReader, type DeadLetterRecord } from './sink-readers.js';
 import type { LocalRunOptions } from './local-run-options.js';
 import { startCoordinatorSchedules } from './coordinator-schedules.js';
 import { ProducedPositions } from './produced-positions.js';
+import { instanceIdOf } from '../shared/runtime/stage-instance.js';
 import { LocalStageFunctions } from './stage-functions.js';
 
 export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
@@ -306,7 +307,7 @@ export class LocalJobRunner {
     for (;;) {
       const done = (await this.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > since.getTime());
       onProgress?.(done.length);
-      if (done.length >= count && done.some(covers)) return done;
+      if (done.length >= count && done.some(covers(await this.openSourceInstances()))) return done;
       // a bounded job that finished takes no more checkpoints: its last one covers every record
       if ((await this.coordinator.jobStatus()).finishedAt !== undefined) return done;
       if (Date.now() > deadline()) {
@@ -317,6 +318,18 @@ export class LocalJobRunner {
       }
       await sleep(100);
     }
+  }
+
+  /** The source instances (`<stage>/<shard>`) whose shards are open now. */
+  private async openSourceInstances(): Promise<Set<string>> {
+    const open = new Set<string>();
+    for (const stage of this.plan.stages) {
+      if (stage.input.kind !== 'source') continue;
+      for (const s of await listAllShards(this.clients, this.names.streamOf(stage))) {
+        if (s.endingSequenceNumber === undefined) open.add(instanceIdOf(stage.id, s.shardId));
+      }
+    }
+    return open;
   }
 
   /** Puts an end marker into every open shard of a source: its watermark jumps to the end of time, firing every window. */
