@@ -29,9 +29,10 @@ export class ProducedPositions {
   /**
    * Whether a checkpoint covers every record produced until now (later puts do not count). An
    * instance the checkpoint does not name is covered only when its shard is closed (`open`: the
-   * source instances whose shards are open when the checkpoint is judged): a reshard closed it before the checkpoint, and its
-   * records went on with the children. An open shard the checkpoint does not name was split off
-   * after its allocate (someone resharded the source), and its records are not in it.
+   * source instances whose shards are open when the checkpoint is judged): a reshard closed it
+   * before the checkpoint, and its records went on with the children. An open shard the checkpoint
+   * does not name was split off after its allocate (someone resharded the source), and its records
+   * are not in it.
    */
   coverageOfNow(): (open: ReadonlySet<string>) => (c: CheckpointRecord) => boolean {
     const through = new Map(this.producedThrough);

@@ -48,6 +48,8 @@ import { instanceIdOf } from '../shared/runtime/stage-instance.js';
 import { LocalStageFunctions } from './stage-functions.js';
 
 export type { LocatedDeadLetter, RecordPosition } from './input-lines.js';
+
+const NONE_OPEN: ReadonlySet<string> = new Set();
 export type { LocalRunOptions } from './local-run-options.js';
 
 export interface RunStats {
@@ -307,7 +309,9 @@ export class LocalJobRunner {
     for (;;) {
       const done = (await this.coordinator.list()).filter((c) => c.status === 'COMPLETED' && Date.parse(c.startedAt) > since.getTime());
       onProgress?.(done.length);
-      if (done.length >= count && done.some(covers(await this.openSourceInstances()))) return done;
+      // the source's shards are listed only when the answer depends on them: a checkpoint that
+      // leaves a named shard's records out is not covering, whatever is open
+      if (done.length >= count && done.some(covers(NONE_OPEN)) && done.some(covers(await this.openSourceInstances()))) return done;
       // a bounded job that finished takes no more checkpoints: its last one covers every record
       if ((await this.coordinator.jobStatus()).finishedAt !== undefined) return done;
       if (Date.now() > deadline()) {
@@ -320,7 +324,7 @@ export class LocalJobRunner {
     }
   }
 
-  /** The source instances (`<stage>/<shard>`) whose shards are open now. */
+  /** The source instances (`instanceIdOf`) whose shards are open now. */
   private async openSourceInstances(): Promise<Set<string>> {
     const open = new Set<string>();
     for (const stage of this.plan.stages) {
