@@ -5,6 +5,7 @@
  * its commit targets (fault injection in tests and the chaos harness).
  */
 import type { AwsClients } from '../shared/adapters/aws/clients.js';
+import type { PublishedOutputs } from '../shared/adapters/memory/collect-registry.js';
 import type { CommitTarget } from '../shared/coordinator/coordinator.js';
 import type { CoordinatorTaskInput } from '../shared/coordinator/protocol.js';
 import type { PlanStage } from '../shared/plan/plan.js';
@@ -33,6 +34,8 @@ export interface LocalRunOptions {
   readonly emulators?: LocalEmulators;
   readonly prefix?: string;
   readonly runner?: StageRunnerOptions;
+  /** where collect sinks' published outputs are kept; @default in memory (a long run keeps them in files: FilePublishedOutputs) */
+  readonly publishedOutputs?: PublishedOutputs;
   /** wraps the ports each environment gets (fault injection in tests) */
   readonly wrapPorts?: (ports: RuntimePorts, ctx: { stage: PlanStage; environment: string }) => RuntimePorts;
   /** wraps the SDK clients each environment's ports use (fault injection at the wire: throttling, partial PutRecords) */

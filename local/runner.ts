@@ -68,7 +68,7 @@ export interface RunStats {
 export class LocalJobRunner {
   readonly plan: Plan;
   readonly names: ResourceNames;
-  readonly collected = new CollectRegistry();
+  readonly collected: CollectRegistry;
   readonly telemetry: CountingTelemetry;
   private emulators!: LocalEmulators;
   private ownEmulators = false;
@@ -97,6 +97,7 @@ export class LocalJobRunner {
     this.names = resourceNames(this.plan, options.prefix);
     this.telemetry = new CountingTelemetry(options.log, 'info');
     this.produced = new ProducedPositions(this.plan);
+    this.collected = new CollectRegistry(options.publishedOutputs);
   }
 
   /** Starts the emulated stack, deploys the job into it and starts the coordinator. */

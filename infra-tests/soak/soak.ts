@@ -14,12 +14,16 @@
  * record's PutRecords to its output being published by a commit), and how long barriers wait in
  * each stage's input stream next to that stream's backlog (barrier-travel.ts).
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeHeapSnapshot } from 'node:v8';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { startEmulators } from '../../local/emulators.js';
 import type { LocalJobRunner } from '../../local/runner.js';
+import { FilePublishedOutputs } from '../../local/published-outputs-file.js';
+import type { PublishedOutputs } from '../../shared/adapters/memory/collect-registry.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import { FaultSchedule, prng, type FaultKind, type FaultRates } from '../../local/chaos/faults.js';
 import { ChaosRun, inputRecord, type InputRecord } from '../chaos/harness.js';
@@ -102,7 +106,12 @@ export interface SoakSample {
   readonly s3ByPrefix: Record<string, number>;
   readonly produced: number;
   readonly published: number;
-  /** what the process keeps that grows with the input by design: the collect sink's published outputs (the emulated downstream system's contents), outputs staged but not published yet, and the records whose output the soak still waits for (it keeps their PutRecords time; poison records stay there) */
+  /**
+   * what grows with the input by design: the collect sink's published outputs (the emulated
+   * downstream's contents, kept in a file outside the heap), outputs staged but not published yet,
+   * and the records whose output the soak still waits for (it keeps their PutRecords time; poison
+   * records stay there)
+   */
   readonly retained: { publishedOutputs: number; stagedOutputs: number; awaitingOutput: number };
 }
 
@@ -262,6 +271,19 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
   const idOf = (r: InputRecord) => /"id":"([^"]+)"/.exec(r.produced.text)![1]!;
 
   const emulators = await startEmulators();
+  // the emulated downstream keeps what the job publishes in a file, outside the heap the soak
+  // measures (in memory it would grow the heap with the input by design: ~6.5 MB over 20 minutes)
+  const downstreamDir = mkdtempSync(join(tmpdir(), 'sluice-soak-outputs-'));
+  const downstream = new FilePublishedOutputs(downstreamDir);
+  // the ids of outputs published since the last look (latency, catch-up's end)
+  let newlyPublished: string[] = [];
+  const publishedOutputs: PublishedOutputs = {
+    append: (sink, values) => {
+      downstream.append(sink, values);
+      if (sink === OUTPUTS_SINK) for (const v of values) newlyPublished.push((v as PublishedOutput).id);
+    },
+    values: (sink) => downstream.values(sink),
+  };
   const preload = nextRecords(preloadN);
   const schedule = new TimedFaultSchedule({ seed, rates: o.noFaults ? {} : SOAK_RATES, ensure: false });
   let run: ChaosRun | undefined;
@@ -287,6 +309,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       },
       ...(o.engineLog ? { engineLog: o.engineLog } : {}),
       runnerOptions: {
+        publishedOutputs,
         beforeStart: async (runner) => {
           const keys = preload.map((r) => r.produced.partitionKey);
           say(`catch-up: putting ${preloadN} records (${o.preloadSeconds ?? 60} s of input) on the source before the job starts`);
@@ -316,10 +339,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
 
     const observe = async () => {
       for (const c of await runner.coordinator.list()) if (c.status !== 'IN_FLIGHT' && !ckpts.has(c.checkpointId)) ckpts.set(c.checkpointId, finished(c));
-      const published = runner.collected.published<PublishedOutput & { id: string }>(OUTPUTS_SINK);
+      const published = newlyPublished;
+      newlyPublished = [];
       const now = Date.now();
-      for (; publishedSeen < published.length; publishedSeen++) {
-        const id = published[publishedSeen]!.id;
+      publishedSeen += published.length;
+      for (const id of published) {
         const t = producedAt.get(id);
         if (t !== undefined) {
           latencies.push(now - t);
@@ -349,7 +373,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         )),
         produced: seq,
         published: publishedSeen,
-        retained: { publishedOutputs: runner.collected.published(OUTPUTS_SINK).length, stagedOutputs: runner.collected.pending(), awaitingOutput: producedAt.size },
+        retained: { publishedOutputs: downstream.count(OUTPUTS_SINK), stagedOutputs: runner.collected.pending(), awaitingOutput: producedAt.size },
       };
       samples.push(s);
       if (o.heapSnapshotDir && (heapSnapshots.length === 0 ? s.phase === 'steady' && s.atMs >= warmAtMs() : false)) heapSnapshots.push(writeHeapSnapshot(join(o.heapSnapshotDir, `soak-warm-${process.pid}.heapsnapshot`)));
@@ -454,5 +478,6 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
   } finally {
     await run?.stop().catch(() => undefined);
     await emulators.stop().catch(() => undefined);
+    rmSync(downstreamDir, { recursive: true, force: true });
   }
 }
