@@ -10,6 +10,7 @@
  *
  * A zombie woken after another environment took the lease over must be fenced or change nothing.
  */
+import { yieldTurn } from '../adapters/memory/memory-faults.js';
 import type { PlanStage } from '../plan/plan.js';
 import { FencedError } from '../util/errors.js';
 import type { StoredRecord } from './ports.js';
@@ -219,6 +220,9 @@ export class StalledZombie {
   /** Releases the run and checks it: woken after a takeover, having read the lease, it must be fenced or change nothing. */
   async wake(): Promise<void> {
     const s = this.s;
+    // a run that failed may have left writes going (Promise.all rejects at the first failure; the
+    // rest retry on turns of the event loop): they finish first, or they would pass for the zombie's
+    for (let i = 0; i < 1_000; i++) await yieldTurn();
     const lease = s.m.control.lease(instanceIdOf(this.stage.id, this.shardId));
     const overtaken = (lease.fence ?? 0) > this.fenceAtGate && this.at >= leaseReadBy(s, this.stage);
     const before = overtaken ? baseline(s) : undefined;
