@@ -190,6 +190,8 @@ export class StalledZombie {
     private readonly run: Promise<BatchOutcome | Error>,
     /** the lease's fence when the run blocked: a higher one at wake-up is a takeover meanwhile */
     private readonly fenceAtGate: number,
+    /** checkpoints ended (committed or aborted) when it blocked */
+    private readonly endedAtGate: number,
   ) {}
 
   /**
@@ -214,7 +216,7 @@ export class StalledZombie {
       return undefined;
     }
     s.stats.stalls++;
-    return new StalledZombie(s, env, stage, shardId, batch, at, gate, run, s.m.control.lease(instanceIdOf(stage.id, shardId)).fence ?? 0);
+    return new StalledZombie(s, env, stage, shardId, batch, at, gate, run, s.m.control.lease(instanceIdOf(stage.id, shardId)).fence ?? 0, s.completed.length + s.aborted.length);
   }
 
   /** Releases the run and checks it: woken after a takeover, having read the lease, it must be fenced or change nothing. */
@@ -236,6 +238,7 @@ export class StalledZombie {
       return;
     }
     s.stats.stallsOvertaken++;
+    if (s.completed.length + s.aborted.length - this.endedAtGate >= 2) s.stats.stallsOverCheckpoints++;
     // failing otherwise is fine too (a delta the coordinator collected since it read the pointer)
     const context = () =>
       `(${this.shardId} stalled at ${this.at} with the lease at fence ${this.fenceAtGate}, woken at ${lease.fence}${ahead ? ' before the owners passed its batch' : ''}; batch ${this.batch[0]!.sequenceNumber}+${this.batch.length})\n  ops: ${this.env.trace.join(', ')}`;

@@ -182,7 +182,7 @@ export class Sim {
   /** what keyed instances read from the state store (checkStateReads) */
   readonly stateReads: StateRead[] = [];
   private readonly keyedOperator: string;
-  readonly stats = { batches: 0, failures: 0, crashes: 0, fenced: 0, redeliveries: 0, envLosses: 0, zombies: 0, zombieFenced: 0, stalls: 0, stallsOvertaken: 0, orphanDeltas: 0, stateReadsChecked: 0 };
+  readonly stats = { batches: 0, failures: 0, crashes: 0, fenced: 0, redeliveries: 0, envLosses: 0, zombies: 0, zombieFenced: 0, stalls: 0, stallsOvertaken: 0, stallsOverCheckpoints: 0, orphanDeltas: 0, stateReadsChecked: 0 };
   readonly sourceStream: string;
   readonly innerStream: string;
   private ts = 1_700_000_000_000;

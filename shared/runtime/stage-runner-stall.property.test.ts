@@ -18,13 +18,13 @@ describe('StageRunner on the in-memory twins: zombies that stall while the mappi
   for (const sourceBarriers of [false, true]) {
     it(`keeps every invariant${sourceBarriers ? ' with barriers at the sources\' read position' : ' with barriers at the tail'}`, async () => {
       const started = Date.now();
-      const totals = { runs: 0, stalls: 0, stallsOvertaken: 0, zombieFenced: 0, orphanDeltas: 0, completed: 0, aborted: 0, stateReadsChecked: 0 };
+      const totals = { runs: 0, stalls: 0, stallsOvertaken: 0, stallsOverCheckpoints: 0, zombieFenced: 0, orphanDeltas: 0, completed: 0, aborted: 0, stateReadsChecked: 0 };
       await fc.assert(
         fc.asyncProperty(scenario, stallPlan, async (sc, plan) => {
           // the usual zombies too, and environments that lose their instances: takeovers meanwhile
           const s = await runScenario({ ...sc, records: Math.max(sc.records, 40) }, safeZombie, { sourceBarriers }, plan);
           totals.runs++;
-          for (const k of ['stalls', 'stallsOvertaken', 'zombieFenced', 'orphanDeltas', 'stateReadsChecked'] as const) totals[k] += s.stats[k];
+          for (const k of ['stalls', 'stallsOvertaken', 'stallsOverCheckpoints', 'zombieFenced', 'orphanDeltas', 'stateReadsChecked'] as const) totals[k] += s.stats[k];
           totals.completed += s.completed.length;
           totals.aborted += s.aborted.length;
           if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)} stalls ${JSON.stringify(plan)}:\n${s.errors.slice(0, 4).join('\n\n')}\n\n${s.diagnostics()}`);
@@ -33,6 +33,7 @@ describe('StageRunner on the in-memory twins: zombies that stall while the mappi
       );
       // the stalls must actually have outlived takeovers, and the checks must have had reads to check
       expect(totals.stallsOvertaken).toBeGreaterThan(0);
+      expect(totals.stallsOverCheckpoints).toBeGreaterThan(0);
       expect(totals.stateReadsChecked).toBeGreaterThan(0);
       console.log(`stalled zombies (${sourceBarriers ? 'read-position' : 'tail'} barriers): ${totals.runs} runs in ${Date.now() - started} ms`, totals);
     });
