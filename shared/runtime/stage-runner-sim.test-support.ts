@@ -341,6 +341,7 @@ export class Sim {
     await this.coord.commit(f.n);
     this.completed.push(f.n);
     this.inFlight = undefined;
+    checkStateReads(this);
     checkCommitted(this, f.n);
     return true;
   }
@@ -499,7 +500,7 @@ export class Sim {
       if (this.completed.includes(n)) {
         checkPublished(this, oracle(this), 'final commit', skippedBefore(this));
         checkFinal(this);
-        this.stats.stateReadsChecked = checkStateReads(this);
+        checkStateReads(this);
         return;
       }
       this.errors.push(`checkpoint ${n} did not complete with every record processed and no faults:\n${this.diagnostics()}`);

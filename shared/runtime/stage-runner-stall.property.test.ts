@@ -12,7 +12,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { runScenario, safeZombie, scenario, stallPlan } from './stage-runner-sim-scenario.test-support.js';
 
-const runs = Number(process.env.SIM_SEEDS ?? 15);
+/** runs per property; the read-position one runs more: run 46 of its seed is a stall between restore and placements (seed 206's) */
+const runs = (sourceBarriers: boolean) => Number(process.env.SIM_SEEDS ?? (sourceBarriers ? 50 : 20));
 
 describe('StageRunner on the in-memory twins: zombies that stall while the mapping and the coordinator go on', () => {
   for (const sourceBarriers of [false, true]) {
@@ -29,7 +30,7 @@ describe('StageRunner on the in-memory twins: zombies that stall while the mappi
           totals.aborted += s.aborted.length;
           if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)} stalls ${JSON.stringify(plan)}:\n${s.errors.slice(0, 4).join('\n\n')}\n\n${s.diagnostics()}`);
         }),
-        { seed: sourceBarriers ? 20_261_203 : 20_261_202, numRuns: runs, endOnFailure: true },
+        { seed: sourceBarriers ? 20_261_203 : 20_261_202, numRuns: runs(sourceBarriers), endOnFailure: true },
       );
       // the stalls must actually have outlived takeovers, and the checks must have had reads to check
       expect(totals.stallsOvertaken).toBeGreaterThan(0);
