@@ -37,6 +37,6 @@ describe('StageRunner on the in-memory twins: zombies that stall while the mappi
       expect(totals.stallsOverCheckpoints).toBeGreaterThan(0);
       expect(totals.stateReadsChecked).toBeGreaterThan(0);
       console.log(`stalled zombies (${sourceBarriers ? 'read-position' : 'tail'} barriers): ${totals.runs} runs in ${Date.now() - started} ms`, totals);
-    });
+    }, Math.max(240_000, runs(sourceBarriers) * 1_000));
   }
 });
