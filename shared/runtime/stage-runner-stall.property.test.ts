@@ -12,7 +12,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { runScenario, safeZombie, scenario, stallPlan } from './stage-runner-sim-scenario.test-support.js';
 
-/** runs per property; the read-position one runs more: run 46 of its seed is a stall between restore and placements (seed 206's) */
+/** runs per property; the read-position one runs more: its run 46 stalls a source after its takeover, woken once a newer owner dropped its placements (as chaos seed 206) */
 const runs = (sourceBarriers: boolean) => Number(process.env.SIM_SEEDS ?? (sourceBarriers ? 50 : 20));
 
 describe('StageRunner on the in-memory twins: zombies that stall while the mapping and the coordinator go on', () => {
