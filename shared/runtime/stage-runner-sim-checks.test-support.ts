@@ -6,6 +6,7 @@
  * rows must show. A violation is added to the Sim's `errors`.
  */
 import { memoryDeadLetterKey } from '../adapters/memory/memory-ports.js';
+import type { RuntimePorts } from './ports.js';
 import { compareSeq } from './positions.js';
 import { envelopeIds, type Ev, type Sim, type Total, type Totals } from './stage-runner-sim.test-support.js';
 
@@ -135,4 +136,102 @@ export function checkFinal(s: Sim): void {
   if (s.m.collect.conflicts) s.errors.push(`${s.m.collect.conflicts} collect outputs re-staged with other content (non-determinism)`);
   if (s.m.state.conflicts) s.errors.push(`${s.m.state.conflicts} state rows rewritten with other values for the same checkpoint`);
   if (s.m.control.deltaConflicts) s.errors.push(`${s.m.control.deltaConflicts} deltas rewritten with other bytes`);
+}
+
+// ------------------------------------------------------------------------------------------ restores
+
+/** A keyed instance's read of state rows, at its epoch: per key read, the totals found (undefined: none). */
+export interface StateRead {
+  readonly instanceId: string;
+  readonly epoch: number;
+  readonly rows: ReadonlyMap<string, { count: number; sum: number } | undefined>;
+}
+
+/**
+ * The ports of one environment, keeping in `reads` what its instances read from the state store and
+ * in which epoch: the epoch of the snapshot it restored (takeOver's pointer) or last published.
+ * Reads the engine refuses (a row of a checkpoint past the epoch: StateLoader) are left out.
+ */
+export function watchStateReads(ports: RuntimePorts, operatorId: string, reads: StateRead[]): RuntimePorts {
+  let instance: string | undefined;
+  const epochs = new Map<string, number>();
+  const { control, state } = ports;
+  return {
+    ...ports,
+    control: {
+      ...control,
+      readLease: async (id) => {
+        instance = id;
+        return control.readLease(id);
+      },
+      takeOver: async (id, fence) => {
+        const lease = await control.takeOver(id, fence);
+        epochs.set(id, lease.snapshot?.checkpointId ?? 0);
+        return lease;
+      },
+      publishSnapshot: async (id, fence, pointer) => {
+        await control.publishSnapshot(id, fence, pointer);
+        epochs.set(id, pointer.checkpointId);
+      },
+      writeDelta: (id, n, d) => control.writeDelta(id, n, d),
+      readDelta: (ref) => control.readDelta(ref),
+      commitPosition: (id, fence, last, first) => control.commitPosition(id, fence, last, first),
+      ack: (n, id) => control.ack(n, id),
+    },
+    state: {
+      applyRows: (n, fence, rows) => state.applyRows(n, fence, rows),
+      getRows: async (ids) => {
+        const rows = await state.getRows(ids);
+        const epoch = instance === undefined ? undefined : epochs.get(instance);
+        if (epoch === undefined || rows.some((r) => (r.checkpointId ?? 0) > epoch)) return rows;
+        const got = new Map<string, { count: number; sum: number } | undefined>();
+        for (const id of ids) if (id.operatorId === operatorId) got.set(id.key, undefined);
+        for (const r of rows) {
+          if (r.operatorId === operatorId && r.values.totals) got.set(r.key, JSON.parse(new TextDecoder().decode(r.values.totals)) as { count: number; sum: number });
+        }
+        if (got.size) reads.push({ instanceId: instance!, epoch, rows: got });
+        return rows;
+      },
+    },
+  };
+}
+
+/** Whether every source shard's barrier n is known (where it was appended, or where each source's snapshot n put it). */
+function barrierKnown(s: Sim, n: number): boolean {
+  const shards = s.shardsOf(s.stage(0));
+  if (!s.o.sourceBarriers) return shards.every((sh) => s.barrierAt.get(n)?.has(sh));
+  return shards.every((sh) => s.m.control.published.some((p) => p.instanceId === `${s.stage(0).id}:${sh}` && p.pointer.checkpointId === n));
+}
+
+/** per Sim, the oracle of each epoch whose barriers are all known (they never move once known) */
+const oracles = new WeakMap<Sim, Map<number, Totals>>();
+
+/**
+ * A restore never combines state and positions of different checkpoints: every row a keyed instance
+ * read in epoch e holds what snapshot e holds (the effects of the records before barrier e), since
+ * a key not cached is one the instance has not changed since e began. Checks the reads whose
+ * barriers are known by now (at each commit, and at the end); the others wait.
+ */
+export function checkStateReads(s: Sim): void {
+  let expected = oracles.get(s);
+  if (!expected) oracles.set(s, (expected = new Map()));
+  const waiting: StateRead[] = [];
+  for (const read of s.stateReads.splice(0)) {
+    if (read.epoch > 0 && !barrierKnown(s, read.epoch)) {
+      waiting.push(read);
+      continue;
+    }
+    let want = expected.get(read.epoch);
+    if (!want) expected.set(read.epoch, (want = read.epoch === 0 ? new Map() : oracle(s, read.epoch)));
+    s.stats.stateReadsChecked++;
+    for (const [key, got] of read.rows) {
+      const e = want.get(key);
+      const w = e ? { count: e.count, sum: e.sum } : undefined;
+      if (JSON.stringify(got) !== JSON.stringify(w)) {
+        s.errors.push(`${read.instanceId} read ${key} in epoch ${read.epoch} as ${JSON.stringify(got)}; snapshot ${read.epoch} holds ${JSON.stringify(w)}`);
+        break;
+      }
+    }
+  }
+  s.stateReads.push(...waiting);
 }

@@ -9,7 +9,10 @@
  * lost environment, a zombie that resumes after another environment took the lease over) and in
  * the services (PutRecords partial failures, throttling).
  *
- * The oracle and the invariant checks are in stage-runner-sim-checks.test-support.ts.
+ * The oracle and the invariant checks are in stage-runner-sim-checks.test-support.ts, the zombies
+ * (one retry, or a stall while the mapping and the coordinator go on) in
+ * stage-runner-sim-zombies.test-support.ts, the property tests' seeded scenarios in
+ * stage-runner-sim-scenario.test-support.ts.
  */
 import { it } from 'vitest';
 import { collectSink, dynamoUpsertSink, job, valueState } from '../api/index.js';
@@ -33,7 +36,7 @@ import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import { FencedError } from '../util/errors.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
-import { checkCommitted, checkFinal, checkPublished, oracle, skippedBefore } from './stage-runner-sim-checks.test-support.js';
+import { checkCommitted, checkFinal, checkPublished, checkStateReads, oracle, skippedBefore, watchStateReads, type StateRead } from './stage-runner-sim-checks.test-support.js';
 import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
 
 // ------------------------------------------------------------------------------------------ the job
@@ -176,7 +179,10 @@ export class Sim {
   readonly completed: number[] = [];
   readonly aborted: number[] = [];
   readonly errors: string[] = [];
-  readonly stats = { batches: 0, failures: 0, crashes: 0, fenced: 0, redeliveries: 0, envLosses: 0, zombies: 0, zombieFenced: 0 };
+  /** what keyed instances read from the state store (checkStateReads) */
+  readonly stateReads: StateRead[] = [];
+  private readonly keyedOperator: string;
+  readonly stats = { batches: 0, failures: 0, crashes: 0, fenced: 0, redeliveries: 0, envLosses: 0, zombies: 0, zombieFenced: 0, stalls: 0, stallsOvertaken: 0, stallsOverCheckpoints: 0, orphanDeltas: 0, stateReadsChecked: 0 };
   readonly sourceStream: string;
   readonly innerStream: string;
   private ts = 1_700_000_000_000;
@@ -191,6 +197,7 @@ export class Sim {
     this.names = resourceNames(this.plan, 'test');
     this.sourceStream = this.names.streamOf(this.plan.stages[0]!);
     this.innerStream = this.names.streamOf(this.plan.stages[1]!);
+    this.keyedOperator = this.plan.stages[1]!.operators.find((o) => o.kind === 'process')!.id;
     this.m = createMemoryPorts({
       seed: o.seed,
       pageSize: o.pageSize,
@@ -213,7 +220,7 @@ export class Sim {
     }
   }
 
-  private makeEnv(stage: PlanStage, id: string): Env {
+  makeEnv(stage: PlanStage, id: string): Env {
     const env: Env = {
       id,
       stage,
@@ -241,7 +248,7 @@ export class Sim {
       },
     };
     const ports = this.barrierStore ? { ...this.m.ports, sourceBarriers: this.barrierStore } : this.m.ports;
-    (env as { ports: RuntimePorts }).ports = withHooks(ports, hooks);
+    (env as { ports: RuntimePorts }).ports = watchStateReads(withHooks(ports, hooks), this.keyedOperator, this.stateReads);
     env.runner = new StageRunner(this.job, this.plan, stage, this.names, env.ports, this.o.runner ?? {});
     return env;
   }
@@ -334,6 +341,7 @@ export class Sim {
     await this.coord.commit(f.n);
     this.completed.push(f.n);
     this.inFlight = undefined;
+    checkStateReads(this);
     checkCommitted(this, f.n);
     return true;
   }
@@ -417,94 +425,6 @@ export class Sim {
     throw new Error(`shards still have unprocessed records after ${maxSteps} steps:\n${this.diagnostics()}`);
   }
 
-  /**
-   * A zombie: environment A runs a batch and blocks at its `gateAt`-th port call (the invocation
-   * "timed out"); the ESM retries the batch on environment B, which may block too; then both are
-   * released in a random order. Returns what each run did.
-   */
-  async zombie(stage: PlanStage, shardId: string, gateA: number, gateB: number | undefined, releaseAFirst: boolean) {
-    const [a, b] = this.twoEnvs(stage);
-    const batch = this.nextBatch(stage, shardId);
-    if (!batch.length) return undefined;
-    this.stats.zombies++;
-    const gated = (env: Env, at: number | undefined) => {
-      let release!: () => void;
-      let reached!: () => void;
-      const reachedP = new Promise<void>((r) => (reached = r));
-      env.gateAt = at;
-      env.gate = at === undefined ? undefined : new Promise<void>((r) => (release = r));
-      env.onGate = () => reached();
-      return { reachedP, release: () => (at === undefined ? undefined : release()) };
-    };
-    const ga = gated(a, gateA);
-    const pA = this.invoke(a, shardId, batch, true);
-    const aState = await Promise.race([ga.reachedP.then(() => 'gated' as const), pA.then(() => 'done' as const)]);
-    const gb = gated(b, gateB);
-    // the ESM retry: the same batch (or more)
-    const retry = this.nextBatch(stage, shardId, batch.length + Math.floor(this.rand() * 3));
-    const pB = this.invoke(b, shardId, retry, true);
-    const bState = await Promise.race([gb.reachedP.then(() => 'gated' as const), pB.then(() => 'done' as const)]);
-    let ra: BatchOutcome | Error;
-    let rb: BatchOutcome | Error;
-    if (releaseAFirst || bState === 'done') {
-      const afterB = bState === 'done' ? this.fingerprint() : undefined;
-      const envelopesAfterB = bState === 'done' ? this.innerEnvelopes() : undefined;
-      const acksAfterB = bState === 'done' ? this.ackSets() : undefined;
-      ga.release();
-      ra = await pA;
-      // a zombie resumed after the retry took the lease over must be fenced and change nothing, if
-      // it had read the lease by then (a source reads the announced barriers with it, at once)
-      const leaseRead = this.o.sourceBarriers && stage.input.kind === 'source' ? 2 : 1;
-      if (bState === 'done' && aState === 'gated' && gateA >= leaseRead) {
-        rb = await pB;
-        if (!(rb instanceof Error) && !rb.cacheHit) {
-          // it may also finish without error when its batch held nothing past the snapshot it
-          // restored: it then made no fenced write, and must have changed nothing either
-          const idle = !(ra instanceof Error) && ra.processed === 0;
-          if (!(ra instanceof FencedError) && !(ra instanceof InjectedCrash) && !idle) {
-            this.errors.push(`zombie ${a.id} on ${shardId} was not fenced after ${b.id} took over: ${ra instanceof Error ? ra.stack : JSON.stringify(ra)}\n  ops: ${a.trace.join(', ')}`);
-          } else {
-            if (ra instanceof FencedError) this.stats.zombieFenced++;
-            const after = this.fingerprint();
-            if (after !== afterB) this.errors.push(`zombie ${a.id} on ${shardId} changed durable state:\n${diffLines(afterB!, after)}`);
-            // the only thing it may add: the ack of a snapshot it made durable before it lost the lease
-            for (const [n, ids] of this.ackSets()) {
-              for (const id of ids) {
-                if (acksAfterB!.get(n)?.has(id)) continue;
-                const own = this.m.control.published.some((p) => p.instanceId === id && p.pointer.checkpointId === n && p.fence < (this.m.control.lease(id).fence ?? 0));
-                if (!own) this.errors.push(`zombie ${a.id} acked checkpoint ${n} for ${id} without a snapshot published under its fence`);
-              }
-            }
-            const problems = this.onlyDuplicates(envelopesAfterB!);
-            if (problems.length) this.errors.push(`zombie ${a.id} (gated at ${gateA}) wrote new envelopes: ${problems.slice(0, 3).join('; ')}\n  A ops: ${a.trace.join(', ')}\n  B ops: ${b.trace.join(', ')}\n  A batch ${batch.length}, B batch ${retry.length}, B outcome ${JSON.stringify(rb)}`);
-          }
-        }
-      }
-      gb.release();
-      rb = await pB;
-    } else {
-      gb.release();
-      rb = await pB;
-      ga.release();
-      ra = await pA;
-    }
-    a.gateAt = b.gateAt = undefined;
-    a.gate = b.gate = undefined;
-    if (!(rb instanceof Error)) {
-      const key = `${stage.id}/${shardId}`;
-      this.cursor.set(key, this.cursor.get(key)! + retry.length);
-    }
-    return { ra, rb };
-  }
-
-  twoEnvs(stage: PlanStage): [Env, Env] {
-    const list = this.envs.get(stage.id)!;
-    if (list.length < 2) list.push(this.makeEnv(stage, `${stage.id}/env${list.length}`));
-    const i = Math.floor(this.rand() * list.length);
-    const j = (i + 1 + Math.floor(this.rand() * (list.length - 1))) % list.length;
-    return [list[i]!, list[j]!];
-  }
-
   // ---- invariants
 
   /** Everything durable an instance may change (not Kinesis: see innerEnvelopes). */
@@ -580,6 +500,7 @@ export class Sim {
       if (this.completed.includes(n)) {
         checkPublished(this, oracle(this), 'final commit', skippedBefore(this));
         checkFinal(this);
+        checkStateReads(this);
         return;
       }
       this.errors.push(`checkpoint ${n} did not complete with every record processed and no faults:\n${this.diagnostics()}`);

@@ -10,6 +10,7 @@ import type { RuntimePorts } from './ports.js';
 import { StageRunner } from './stage-runner.js';
 import { instanceIdOf } from './stage-instance.js';
 import { InjectedCrash, sim, expectNoErrors, type Env } from './stage-runner-sim.test-support.js';
+import { zombie } from './stage-runner-sim-zombies.test-support.js';
 import { handleKinesisBatch } from '../../functions/operator.js';
 import { FencedError } from '../util/errors.js';
 
@@ -181,7 +182,7 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
           await s.esmStep(s.stage(0), s.shardsOf(s.stage(0))[0]!, { size: 2 });
         }
         const stage = s.stage(stageIndex);
-        await s.zombie(stage, s.shardsOf(stage)[0]!, gate, undefined, true);
+        await zombie(s, stage, s.shardsOf(stage)[0]!, gate, undefined, true);
         await s.finish();
         expectNoErrors(s);
       }
