@@ -207,12 +207,12 @@ export class StalledZombie {
     const env = s.pick(list);
     list.splice(list.indexOf(env), 1);
     const gate = gateEnv(env, at);
-    const run = runOn(s, env, shardId, batch);
+    const run = s.runBatch(env, shardId, batch);
     const state = await Promise.race([gate.reached.then(() => 'gated' as const), run.then(() => 'done' as const)]);
     if (state === 'done') {
       ungate(env);
       list.push(env);
-      report(s, env, shardId, await run);
+      s.judge(env, shardId, await run, true);
       return undefined;
     }
     s.stats.stalls++;
@@ -234,7 +234,7 @@ export class StalledZombie {
     ungate(this.env);
     s.envs.get(this.stage.id)!.push(this.env);
     if (!before) {
-      report(s, this.env, this.shardId, r);
+      s.judge(this.env, this.shardId, r, true);
       return;
     }
     s.stats.stallsOvertaken++;
@@ -260,25 +260,4 @@ export class StalledZombie {
     const never = [...this.ahead].filter(([id, n]) => (count.get(id) ?? 0) <= n).map(([id]) => id);
     if (never.length) this.s.errors.push(`zombie ${this.env.id} wrote envelopes no owner wrote: ${never.slice(0, 3).join('; ')}\n  ${this.context()}`);
   }
-}
-
-/** Sim.invoke's run, with the failure left to the caller to judge (it is known only at wake-up whether the run was a zombie). */
-async function runOn(s: Sim, env: Env, shardId: string, batch: readonly StoredRecord[]): Promise<BatchOutcome | Error> {
-  env.ops = 0;
-  env.trace = [];
-  s.stats.batches++;
-  try {
-    return await env.runner.run(shardId, batch);
-  } catch (err) {
-    s.stats.failures++;
-    if (err instanceof InjectedCrash) s.stats.crashes++;
-    return err as Error;
-  }
-}
-
-/** A failure of a run that no takeover overtook: only crashes and fencing (a takeover by a redelivery) are expected. */
-function report(s: Sim, env: Env, shardId: string, r: BatchOutcome | Error): void {
-  if (!(r instanceof Error) || r instanceof InjectedCrash) return;
-  if (r instanceof FencedError) s.stats.fenced++;
-  else s.errors.push(`${env.id} ${shardId}: ${r.stack ?? String(r)}\n  ops: ${env.trace.join(', ')}`);
 }

@@ -381,6 +381,20 @@ export class Sim {
 
   /** Runs one batch on an environment; classifies the outcome. */
   async invoke(env: Env, shardId: string, batch: readonly StoredRecord[], allowFenced = false): Promise<BatchOutcome | Error> {
+    const r = await this.runBatch(env, shardId, batch);
+    this.judge(env, shardId, r, allowFenced);
+    return r;
+  }
+
+  /** A run's failure: an injected crash is expected, a fenced one only where allowed; anything else is an error. */
+  judge(env: Env, shardId: string, r: BatchOutcome | Error, allowFenced: boolean): void {
+    if (!(r instanceof Error) || r instanceof InjectedCrash) return;
+    if (r instanceof FencedError && allowFenced) this.stats.fenced++;
+    else this.errors.push(`${env.id} ${shardId}: ${r.stack ?? String(r)}\n  ops: ${env.trace.join(', ')}`);
+  }
+
+  /** Runs one batch on an environment and counts it; a failure is returned, for the caller to judge. */
+  async runBatch(env: Env, shardId: string, batch: readonly StoredRecord[]): Promise<BatchOutcome | Error> {
     env.ops = 0;
     env.trace = [];
     this.stats.batches++;
@@ -389,8 +403,6 @@ export class Sim {
     } catch (err) {
       this.stats.failures++;
       if (err instanceof InjectedCrash) this.stats.crashes++;
-      else if (err instanceof FencedError && allowFenced) this.stats.fenced++;
-      else this.errors.push(`${env.id} ${shardId}: ${(err as Error).stack ?? String(err)}\n  ops: ${env.trace.join(', ')}`);
       return err as Error;
     }
   }
