@@ -7,6 +7,7 @@
  */
 import { memoryDeadLetterKey } from '../adapters/memory/memory-ports.js';
 import type { RuntimePorts } from './ports.js';
+import { instanceIdOf } from './stage-instance.js';
 import { compareSeq } from './positions.js';
 import { envelopeIds, type Ev, type Sim, type Total, type Totals } from './stage-runner-sim.test-support.js';
 
@@ -200,7 +201,7 @@ export function watchStateReads(ports: RuntimePorts, operatorId: string, reads: 
 function barrierKnown(s: Sim, n: number): boolean {
   const shards = s.shardsOf(s.stage(0));
   if (!s.o.sourceBarriers) return shards.every((sh) => s.barrierAt.get(n)?.has(sh));
-  return shards.every((sh) => s.m.control.published.some((p) => p.instanceId === `${s.stage(0).id}:${sh}` && p.pointer.checkpointId === n));
+  return shards.every((sh) => s.m.control.published.some((p) => p.instanceId === instanceIdOf(s.stage(0).id, sh) && p.pointer.checkpointId === n));
 }
 
 /** per Sim, the oracle of each epoch whose barriers are all known (they never move once known) */

@@ -95,12 +95,19 @@ function checkZombie(s: Sim, a: Env, before: Baseline, ra: BatchOutcome | Error,
   const problems = s.onlyDuplicates(before.envelopes);
   const added = new Map<string, number>();
   if (opts.ahead && problems.every((p) => p.startsWith('new '))) {
-    for (const p of problems) added.set(p.slice(4), 0);
-    for (const shardId of s.shardsOf(s.stage(1))) {
-      for (const r of s.records(s.stage(1), shardId)) for (const [id] of envelopeIds(r.data)) if (added.has(`${shardId}|${id}`)) added.set(`${shardId}|${id}`, added.get(`${shardId}|${id}`)! + 1);
-    }
+    const counts = envelopeCounts(s);
+    for (const p of problems) added.set(p.slice(4), counts.get(p.slice(4)) ?? 0);
   } else if (problems.length) s.errors.push(`zombie ${a.id} wrote new envelopes: ${problems.slice(0, 3).join('; ')}\n  ${context()}`);
   return added;
+}
+
+/** How often each envelope (`shardId|id`) is on the inner stream now. */
+function envelopeCounts(s: Sim): Map<string, number> {
+  const count = new Map<string, number>();
+  for (const shardId of s.shardsOf(s.stage(1))) {
+    for (const r of s.records(s.stage(1), shardId)) for (const [id] of envelopeIds(r.data)) count.set(`${shardId}|${id}`, (count.get(`${shardId}|${id}`) ?? 0) + 1);
+  }
+  return count;
 }
 
 /** Which deltas (by key) a change of the fingerprint added, removed or rewrote. */
@@ -253,10 +260,7 @@ export class StalledZombie {
   /** At the end: each envelope it wrote ahead of the owners was written again by one (the same content: checkFinal). */
   checkReemitted(): void {
     if (!this.ahead.size) return;
-    const count = new Map<string, number>();
-    for (const shardId of this.s.shardsOf(this.s.stage(1))) {
-      for (const r of this.s.records(this.s.stage(1), shardId)) for (const [id] of envelopeIds(r.data)) count.set(`${shardId}|${id}`, (count.get(`${shardId}|${id}`) ?? 0) + 1);
-    }
+    const count = envelopeCounts(this.s);
     const never = [...this.ahead].filter(([id, n]) => (count.get(id) ?? 0) <= n).map(([id]) => id);
     if (never.length) this.s.errors.push(`zombie ${this.env.id} wrote envelopes no owner wrote: ${never.slice(0, 3).join('; ')}\n  ${this.context()}`);
   }
