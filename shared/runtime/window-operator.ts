@@ -176,6 +176,51 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     };
   }
 
+  if (a.kind === 'sliding') {
+    // the record's windows start at `last`, `last - slide`, … (all of one size): merged into the
+    // key's list (sorted by start) in one pass, which keeps it sorted
+    const { sizeMs, slideMs, offsetMs } = a;
+    return (v, m) => {
+      const ts = m.timestamp;
+      if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
+      const wm = clock.watermark();
+      const last = ts - mod(ts - offsetMs, slideMs);
+      // the windows not gone yet: an earlier start is gone sooner, so they are the latest `n`
+      let n = 0;
+      for (let s = last; s > ts - sizeMs && s + sizeMs - 1 + lateness > wm; s -= slideMs) n++;
+      if (n === 0) return late(v, m, ts, wm);
+      const key = m.key!;
+      const old = state.read(opId, key, m.keyGroup, d) as Windows | undefined;
+      const list: Windows = [];
+      let i = 0;
+      const o = old ?? [];
+      for (let k = n - 1; k >= 0; k--) {
+        const start = last - k * slideMs;
+        const end = start + sizeMs;
+        while (i < o.length && (o[i]![0] < start || (o[i]![0] === start && o[i]![1] < end))) list.push(o[i++]!);
+        if (i < o.length && o[i]![0] === start && o[i]![1] === end) {
+          list.push([start, end, add(o[i++]![2], v)]);
+          // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
+          if (lateness > 0) schedule(key, m.keyGroup, end);
+        } else {
+          list.push([start, end, add(undefined, v)]);
+          schedule(key, m.keyGroup, end);
+        }
+      }
+      while (i < o.length) list.push(o[i++]!);
+      state.write(opId, key, m.keyGroup, d, list);
+      // a late-but-allowed record updates windows that already fired: fire them again, latest first
+      if (last + sizeMs - 1 - (n - 1) * slideMs > wm) return;
+      for (let k = 0; k < n; k++) {
+        const start = last - k * slideMs;
+        const end = start + sizeMs;
+        if (end - 1 > wm) continue;
+        const e = list.find(([st, en]) => st === start && en === end)!;
+        emit(new WindowResultMeta(m, end - 1), { start, end }, e[2]);
+      }
+    };
+  }
+
   return (v, m) => {
     const ts = m.timestamp;
     if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');

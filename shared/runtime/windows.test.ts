@@ -26,13 +26,13 @@ interface Ev {
 
 const INTERVAL = 200; // the source's watermark interval (InstanceOptions default)
 
-function windowJob(assigner: WindowAssigner, bound: number) {
+function windowJob(assigner: WindowAssigner, bound: number, lateness: number) {
   const late = new OutputTag<Ev>('late');
   const j = job('windows', { maxParallelism: 16 });
   const windowed = j
     .source<Ev>({ name: 'ev', shards: 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(bound) })
     .keyBy((e) => e.key, { parallelism: 2 })
-    .window(assigner, { lateOutput: late })
+    .window(assigner, { lateOutput: late, allowedLatenessMs: lateness })
     .aggregate(
       { createAccumulator: () => 0, add: (e: Ev, acc: number) => acc + e.v, getResult: (a: number) => a, merge: (a: number, b: number) => a + b },
       { result: (key, w, sum) => ({ key, start: w.start, end: w.end, sum }) },
@@ -42,8 +42,14 @@ function windowJob(assigner: WindowAssigner, bound: number) {
   return j;
 }
 
-/** The oracle: one source shard, so the watermark a record sees is the source's last emitted one. */
-function oracle(events: readonly Ev[], assigner: WindowAssigner, bound: number) {
+/**
+ * The oracle: one source shard, so the watermark a record sees is the source's last emitted one.
+ * With allowed lateness (tumbling and sliding windows only), a window fires when the watermark
+ * passes its end and is kept until it passes its end + lateness; a record that still reaches a
+ * fired window fires it at once, and once more at the next watermark (its timer at the window's
+ * end is registered again, and is due at once).
+ */
+function oracle(events: readonly Ev[], assigner: WindowAssigner, bound: number, lateness = 0) {
   let emitted = Number.NEGATIVE_INFINITY;
   let maxTs = Number.NEGATIVE_INFINITY;
   const lateIds: number[] = [];
@@ -62,40 +68,45 @@ function oracle(events: readonly Ev[], assigner: WindowAssigner, bound: number) 
   };
   // per key, for sessions: the sessions still open (not yet fired)
   const fired: Array<{ key: string; start: number; end: number; sum: number }> = [];
-  const open = new Map<string, Array<{ start: number; end: number; sum: number }>>();
+  const open = new Map<string, Array<{ start: number; end: number; sum: number; due: boolean }>>();
   const fire = (wm: number) => {
     for (const [key, list] of open) {
       for (const w of [...list]) {
-        if (w.end - 1 <= wm) {
-          fired.push({ key, ...w });
-          list.splice(list.indexOf(w), 1);
+        if (w.due && w.end - 1 <= wm) {
+          fired.push({ key, start: w.start, end: w.end, sum: w.sum });
+          w.due = false;
         }
+        if (w.end - 1 + lateness <= wm) list.splice(list.indexOf(w), 1);
       }
     }
   };
   for (const e of events) {
     let taken = false;
     for (const [s, en] of windowsOf(e.ts)) {
-      if (en - 1 <= emitted) continue;
+      if (en - 1 + lateness <= emitted) continue;
       taken = true;
       const list = open.get(e.key) ?? [];
       open.set(e.key, list);
       if (assigner.kind === 'session') {
-        let w = { start: s, end: en, sum: e.v };
+        let w = { start: s, end: en, sum: e.v, due: true };
         for (const o of [...list]) {
           if (o.start < w.end && w.start < o.end) {
-            w = { start: Math.min(o.start, w.start), end: Math.max(o.end, w.end), sum: o.sum + w.sum };
+            w = { start: Math.min(o.start, w.start), end: Math.max(o.end, w.end), sum: o.sum + w.sum, due: true };
             list.splice(list.indexOf(o), 1);
           }
         }
         list.push(w);
       } else {
-        const o = list.find((x) => x.start === s && x.end === en);
+        let o = list.find((x) => x.start === s && x.end === en);
         if (o) o.sum += e.v;
-        else list.push({ start: s, end: en, sum: e.v });
+        else list.push((o = { start: s, end: en, sum: e.v, due: true }));
+        if (en - 1 <= emitted) {
+          fired.push({ key: e.key, start: s, end: en, sum: o.sum });
+          o.due = true;
+        }
       }
     }
-    if (!taken && e.ts <= emitted) lateIds.push(e.id);
+    if (!taken && e.ts + lateness <= emitted) lateIds.push(e.id);
     else if (taken) onTime.push(e);
     if (e.ts > maxTs) {
       maxTs = e.ts;
@@ -110,11 +121,17 @@ function oracle(events: readonly Ev[], assigner: WindowAssigner, bound: number) 
   return { fired, lateIds };
 }
 
-const sortW = (a: { key: string; start: number; end: number }, b: { key: string; start: number; end: number }) =>
-  a.key.localeCompare(b.key) || a.start - b.start || a.end - b.end;
+type Fired = { key: string; start: number; end: number; sum: number };
+const sortW = (a: Fired, b: Fired) => a.key.localeCompare(b.key) || a.start - b.start || a.end - b.end || a.sum - b.sum;
 
-async function run(events: readonly Ev[], assigner: WindowAssigner, bound: number, opts: { seed: number; recycle: number; checkpointEvery: number; batchSize: number }) {
-  const r = new MemoryJobRunner(windowJob(assigner, bound), { seed: opts.seed, environments: 2, recycleProbability: opts.recycle, batchSize: opts.batchSize });
+async function run(
+  events: readonly Ev[],
+  assigner: WindowAssigner,
+  bound: number,
+  opts: { seed: number; recycle: number; checkpointEvery: number; batchSize: number },
+  lateness = 0,
+) {
+  const r = new MemoryJobRunner(windowJob(assigner, bound, lateness), { seed: opts.seed, environments: 2, recycleProbability: opts.recycle, batchSize: opts.batchSize });
   for (let i = 0; i < events.length; i += opts.checkpointEvery) {
     r.produce('ev', events.slice(i, i + opts.checkpointEvery));
     await r.runUntilIdle();
@@ -123,7 +140,7 @@ async function run(events: readonly Ev[], assigner: WindowAssigner, bound: numbe
   r.endOfInput();
   await r.drain();
   return {
-    fired: r.published<{ key: string; start: number; end: number; sum: number }>('out').slice().sort(sortW),
+    fired: r.published<Fired>('out').slice().sort(sortW),
     late: r.published<Ev>('late').map((e) => e.id).sort((a, b) => a - b),
   };
 }
@@ -156,6 +173,29 @@ describe('event-time windows', () => {
           },
         ),
         { numRuns: 25, seed: 4242 },
+      );
+    });
+  }
+
+  for (const [name, assigner] of [
+    ['tumbling', TumblingEventTimeWindows.of(1000)],
+    ['sliding', SlidingEventTimeWindows.of(1000, 300)],
+  ] as const) {
+    it(`${name} with allowed lateness: fires what the oracle fires, again for records that reach a fired window, and survives cache loss`, async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          eventsArb,
+          fc.integer({ min: 0, max: 800 }),
+          fc.constantFrom(1, 250, 700, 2000),
+          fc.record({ seed: fc.integer({ min: 1, max: 1e6 }), recycle: fc.constantFrom(0, 0.3), checkpointEvery: fc.integer({ min: 5, max: 60 }), batchSize: fc.integer({ min: 1, max: 50 }) }),
+          async (events, bound, lateness, opts) => {
+            const want = oracle(events, assigner, bound, lateness);
+            const got = await run(events, assigner, bound, opts, lateness);
+            expect(got.late).toEqual([...want.lateIds].sort((a, b) => a - b));
+            expect(got.fired).toEqual([...want.fired].sort(sortW));
+          },
+        ),
+        { numRuns: 25, seed: 4243 },
       );
     });
   }
