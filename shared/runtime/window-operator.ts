@@ -118,20 +118,30 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
 
   const firing = new FiringMeta(opId);
   env.onTimer(opId, (t) => {
-    const list = (state.read(opId, t.key, t.keyGroup, d) as Windows | undefined) ?? [];
+    const list = state.read(opId, t.key, t.keyGroup, d) as Windows | undefined;
+    if (list === undefined) return;
+    const time = t.time;
     let kept = 0;
-    for (const e of list) {
+    for (let i = 0; i < list.length; i++) {
+      const e = list[i]!;
       const end = e[1];
-      if (end - 1 === t.time) {
-        firing.timestamp = t.time;
+      if (end - 1 === time) {
+        firing.timestamp = time;
         firing.key = t.key;
         firing.keyGroup = t.keyGroup;
         emit(firing, { start: e[0], end }, e[2]);
       }
       // purge once the window can no longer receive records
-      if (end - 1 + lateness > t.time) kept++;
+      if (end - 1 + lateness > time) kept++;
     }
-    state.write(opId, t.key, t.keyGroup, d, kept === 0 ? undefined : kept === list.length ? list : list.filter((e) => e[1] - 1 + lateness > t.time));
+    // nothing purged (a window fired that allowed lateness keeps): the stored list stays, not dirtied
+    if (kept === list.length) return;
+    let rest: Windows | undefined;
+    if (kept > 0) {
+      rest = [];
+      for (let i = 0; i < list.length; i++) if (list[i]![1] - 1 + lateness > time) rest.push(list[i]!);
+    }
+    state.write(opId, t.key, t.keyGroup, d, rest);
   });
 
   if (a.kind === 'tumbling') {
