@@ -24,6 +24,8 @@ export interface InProcessJobOptions {
   readonly batch: number;
   readonly commitTargets?: readonly CommitTarget[];
   readonly now: () => Date;
+  /** called before each batch with the stage's index */
+  readonly onBatchStart?: (stage: number) => void;
   /** called after each batch with the stage's index, the batch's size and its wall and CPU time */
   readonly onBatch?: (stage: number, records: number, wallMs: number, cpuMs: number) => void;
 }
@@ -51,6 +53,7 @@ export class InProcessJob {
       const all = this.o.mem.kinesis.records(stream, shard.shardId);
       for (let b = this.consumed.get(key) ?? 0; b < all.length; b += this.o.batch) {
         const batch = all.slice(b, b + this.o.batch);
+        this.o.onBatchStart?.(i);
         const c0 = process.cpuUsage();
         const t0 = performance.now();
         await this.runners[i]!.run(shard.shardId, batch);
