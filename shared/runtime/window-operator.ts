@@ -100,8 +100,10 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         return [...(x as unknown[]), ...(y as unknown[])];
     }
   };
-  const schedule = (key: string, kg: number, end: number) => {
-    timers.register('event-time', opId, key, kg, end - 1);
+  // a window the watermark has passed fires at once (late but allowed) and not again: its end's
+  // timer would be due at the next watermark and fire it a second time (Flink's trigger fires once)
+  const schedule = (key: string, kg: number, end: number, wm: number) => {
+    if (end - 1 > wm) timers.register('event-time', opId, key, kg, end - 1);
     if (lateness > 0) timers.register('event-time', opId, key, kg, end - 1 + lateness);
   };
   const unschedule = (key: string, end: number) => {
@@ -173,12 +175,12 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         list = old!.length === 1 ? [e] : old!.slice();
         list[at] = e;
         // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
-        if (lateness > 0) schedule(key, m.keyGroup, end);
+        if (lateness > 0) schedule(key, m.keyGroup, end, wm);
       } else {
         e = [start, end, add(undefined, v)];
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
-        schedule(key, m.keyGroup, end);
+        schedule(key, m.keyGroup, end, wm);
       }
       state.write(opId, key, m.keyGroup, d, list);
       // a late-but-allowed record updates a window that already fired: fire it again
@@ -211,10 +213,10 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         if (i < o.length && o[i]![0] === start && o[i]![1] === end) {
           list.push([start, end, add(o[i++]![2], v)]);
           // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
-          if (lateness > 0) schedule(key, m.keyGroup, end);
+          if (lateness > 0) schedule(key, m.keyGroup, end, wm);
         } else {
           list.push([start, end, add(undefined, v)]);
-          schedule(key, m.keyGroup, end);
+          schedule(key, m.keyGroup, end, wm);
         }
       }
       while (i < o.length) list.push(o[i++]!);
@@ -269,7 +271,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
       }
       // a window already in the state has its timer: without lateness nothing fired or removed it
       // (it would be gone), so adding it again would change nothing
-      if (!existed || lateness > 0) schedule(m.key!, m.keyGroup, w.end);
+      if (!existed || lateness > 0) schedule(m.key!, m.keyGroup, w.end, wm);
       // a late-but-allowed record updates a window that already fired: fire it again
       if (w.end - 1 <= wm) fireNow.push(w);
     }
