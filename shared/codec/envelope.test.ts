@@ -307,6 +307,17 @@ describe('decodePacketColumns (the engine hot path: one reused set of columns)',
     );
   });
 
+  it('names the producer of each packet, also after a packet of another producer of the same length or a malformed one', () => {
+    const c = new PacketColumns();
+    const names = ['ab', 'ab', 'ac', '', 'ac', 'ab'];
+    for (const p of names) {
+      decodePacketColumns(encodePacket(p, [{ kind: 'end', epoch: 0 }]), c);
+      expect(c.producer).toBe(p);
+      const broken = encodePacket('zz', [{ kind: 'end', epoch: 0 }]);
+      expect(() => decodePacketColumns(broken.subarray(0, broken.length - 1), c)).toThrow(RangeError);
+    }
+  });
+
   it('fails on truncated packets as decodePacket does, leaving no rows', () => {
     const bytes = encodePacket('p', [{ kind: 'data', epoch: 0, seq: 0, keyGroup: 1, timestamp: 5, payload: encodePayload({ a: 1 }) }, { kind: 'end', epoch: 0 }]);
     const c = new PacketColumns();

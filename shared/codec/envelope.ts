@@ -287,6 +287,24 @@ export class PacketColumns {
   payloadEnd = new Int32Array(0);
   /** the envelope at each row that is not data */
   control: Array<Exclude<Envelope, DataEnvelope> | undefined> = [];
+  private producerBytes: Uint8Array = new Uint8Array(0);
+
+  /**
+   * The producer's name: the last packet's string when the bytes are the same, so that the
+   * engine's comparisons of producers per record (dedupe, channels) match by identity.
+   */
+  producerOf(b: Uint8Array): string {
+    const last = this.producerBytes;
+    if (b.length === last.length) {
+      let i = 0;
+      while (i < b.length && b[i] === last[i]) i++;
+      if (i === b.length) return this.producer;
+    }
+    // both at once: `producer` is always the string of `producerBytes`
+    this.producer = utf8d.decode(b);
+    this.producerBytes = b.slice();
+    return this.producer;
+  }
 
   /** Room for n rows (contents are not kept). */
   reserve(n: number): void {
@@ -315,7 +333,7 @@ export function decodePacketColumns(bytes: Uint8Array, cols: PacketColumns): voi
   if (!isPacket(bytes)) throw new RangeError('not a Sluice packet (bad magic or version)');
   const r = new ByteReader(bytes);
   r.pos = 2;
-  const producer = utf8d.decode(r.bytes());
+  cols.producerOf(r.bytes());
   const count = r.varint();
   // every envelope takes at least a byte: a count beyond that fails below, without a huge allocation first
   cols.reserve(Math.min(count, bytes.length - r.pos));
@@ -372,7 +390,6 @@ export function decodePacketColumns(bytes: Uint8Array, cols: PacketColumns): voi
     }
   }
   cols.bytes = bytes;
-  cols.producer = producer;
   cols.count = count;
 }
 

@@ -332,6 +332,8 @@ export class StageInstance {
       const fromEpoch = this.barriers.appliesFrom(this.epoch);
       const owned = this.ownedKeyGroups;
       const ids: StateRowId[] = [];
+      // whether a barrier of the next checkpoint waits: only barriers and alignments change it
+      let aligning = this.barriers.waiting(this.epoch + 1);
       for (let index = 0; index < cols.count; index++) {
         if (cols.kind[index] === DATA_KIND) {
           if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
@@ -356,6 +358,7 @@ export class StageInstance {
           if (env.kind === 'barrier') {
             if (env.checkpointId > this.epoch && this.senders?.unknown(cols.producer)) await this.senders.learn(cols.producer);
             if (this.barriers.onBarrier(cols.producer, env, r.sequenceNumber, this.epoch)) await this.alignLoop();
+            aligning = this.barriers.waiting(this.epoch + 1);
             continue;
           }
           if (env.epoch < fromEpoch) continue;
@@ -363,7 +366,10 @@ export class StageInstance {
           if (this.hold(u) === undefined) await this.applyUnit(u);
         }
         // a count satisfied by this record can complete an alignment
-        if (this.barriers.waiting(this.epoch + 1)) await this.alignLoop();
+        if (aligning) {
+          await this.alignLoop();
+          aligning = this.barriers.waiting(this.epoch + 1);
+        }
       }
     } finally {
       this.packetDepth--;
