@@ -3,11 +3,13 @@
  * (a round: the data batches of one checkpoint interval, then its barrier), with the fair loop's
  * turn after both, so that all three see the same moments of a loaded machine. Each checkout runs
  * its own modules (engine and bench) on the same job, input shape and ports as the `handler` part.
+ * It runs two passes of `rounds` rounds, the second with the checkouts' places swapped (the one in
+ * the second place ran 5–10 % faster when a checkout was run against a copy of itself).
  * Prints each checkout's wall and CPU time of its data batches and of its checkpoints, the fair
- * loop's, and the second checkout's time ÷ the first's: summed over the run, as the median of the
- * rounds, and over the fastest tenth of the rounds of each (the least disturbed).
+ * loop's, and the second checkout's time ÷ the first's as the geometric mean of the two passes:
+ * summed over a pass, as the median of its rounds, and over its fastest tenth of the rounds.
  *
- *   npx tsx bench/compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds=60]
+ *   npx tsx bench/compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds=30]
  *
  * (a checkout of the commit before, e.g. `git worktree add --detach /tmp/before <commit>`, with a
  * node_modules link). It writes no results.
@@ -27,7 +29,7 @@ import type * as Input from './stage1-input.js';
 
 const [a, b] = [process.argv[2], process.argv[3]];
 if (!a || !b) throw new Error('usage: compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds]');
-const rounds = Number(process.argv[4] ?? 60);
+const rounds = Number(process.argv[4] ?? 30);
 if (!Number.isInteger(rounds) || rounds < 4) throw new Error('rounds: an integer ≥ 4');
 const WARMUP = 2;
 const shape = { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 };
@@ -75,51 +77,66 @@ async function side(dir: string): Promise<Side> {
   };
 }
 
-const sides = [await side(a), await side(b)];
-const fair = new (await imp<typeof Fair>(b, 'bench/fair-loops.ts')).FairCount(128);
-const fairTimes: number[][] = [];
 const cpu = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
-for (let r = 0; r < rounds; r++) {
-  for (const s of r % 2 ? [sides[1]!, sides[0]!] : [sides[0]!, sides[1]!]) {
-    const round = s.rounds[r]!;
+
+/** One pass: both sides and the fair loop take turns for `rounds` rounds; per timed round, each side's times and the fair loop's. */
+async function pass(before: Side, after: Side): Promise<{ before: number[][]; after: number[][]; fair: number[][] }> {
+  const fair = new (await imp<typeof Fair>(b!, 'bench/fair-loops.ts')).FairCount(128);
+  const fairTimes: number[][] = [];
+  for (let r = 0; r < rounds; r++) {
+    for (const s of r % 2 ? [after, before] : [before, after]) {
+      const round = s.rounds[r]!;
+      const c0 = cpu();
+      const t0 = performance.now();
+      for (const e of round.batches) await s.run(e);
+      const c1 = cpu();
+      const t1 = performance.now();
+      await s.run(round.barrier);
+      const c2 = cpu();
+      const t2 = performance.now();
+      s.sent.length = 0;
+      if (r >= WARMUP) s.times.push([t1 - t0, c1 - c0, t2 - t1, c2 - c1]);
+    }
+    const round = after.rounds[r]!;
     const c0 = cpu();
     const t0 = performance.now();
-    for (const e of round.batches) await s.run(e);
-    const c1 = cpu();
-    const t1 = performance.now();
-    await s.run(round.barrier);
-    const c2 = cpu();
-    const t2 = performance.now();
-    s.sent.length = 0;
-    if (r >= WARMUP) s.times.push([t1 - t0, c1 - c0, t2 - t1, c2 - c1]);
+    for (const e of round.batches) fair.handle(e);
+    fair.handle(round.barrier);
+    if (r >= WARMUP) fairTimes.push([performance.now() - t0, cpu() - c0]);
+    fair.sent.length = 0;
   }
-  const round = sides[1]!.rounds[r]!;
-  const c0 = cpu();
-  const t0 = performance.now();
-  for (const e of round.batches) fair.handle(e);
-  fair.handle(round.barrier);
-  if (r >= WARMUP) fairTimes.push([performance.now() - t0, cpu() - c0]);
-  fair.sent.length = 0;
+  return { before: before.times, after: after.times, fair: fairTimes };
 }
+
+// the checkout in the second place of a pass ran 5–10 % faster than the first when a checkout was
+// run against a copy of itself (whichever was set up first): the second pass swaps the places, and
+// the ratios are the geometric mean of the two passes
+const first = await pass(await side(a), await side(b));
+const swapped = await pass(await side(b), await side(a));
+const second = { before: swapped.after, after: swapped.before, fair: swapped.fair };
 
 const sum = (xs: readonly number[]) => xs.reduce((p, q) => p + q, 0);
 const col = (t: readonly number[][], i: number) => t.map((x) => x[i]!);
 const median = (xs: readonly number[]) => [...xs].sort((p, q) => p - q)[xs.length >> 1]!;
 const fastest = (xs: readonly number[]) => sum([...xs].sort((p, q) => p - q).slice(0, Math.max(1, Math.floor(xs.length / 10))));
 const ms = (x: number) => `${x.toFixed(0)} ms`;
-const events = (rounds - WARMUP) * 20_000;
-console.log(`${events} events timed, 20 k per checkpoint, 10 k keys`);
-for (const [name, s] of [
-  ['before', sides[0]!],
-  ['after', sides[1]!],
-] as const) {
-  const t = s.times;
-  console.log(`${name.padEnd(6)}: data ${ms(sum(col(t, 0)))} wall, ${ms(sum(col(t, 1)))} CPU; checkpoints ${ms(sum(col(t, 2)))} wall, ${ms(sum(col(t, 3)))} CPU; fair loop ÷ total wall ${(sum(col(fairTimes, 0)) / (sum(col(t, 0)) + sum(col(t, 2)))).toFixed(3)}`);
+const events = 2 * (rounds - WARMUP) * 20_000;
+console.log(`${events} events timed per checkout (two passes), 20 k per checkpoint, 10 k keys`);
+const all = { before: [...first.before, ...second.before], after: [...first.after, ...second.after], fair: [...first.fair, ...second.fair] };
+for (const name of ['before', 'after'] as const) {
+  const t = all[name];
+  console.log(`${name.padEnd(6)}: data ${ms(sum(col(t, 0)))} wall, ${ms(sum(col(t, 1)))} CPU; checkpoints ${ms(sum(col(t, 2)))} wall, ${ms(sum(col(t, 3)))} CPU; fair loop ÷ total wall ${(sum(col(all.fair, 0)) / (sum(col(t, 0)) + sum(col(t, 2)))).toFixed(3)}`);
 }
-console.log(`fair  : ${ms(sum(col(fairTimes, 0)))} wall, ${ms(sum(col(fairTimes, 1)))} CPU`);
-const [x, y] = [sides[0]!.times, sides[1]!.times];
-const ratio = (i: number) => `${(sum(col(y, i)) / sum(col(x, i))).toFixed(3)} (median of rounds ${median(y.map((r, k) => r[i]! / x[k]![i]!)).toFixed(3)}, fastest tenth ${(fastest(col(y, i)) / fastest(col(x, i))).toFixed(3)})`;
-console.log(`after ÷ before: data wall ${ratio(0)}; data CPU ${ratio(1)}; checkpoints wall ${ratio(2)}`);
+console.log(`fair  : ${ms(sum(col(all.fair, 0)))} wall, ${ms(sum(col(all.fair, 1)))} CPU`);
+const geo = (f: (p: { before: number[][]; after: number[][] }) => number) => Math.sqrt(f(first) * f(second));
+// (the places' own difference cancels: the first pass has it in after ÷ before, the second in before ÷ after)
+const ratio = (i: number) => {
+  const total = geo((p) => sum(col(p.after, i)) / sum(col(p.before, i)));
+  const med = geo((p) => median(p.after.map((r, k) => r[i]! / p.before[k]![i]!)));
+  const fast = geo((p) => fastest(col(p.after, i)) / fastest(col(p.before, i)));
+  return `${total.toFixed(3)} (median of rounds ${med.toFixed(3)}, fastest tenth ${fast.toFixed(3)})`;
+};
+console.log(`after ÷ before, geometric mean of the two passes: data wall ${ratio(0)}; data CPU ${ratio(1)}; checkpoints wall ${ratio(2)}`);
