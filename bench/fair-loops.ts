@@ -1,7 +1,8 @@
 /**
  * Hand-written loops that do the work a stage must do, and nothing the engine's generality adds:
  * the same Lambda event (base64 records), the same packet layout parsed inline, the engine's own
- * payload reader (`decodePayloadAt`), key-group hash, seq-set dedupe per channel and epoch, state
+ * payload reader (`decodePayloadAt`), key-group hash (checked against the envelope's; once per key
+ * where the state is per key), seq-set dedupe per channel and epoch, state
  * in a Map with dirty flags, outputs packed with the engine's `PacketBuilder` and MessagePack
  * writer, and at each barrier the dirty entries serialized into a store that keeps the latest bytes
  * per key. What they leave out: leases, fencing, replay points, deltas, acks, timers as a
@@ -52,7 +53,14 @@ abstract class PacketConsumer implements FairLoop {
     this.out = new PacketBuilder(this.producer);
   }
 
+  /** a record; it checks the key's group against the envelope's (`checkGroup`) */
   protected abstract onData(v: Ev, keyGroup: number, ts: number): void;
+
+  protected checkGroup(key: string, keyGroup: number): number {
+    const g = keyGroupOf(keyString(key), this.maxParallelism);
+    if (g !== keyGroup) throw new Error('fair loop: key group mismatch');
+    return g;
+  }
   protected abstract onWatermark(wm: number): void;
   protected abstract snapshot(): void;
 
@@ -115,10 +123,7 @@ abstract class PacketConsumer implements FairLoop {
           }
           if (seen.has(seq)) continue;
           seen.add(seq);
-          const v = decodePayloadAt<Ev>(b, start, start + n);
-          const key = keyString(v.k);
-          if (keyGroupOf(key, this.maxParallelism) !== kg) throw new Error('fair loop: key group mismatch');
-          this.onData(v, kg, ts);
+          this.onData(decodePayloadAt<Ev>(b, start, start + n), kg, ts);
           break;
         }
         case 1: {
@@ -153,15 +158,19 @@ abstract class PacketConsumer implements FairLoop {
   }
 }
 
-/** Keyed count emitting every update `{ k, n }`. */
+/**
+ * Keyed count emitting every update `{ k, n }`. A key's group is hashed once, when the key is new
+ * (as the engine's state entry keeps it), and checked against each envelope's.
+ */
 export class FairCount extends PacketConsumer {
-  private readonly counts = new Map<string, { n: number; dirty: boolean }>();
+  private readonly counts = new Map<string, { n: number; dirty: boolean; readonly kg: number }>();
   private readonly dirty: string[] = [];
 
-  protected onData(v: Ev, _kg: number, ts: number): void {
+  protected onData(v: Ev, kg: number, ts: number): void {
     const k = v.k;
     let e = this.counts.get(k);
-    if (!e) this.counts.set(k, (e = { n: 0, dirty: false }));
+    if (!e) this.counts.set(k, (e = { n: 0, dirty: false, kg: this.checkGroup(k, kg) }));
+    else if (e.kg !== kg) throw new Error('fair loop: key group mismatch');
     e.n++;
     if (!e.dirty) {
       e.dirty = true;
@@ -197,7 +206,8 @@ export class FairWindow extends PacketConsumer {
   private watermark = Number.NEGATIVE_INFINITY;
   private fired = 0;
 
-  protected onData(v: Ev, _kg: number, ts: number): void {
+  protected onData(v: Ev, kg: number, ts: number): void {
+    this.checkGroup(v.k, kg);
     const start = ts - (ts % WINDOW_MS);
     if (start + WINDOW_MS - 1 <= this.watermark) return; // late
     let w = this.windows.get(start);

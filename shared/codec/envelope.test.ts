@@ -1,13 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  DATA_KIND,
   decodePacket,
+  decodePacketColumns,
   decodePacketViews,
   decodeSourceControl,
   encodePacket,
   encodeSourceControl,
   isPacket,
   PacketBuilder,
+  PacketColumns,
   PacketDataEnvelope,
   SeqSet,
   type DataEnvelope,
@@ -278,6 +281,59 @@ describe('source control records', () => {
     const b = encodeSourceControl({ kind: 'end' });
     b[b.length - 1] = 6;
     expect(() => decodeSourceControl(b)).toThrow(RangeError);
+  });
+});
+
+describe('decodePacketColumns (the engine hot path: one reused set of columns)', () => {
+  /** row i of the columns as the envelope it stands for */
+  const row = (c: PacketColumns, i: number): unknown => {
+    if (c.kind[i] !== DATA_KIND) return c.control[i];
+    const t = c.timestamp[i]!;
+    return { kind: 'data', epoch: c.epoch[i], seq: c.seq[i], keyGroup: c.keyGroup[i], timestamp: Number.isNaN(t) ? undefined : t, payload: [...c.bytes.subarray(c.payloadStart[i], c.payloadEnd[i])], input: c.input[i] || undefined };
+  };
+  const plain = (e: Envelope) => (e.kind === 'data' ? { kind: e.kind, epoch: e.epoch, seq: e.seq, keyGroup: e.keyGroup, timestamp: e.timestamp, payload: [...e.payload], input: e.input || undefined } : e);
+
+  it('gives every packet of a sequence the envelopes it was encoded from, decoded into the same columns', () => {
+    const packet = fc.record({ producer: fc.string(), envelopes: fc.array(envelope, { maxLength: 40 }) });
+    fc.assert(
+      fc.property(fc.array(packet, { minLength: 1, maxLength: 6 }), (packets) => {
+        const c = new PacketColumns();
+        for (const p of packets) {
+          decodePacketColumns(encodePacket(p.producer, p.envelopes), c);
+          expect(c.producer).toBe(p.producer);
+          expect(Array.from({ length: c.count }, (_, i) => row(c, i))).toEqual(p.envelopes.map(plain));
+        }
+      }),
+    );
+  });
+
+  it('names the producer of each packet, also after a packet of another producer of the same length or a malformed one', () => {
+    const c = new PacketColumns();
+    const names = ['ab', 'ab', 'ac', '', 'ac', 'ab'];
+    for (const p of names) {
+      decodePacketColumns(encodePacket(p, [{ kind: 'end', epoch: 0 }]), c);
+      expect(c.producer).toBe(p);
+      const broken = encodePacket('zz', [{ kind: 'end', epoch: 0 }]);
+      expect(() => decodePacketColumns(broken.subarray(0, broken.length - 1), c)).toThrow(RangeError);
+    }
+  });
+
+  it('fails on truncated packets as decodePacket does, leaving no rows', () => {
+    const bytes = encodePacket('p', [{ kind: 'data', epoch: 0, seq: 0, keyGroup: 1, timestamp: 5, payload: encodePayload({ a: 1 }) }, { kind: 'end', epoch: 0 }]);
+    const c = new PacketColumns();
+    for (let n = 0; n < bytes.length; n++) {
+      const cut = bytes.subarray(0, n);
+      decodePacketColumns(bytes, c);
+      let expected: unknown;
+      try {
+        decodePacket(cut);
+      } catch (err) {
+        expected = err;
+      }
+      expect(expected).toBeInstanceOf(RangeError);
+      expect(() => decodePacketColumns(cut, c)).toThrow((expected as Error).message);
+      expect(c.count).toBe(0);
+    }
   });
 });
 

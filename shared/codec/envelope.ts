@@ -223,7 +223,7 @@ export function decodePacket(bytes: Uint8Array): Packet {
  */
 export class PacketDataEnvelope implements DataEnvelope {
   readonly kind = 'data' as const;
-  private view: Uint8Array | undefined;
+  protected view: Uint8Array | undefined;
   constructor(
     readonly epoch: number,
     readonly seq: number,
@@ -265,40 +265,105 @@ export function decodePacketViews(bytes: Uint8Array, make: PacketDataEnvelopeFac
   return decode(bytes, make);
 }
 
-function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined): Packet {
+/**
+ * A packet decoded into columns, one row per envelope: a data envelope's fields in typed arrays
+ * (its payload as a range of the packet), any other envelope as its object in `control`. An
+ * engine keeps one and decodes every packet into it: no object per data envelope.
+ */
+export class PacketColumns {
+  bytes: Uint8Array = new Uint8Array(0);
+  producer = '';
+  count = 0;
+  /** envelope kind: 0 data, 1 barrier, 2 watermark, 3 tick, 4 end */
+  kind = new Uint8Array(0);
+  epoch = new Float64Array(0);
+  seq = new Float64Array(0);
+  keyGroup = new Float64Array(0);
+  /** NaN: no timestamp */
+  timestamp = new Float64Array(0);
+  /** 0 when absent */
+  input = new Float64Array(0);
+  payloadStart = new Int32Array(0);
+  payloadEnd = new Int32Array(0);
+  /** the envelope at each row that is not data */
+  control: Array<Exclude<Envelope, DataEnvelope> | undefined> = [];
+  private producerBytes: Uint8Array = new Uint8Array(0);
+
+  /**
+   * The producer's name: the last packet's string when the bytes are the same, so that the
+   * engine's comparisons of producers per record (dedupe, channels) match by identity.
+   */
+  producerOf(b: Uint8Array): string {
+    const last = this.producerBytes;
+    if (b.length === last.length) {
+      let i = 0;
+      while (i < b.length && b[i] === last[i]) i++;
+      if (i === b.length) return this.producer;
+    }
+    // both at once: `producer` is always the string of `producerBytes`
+    this.producer = utf8d.decode(b);
+    this.producerBytes = b.slice();
+    return this.producer;
+  }
+
+  /** Room for n rows (contents are not kept). */
+  reserve(n: number): void {
+    if (this.kind.length >= n) return;
+    const c = Math.max(n, 2 * this.kind.length, 16);
+    this.kind = new Uint8Array(c);
+    this.epoch = new Float64Array(c);
+    this.seq = new Float64Array(c);
+    this.keyGroup = new Float64Array(c);
+    this.timestamp = new Float64Array(c);
+    this.input = new Float64Array(c);
+    this.payloadStart = new Int32Array(c);
+    this.payloadEnd = new Int32Array(c);
+  }
+}
+
+/** `PacketColumns.kind` of a data envelope */
+export const DATA_KIND = KIND.data;
+
+/**
+ * Decodes a packet into `cols` (overwriting it): the same envelopes and the same errors as
+ * `decodePacket`, thrown before `cols` holds a usable packet (a malformed packet has no rows).
+ */
+export function decodePacketColumns(bytes: Uint8Array, cols: PacketColumns): void {
+  cols.count = 0;
   if (!isPacket(bytes)) throw new RangeError('not a Sluice packet (bad magic or version)');
   const r = new ByteReader(bytes);
   r.pos = 2;
-  const producer = utf8d.decode(r.bytes());
+  cols.producerOf(r.bytes());
   const count = r.varint();
-  const envelopes: Envelope[] = new Array(count);
+  // every envelope takes at least a byte: a count beyond that fails below, without a huge allocation first
+  cols.reserve(Math.min(count, bytes.length - r.pos));
+  const { kind: kinds, control } = cols;
   let lastEpoch = -1;
   let lastSeq = -2;
   let lastTs = 0;
   for (let i = 0; i < count; i++) {
     const h = r.byte();
+    if (i >= kinds.length) throw new RangeError('unexpected end of packet');
     const kind = h & 0x07;
+    kinds[i] = kind;
     switch (kind) {
       case KIND.data: {
         const epoch = h & F_SAME_EPOCH ? lastEpoch : r.varint();
         const seq = h & F_NEXT_SEQ ? lastSeq + 1 : r.varint();
-        const keyGroup = r.varint();
-        const input = h & F_INPUT ? r.varint() : 0;
-        let timestamp: number | undefined;
+        cols.epoch[i] = epoch;
+        cols.seq[i] = seq;
+        cols.keyGroup[i] = r.varint();
+        cols.input[i] = h & F_INPUT ? r.varint() : 0;
         if (h & F_TS) {
-          timestamp = lastTs + r.svarint();
-          lastTs = timestamp;
-        }
-        if (views) {
-          const n = r.varint();
-          const start = r.pos;
-          if (start + n > bytes.length) throw new RangeError('unexpected end of packet');
-          r.pos = start + n;
-          envelopes[i] = views(epoch, seq, keyGroup, timestamp, bytes, start, start + n, input || undefined);
-        } else {
-          const payload = r.bytes();
-          envelopes[i] = input ? { kind: 'data', epoch, seq, keyGroup, timestamp, payload, input } : { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
-        }
+          lastTs += r.svarint();
+          cols.timestamp[i] = lastTs;
+        } else cols.timestamp[i] = NaN;
+        const n = r.varint();
+        const start = r.pos;
+        if (start + n > bytes.length) throw new RangeError('unexpected end of packet');
+        r.pos = start + n;
+        cols.payloadStart[i] = start;
+        cols.payloadEnd[i] = start + n;
         lastEpoch = epoch;
         lastSeq = seq;
         break;
@@ -308,24 +373,61 @@ function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined)
         const c = r.varint();
         const topology = readCounts(r);
         const savepoint = (h & F_SAVEPOINT) !== 0;
-        envelopes[i] = h & F_RESHARD ? { kind: 'barrier', checkpointId, count: c, topology, savepoint, reshard: readCounts(r) } : { kind: 'barrier', checkpointId, count: c, topology, savepoint };
+        control[i] = h & F_RESHARD ? { kind: 'barrier', checkpointId, count: c, topology, savepoint, reshard: readCounts(r) } : { kind: 'barrier', checkpointId, count: c, topology, savepoint };
         break;
       }
       case KIND.watermark:
-        envelopes[i] = { kind: 'watermark', epoch: r.varint(), watermark: r.svarint(), idle: (h & F_IDLE) !== 0 };
+        control[i] = { kind: 'watermark', epoch: r.varint(), watermark: r.svarint(), idle: (h & F_IDLE) !== 0 };
         break;
       case KIND.tick:
-        envelopes[i] = { kind: 'tick', epoch: r.varint(), time: r.varint() };
+        control[i] = { kind: 'tick', epoch: r.varint(), time: r.varint() };
         break;
       case KIND.end:
-        envelopes[i] = { kind: 'end', epoch: r.varint() };
+        control[i] = { kind: 'end', epoch: r.varint() };
         break;
       default:
         throw new RangeError(`unknown envelope kind ${kind}`);
     }
   }
-  return { producer, envelopes };
+  cols.bytes = bytes;
+  cols.count = count;
 }
+
+// `decode`'s own columns: it is synchronous and calls nothing that decodes
+const scratch = new PacketColumns();
+
+function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined): Packet {
+  const c = scratch;
+  try {
+    decodePacketColumns(bytes, c);
+    const envelopes: Envelope[] = new Array(c.count);
+    for (let i = 0; i < c.count; i++) {
+      if (c.kind[i] !== KIND.data) {
+        envelopes[i] = c.control[i]!;
+        continue;
+      }
+      const epoch = c.epoch[i]!;
+      const seq = c.seq[i]!;
+      const keyGroup = c.keyGroup[i]!;
+      const t = c.timestamp[i]!;
+      const timestamp = Number.isNaN(t) ? undefined : t;
+      const input = c.input[i]!;
+      const start = c.payloadStart[i]!;
+      const end = c.payloadEnd[i]!;
+      if (views) envelopes[i] = views(epoch, seq, keyGroup, timestamp, bytes, start, end, input || undefined);
+      else {
+        const payload = bytes.subarray(start, end);
+        envelopes[i] = input ? { kind: 'data', epoch, seq, keyGroup, timestamp, payload, input } : { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
+      }
+    }
+    return { producer: c.producer, envelopes };
+  } finally {
+    c.control.fill(undefined);
+    c.bytes = EMPTY_BYTES;
+  }
+}
+
+const EMPTY_BYTES = new Uint8Array(0);
 
 /**
  * Control records the coordinator writes into *source* streams, between the users' own records.

@@ -215,28 +215,34 @@ export function compileChain(
    * dead-letters the record or fails). Every operator kind goes through here.
    */
   let lateMark = 0;
+  // only the stores an operator of this stage can change take part (each costs calls per record)
+  const kinds = new Set(stage.operators.map((o) => graph.get(o.id)!.kind));
+  const keyed = kinds.has('process') || kinds.has('coProcess') || kinds.has('broadcastProcess');
+  const usesTimers = keyed || kinds.has('window');
+  const usesOperatorState = kinds.has('operatorProcess');
+  const usesBroadcast = kinds.has('broadcastProcess');
   const begin = () => {
     state.beginRecord();
-    timers.beginRecord();
+    if (usesTimers) timers.beginRecord();
     outbox.beginRecord();
-    operatorState.beginRecord();
-    broadcast.beginRecord();
+    if (usesOperatorState) operatorState.beginRecord();
+    if (usesBroadcast) broadcast.beginRecord();
     lateMark = lateDropped;
   };
   // outputs first: should writing one fail, the record is still undone
   const commit = () => {
     outbox.commitRecord();
     state.commitRecord();
-    timers.commitRecord();
-    operatorState.commitRecord();
-    broadcast.commitRecord();
+    if (usesTimers) timers.commitRecord();
+    if (usesOperatorState) operatorState.commitRecord();
+    if (usesBroadcast) broadcast.commitRecord();
   };
   const rollback = () => {
     state.rollbackRecord();
-    timers.rollbackRecord();
+    if (usesTimers) timers.rollbackRecord();
     outbox.rollbackRecord();
-    operatorState.rollbackRecord();
-    broadcast.rollbackRecord();
+    if (usesOperatorState) operatorState.rollbackRecord();
+    if (usesBroadcast) broadcast.rollbackRecord();
     lateDropped = lateMark;
   };
   const push: Push = (v, m) => {

@@ -1,11 +1,11 @@
 /**
- * An inner stage's input: packets of envelopes from upstream producers, decoded into units (one per
- * envelope that belongs to an epoch), and the meta of the record being applied.
+ * An inner stage's input: packets of envelopes from upstream producers, decoded into reused
+ * columns (codec/envelope.ts's `PacketColumns`), units (one per envelope that belongs to an
+ * epoch) pointed at them, and the meta of the record being applied.
  */
-import { decodePacketViews, PacketDataEnvelope, type DataEnvelope, type EndEnvelope, type Envelope, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
+import { PacketDataEnvelope, type DataEnvelope, type EndEnvelope, type PacketColumns, type TickEnvelope, type WatermarkEnvelope } from '../codec/envelope.js';
 import type { RecordMeta } from './operator-context.js';
 import type { KeyEntry } from './state-handles.js';
-import type { StoredRecord } from './ports.js';
 
 /** One envelope of an inner stage that belongs to an epoch (data, watermark, tick). */
 export interface Unit {
@@ -20,20 +20,17 @@ export interface Unit {
   state?: KeyEntry;
 }
 
-export interface DecodedPacket {
-  readonly producer: string;
-  readonly envelopes: readonly Envelope[];
-  /** data envelopes of the current epoch or later, in packet order */
-  readonly units: Unit[];
-  /** set when the record is not a readable packet */
-  readonly error?: unknown;
-}
+/** A data envelope's fields, written only by `DataUnit.point` */
+type EnvelopeFields = { epoch: number; seq: number; keyGroup: number; timestamp: number | undefined; packet: Uint8Array; payloadStart: number; payloadEnd: number; input: number | undefined };
+
+const NO_BYTES = new Uint8Array(0);
 
 /**
- * A data envelope of an inner packet that is its own unit: decoding makes one object per record
- * instead of an envelope and a unit around it.
+ * A data envelope of an inner packet that is its own unit. The instance points one at each data
+ * record of a packet in turn (`point`): no object per record. A unit kept past its record (held
+ * back for a later epoch) is a `copy`.
  */
-class DataUnit extends PacketDataEnvelope implements Unit {
+export class DataUnit extends PacketDataEnvelope implements Unit {
   position = '';
   index = 0;
   producer = '';
@@ -42,42 +39,50 @@ class DataUnit extends PacketDataEnvelope implements Unit {
   key: string | undefined = undefined;
   poison: unknown = undefined;
   state: KeyEntry | undefined = undefined;
-}
 
-export const EMPTY_PACKET: DecodedPacket = { producer: '', envelopes: [], units: [] };
+  /** A unit to point at records. */
+  static reusable(): DataUnit {
+    return new DataUnit(0, 0, 0, undefined, NO_BYTES, 0, 0, undefined);
+  }
 
-const makeDataUnit = (epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, packet: Uint8Array, start: number, end: number, input: number | undefined) =>
-  new DataUnit(epoch, seq, keyGroup, timestamp, packet, start, end, input);
+  /** Points this unit at data row i of a packet read from `position`, not resolved yet. */
+  point(cols: PacketColumns, i: number, position: string): this {
+    const f = this as unknown as EnvelopeFields;
+    f.epoch = cols.epoch[i]!;
+    f.seq = cols.seq[i]!;
+    f.keyGroup = cols.keyGroup[i]!;
+    const t = cols.timestamp[i]!;
+    f.timestamp = t === t ? t : undefined; // NaN: none
+    f.packet = cols.bytes;
+    f.payloadStart = cols.payloadStart[i]!;
+    f.payloadEnd = cols.payloadEnd[i]!;
+    const input = cols.input[i]!;
+    f.input = input === 0 ? undefined : input;
+    this.view = undefined;
+    this.position = position;
+    this.index = i;
+    this.producer = cols.producer;
+    this.value = this.key = this.poison = this.state = undefined;
+    return this;
+  }
 
-export const unitId = (u: Unit) => `${u.producer}|${u.env.kind}|${u.env.epoch}|${u.env.kind === 'data' ? u.env.seq : `${u.position}/${u.index}`}`;
-
-/**
- * Decodes an inner record into its envelopes and the units of epoch `fromEpoch` or later; data of
- * key groups `owned` marks 0 is skipped (undefined: every key group).
- */
-export function decodeInnerPacket(r: StoredRecord, fromEpoch: number, owned: Uint8Array | undefined): DecodedPacket {
-  try {
-    const p = decodePacketViews(r.data, makeDataUnit);
-    const units: Unit[] = [];
-    const envelopes = p.envelopes;
-    for (let index = 0; index < envelopes.length; index++) {
-      const env = envelopes[index]!;
-      if (owned !== undefined && env.kind === 'data' && owned[env.keyGroup] !== 1) continue;
-      if (env.kind !== 'barrier' && env.epoch >= fromEpoch) {
-        if (env instanceof DataUnit) {
-          // a data envelope is its own unit
-          env.position = r.sequenceNumber;
-          env.index = index;
-          env.producer = p.producer;
-          units.push(env);
-        } else units.push({ position: r.sequenceNumber, index, producer: p.producer, env, value: undefined, key: undefined, poison: undefined, state: undefined });
-      }
-    }
-    return { producer: p.producer, envelopes, units };
-  } catch (error) {
-    return { producer: '', envelopes: [], units: [], error };
+  /** A unit of its own for the record this one points at, not resolved. */
+  copy(): DataUnit {
+    const u = new DataUnit(this.epoch, this.seq, this.keyGroup, this.timestamp, this.packet, this.payloadStart, this.payloadEnd, this.input);
+    u.position = this.position;
+    u.index = this.index;
+    u.producer = this.producer;
+    return u;
   }
 }
+
+/** The unit of row i of a packet, an envelope other than data or a barrier. */
+export function controlUnit(cols: PacketColumns, i: number, position: string): Unit {
+  const env = cols.control[i] as WatermarkEnvelope | TickEnvelope | EndEnvelope;
+  return { position, index: i, producer: cols.producer, env, value: undefined, key: undefined, poison: undefined, state: undefined };
+}
+
+export const unitId = (u: Unit) => `${u.producer}|${u.env.kind}|${u.env.epoch}|${u.env.kind === 'data' ? u.env.seq : `${u.position}/${u.index}`}`;
 
 /**
  * The meta of the inner record being applied. One per instance, pointed at each record in turn:

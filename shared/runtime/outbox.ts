@@ -101,6 +101,8 @@ function drainGroups(r: KeyGroupRouting, producer: string): { data: OutgoingReco
 
 class DestinationBuffer {
   channels: Channel[];
+  /** round-robin cursor, reset every epoch so replay routes the same way */
+  rr = 0;
   /** set for an epoch whose destination stream is resharded when the epoch's checkpoint completes */
   private routingOfEpoch: KeyGroupRouting | undefined;
   /** packets of a routing that ended with its epoch, not yet written: its data, then its control envelopes */
@@ -226,8 +228,9 @@ export class Outbox {
   private readonly sinkSeq = new Map<string, number>();
   private readonly upserts = new Map<string, { table: string; keyAttribute: string; writes: UpsertWrite[] }>();
   private readonly collected = new Map<string, StagedOutput[]>();
-  /** round-robin cursor per destination, reset every epoch so replay routes the same way */
-  private readonly rr = new Map<string, number>();
+  // the destination of the last emit: a record's outputs mostly go to one
+  private lastStage: string | undefined;
+  private lastDest: DestinationBuffer | undefined;
   epoch = 0;
   dataOut = 0;
   /** see UpsertWrite.generation; back to 0 at every epoch */
@@ -306,6 +309,15 @@ export class Outbox {
 
   addDestination(toStage: string, dest: Destination, stageIndex = -1): void {
     this.dests.set(toStage, new DestinationBuffer(dest, this.producer, stageIndex));
+    this.lastStage = this.lastDest = undefined;
+  }
+
+  private dest(toStage: string): DestinationBuffer {
+    if (toStage === this.lastStage) return this.lastDest!;
+    const d = this.dests.get(toStage)!;
+    this.lastStage = toStage;
+    this.lastDest = d;
+    return d;
   }
 
   /**
@@ -336,7 +348,7 @@ export class Outbox {
       this.stage6(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
       return;
     }
-    const d = this.dests.get(toStage)!;
+    const d = this.dest(toStage);
     const r = d.routing;
     if (r) {
       r.counts[keyGroup]!++;
@@ -355,18 +367,18 @@ export class Outbox {
       this.stage6(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
       return;
     }
-    const d = this.dests.get(toStage)!;
+    const d = this.dest(toStage);
     const r = d.routing;
-    const i = this.rr.get(toStage) ?? 0;
+    const i = d.rr;
     if (r) {
       // round robin over key groups: whichever shard owns the group applies the record
-      this.rr.set(toStage, (i + 1) % r.groups.length);
+      d.rr = (i + 1) % r.groups.length;
       r.counts[i]!++;
       d.push(r.groups[i]!, { kind: 'data', epoch: this.epoch, seq: r.seq++, keyGroup: i, timestamp, payload, input });
       this.dataOut++;
       return;
     }
-    this.rr.set(toStage, (i + 1) % d.channels.length);
+    d.rr = (i + 1) % d.channels.length;
     const ch = d.channels[i]!;
     d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
     this.dataOut++;
@@ -378,7 +390,7 @@ export class Outbox {
       this.stage6(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
       return;
     }
-    const d = this.dests.get(toStage)!;
+    const d = this.dest(toStage);
     const r = d.routing;
     if (r) {
       // one sequence number for every copy: a shard holding several key groups applies it once
@@ -446,8 +458,8 @@ export class Outbox {
     this.epoch = epoch;
     this.generation = 0;
     this.sinkSeq.clear();
-    this.rr.clear();
     for (const d of this.dests.values()) {
+      d.rr = 0;
       for (const ch of d.channels) ch.seq = 0;
       // a routing's unsent packets were taken by the drain before the barrier
       d.routing = reshard.includes(d.stageIndex) ? new KeyGroupRouting(d.dest.shardOfKeyGroup.length) : undefined;

@@ -20,7 +20,7 @@
  * from its parents' handovers (shard-inheritance.ts).
  */
 import type { Job } from '../api/job.js';
-import { decodeSourceControl, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
+import { DATA_KIND, decodePacketColumns, decodeSourceControl, PacketColumns, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
 import { decodeDelta, encodeDelta } from '../codec/snapshot.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
@@ -31,7 +31,7 @@ import { BroadcastStateStore } from './broadcast-state.js';
 import { compileChain, nodesById, type CompiledChain } from './chain.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
-import { decodeInnerPacket, EMPTY_PACKET, InnerRecordMeta, type DecodedPacket, type Unit } from './inner-packets.js';
+import { controlUnit, DataUnit, InnerRecordMeta, type Unit } from './inner-packets.js';
 import { compareRows, KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
 import { OperatorStateStore } from './operator-state.js';
 import { openDestinations, refreshDestinations } from './destinations.js';
@@ -42,7 +42,7 @@ import { compareSeq } from './positions.js';
 import { SourceBarrierPlan } from './source-barriers.js';
 import { DEFAULT_MAX_IN_FLIGHT_RECORDS, SourceWindow } from './source-window.js';
 import { RecordDedupe } from './record-dedupe.js';
-import { resolveUnits, StateLoader } from './state-prefetch.js';
+import { resolveUnit, resolveUnits, StateLoader } from './state-prefetch.js';
 import type { SourceFunctions } from './source-decoding.js';
 import { SourceRecordReader, type SourceRecordFailure } from './source-records.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
@@ -94,6 +94,10 @@ export class StageInstance {
   private readonly loader: StateLoader;
   private readonly deadLetters: DeadLetterWriter;
   private readonly recordMeta = new InnerRecordMeta();
+  /** per depth of packets being applied (a re-read nests one): the columns and the unit they are decoded into */
+  private readonly packetColumns: PacketColumns[] = [];
+  private readonly packetUnits: DataUnit[] = [];
+  private packetDepth = 0;
   /** position of the record being processed (the frontier) */
   private current: string | undefined;
   /** stages whose input stream is resharded after the current epoch's checkpoint */
@@ -222,40 +226,11 @@ export class StageInstance {
     await this.processPackets(fresh, true);
   }
 
-  /**
-   * Decodes and applies inner packets in order. While every key a packet touches is cached, the
-   * packet is applied right after its decode: its values are still in the CPU's caches and die
-   * young. The first packet with a key not cached decodes the rest of the records too, so that the
-   * missing rows of all of them are read together, then applies them in order (a cold cache after a
-   * takeover reads its keys in a few concurrent reads instead of one per packet).
-   */
+  /** Decodes and applies inner packets in order. */
   private async processPackets(records: readonly StoredRecord[], track: boolean): Promise<void> {
-    const ids: StateRowId[] = [];
     for (let i = 0; i < records.length; i++) {
-      const r = records[i]!;
-      const p = this.decodeInner(r);
-      resolveUnits(p.units, ids, this.chain, this.state);
-      if (!ids.length) {
-        await this.processPacket(r, p);
-        if (track) this.lastPosition = r.sequenceNumber;
-        continue;
-      }
-      const packets: DecodedPacket[] = [p];
-      for (let j = i + 1; j < records.length; j++) {
-        const q = this.decodeInner(records[j]!);
-        resolveUnits(q.units, ids, this.chain, this.state);
-        packets.push(q);
-      }
-      await this.loader.readMissing(ids);
-      ids.length = 0;
-      for (let j = 0; j < packets.length; j++) {
-        const rj = records[i + j]!;
-        await this.processPacket(rj, packets[j]!);
-        // what a packet decoded is garbage once it is applied (held units are kept by the barrier handler)
-        packets[j] = EMPTY_PACKET;
-        if (track) this.lastPosition = rj.sequenceNumber;
-      }
-      return;
+      await this.processPacket(records, i);
+      if (track) this.lastPosition = records[i]!.sequenceNumber;
     }
   }
 
@@ -325,10 +300,6 @@ export class StageInstance {
 
   // ---------------------------------------------------------------- inner stages
 
-  private decodeInner(r: StoredRecord): DecodedPacket {
-    return decodeInnerPacket(r, this.barriers.appliesFrom(this.epoch), this.ownedKeyGroups);
-  }
-
   /** Decodes payloads and keys of units and loads the state rows they will touch. */
   private async prefetch(units: readonly Unit[]): Promise<void> {
     const ids: StateRowId[] = [];
@@ -336,40 +307,109 @@ export class StageInstance {
     if (ids.length) await this.loader.readMissing(ids);
   }
 
-  private async processPacket(r: StoredRecord, p: DecodedPacket): Promise<void> {
+  /**
+   * Decodes inner packet `records[i]` into reused columns and applies it envelope by envelope, in
+   * one pass: a data record is decoded, keyed, looked up and applied through one reused unit. A
+   * record whose key some keyed operator has not cached stops the pass for a read ahead
+   * (`readAhead`): the keys of the rest of the batch are read together (a cold cache after a
+   * takeover reads its keys in a few concurrent reads instead of one per record); then it goes on.
+   */
+  private async processPacket(records: readonly StoredRecord[], i: number): Promise<void> {
+    const r = records[i]!;
     this.current = r.sequenceNumber;
-    if (p.error !== undefined) {
-      await this.deadLetters.record(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(p.error)}`);
-      return;
-    }
-    let u = 0;
-    for (let index = 0; index < p.envelopes.length; index++) {
-      const env = p.envelopes[index]!;
-      if (env.kind === 'barrier') {
-        if (env.checkpointId > this.epoch && this.senders?.unknown(p.producer)) await this.senders.learn(p.producer);
-        if (this.barriers.onBarrier(p.producer, env, r.sequenceNumber, this.epoch)) await this.alignLoop();
-        continue;
+    // a re-read (alignLoop) decodes packets while this one is being applied: each depth has its own columns
+    const depth = this.packetDepth++;
+    const cols = (this.packetColumns[depth] ??= new PacketColumns());
+    const unit = (this.packetUnits[depth] ??= DataUnit.reusable());
+    try {
+      try {
+        decodePacketColumns(r.data, cols);
+      } catch (err) {
+        await this.deadLetters.record(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(err)}`);
+        return;
       }
-      // already in the snapshot
-      if (env.kind === 'data' && env.epoch < this.barriers.appliesFrom(this.epoch)) continue;
-      // units were built for data envelopes of epoch ≥ the epoch at decode time, in order
-      let unit = p.units[u];
-      while (unit && unit.index < index) unit = p.units[++u];
-      if (!unit || unit.index !== index) continue;
-      u++;
-      const held = this.barriers.hold(unit, this.epoch);
-      if (held === 'held') this.stats.held++;
-      else if (held === 'spilled') this.stats.spills++;
-      else if (held === undefined) {
-        if (env.kind === 'data') {
-          // data applies synchronously; only a dead letter makes it wait
-          const pending = this.apply(unit as Unit & { env: DataEnvelope });
-          if (pending) await pending;
-        } else await this.applyUnit(unit);
+      // other envelopes than data of an epoch already in the snapshot when the packet was read are skipped
+      const fromEpoch = this.barriers.appliesFrom(this.epoch);
+      const owned = this.ownedKeyGroups;
+      const ids: StateRowId[] = [];
+      // whether a barrier of the next checkpoint waits: only barriers and alignments change it
+      let aligning = this.barriers.waiting(this.epoch + 1);
+      for (let index = 0; index < cols.count; index++) {
+        if (cols.kind[index] === DATA_KIND) {
+          if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
+          // already in the snapshot
+          if (cols.epoch[index]! < this.barriers.appliesFrom(this.epoch)) continue;
+          unit.point(cols, index, r.sequenceNumber);
+          // only a record of a later epoch can be held back; the handler keeps it, so it gets its own unit
+          const held = unit.epoch > this.epoch ? this.hold(unit.copy()) : undefined;
+          if (held === undefined) {
+            resolveUnit(unit, ids, this.chain, this.state);
+            if (ids.length) {
+              await this.readAhead(records, i, cols, index, ids);
+              resolveUnit(unit, ids, this.chain, this.state);
+              ids.length = 0;
+            }
+            // data applies synchronously; only a dead letter makes it wait
+            const pending = this.apply(unit);
+            if (pending) await pending;
+          }
+        } else {
+          const env = cols.control[index]!;
+          if (env.kind === 'barrier') {
+            if (env.checkpointId > this.epoch && this.senders?.unknown(cols.producer)) await this.senders.learn(cols.producer);
+            if (this.barriers.onBarrier(cols.producer, env, r.sequenceNumber, this.epoch)) await this.alignLoop();
+            aligning = this.barriers.waiting(this.epoch + 1);
+            continue;
+          }
+          if (env.epoch < fromEpoch) continue;
+          const u = controlUnit(cols, index, r.sequenceNumber);
+          if (this.hold(u) === undefined) await this.applyUnit(u);
+        }
+        // a count satisfied by this record can complete an alignment
+        if (aligning) {
+          await this.alignLoop();
+          aligning = this.barriers.waiting(this.epoch + 1);
+        }
       }
-      // a count satisfied by this record can complete an alignment
-      if (this.barriers.waiting(this.epoch + 1)) await this.alignLoop();
+    } finally {
+      this.packetDepth--;
     }
+  }
+
+  /** Holds back a unit that belongs after the next snapshot (undefined: it applies now). */
+  private hold(unit: Unit): 'held' | 'spilled' | 'duplicate' | undefined {
+    const held = this.barriers.hold(unit, this.epoch);
+    if (held === 'held') this.stats.held++;
+    else if (held === 'spilled') this.stats.spills++;
+    return held;
+  }
+
+  /**
+   * Reads the state rows of the keys not cached that the batch's data records from row `from` of
+   * packet `records[i]` (decoded in `cols`) to its last record will touch.
+   */
+  private async readAhead(records: readonly StoredRecord[], i: number, cols: PacketColumns, from: number, ids: StateRowId[]): Promise<void> {
+    const fromEpoch = this.barriers.appliesFrom(this.epoch);
+    const owned = this.ownedKeyGroups;
+    const unit = DataUnit.reusable();
+    const ahead = new PacketColumns();
+    const keysOf = (c: PacketColumns, start: number, position: string) => {
+      for (let index = start; index < c.count; index++) {
+        if (c.kind[index] !== DATA_KIND || c.epoch[index]! < fromEpoch) continue;
+        if (owned !== undefined && owned[c.keyGroup[index]!] !== 1) continue;
+        resolveUnit(unit.point(c, index, position), ids, this.chain, this.state);
+      }
+    };
+    keysOf(cols, from + 1, records[i]!.sequenceNumber);
+    for (let j = i + 1; j < records.length; j++) {
+      try {
+        decodePacketColumns(records[j]!.data, ahead);
+      } catch {
+        continue; // dead-lettered when its turn comes
+      }
+      keysOf(ahead, 0, records[j]!.sequenceNumber);
+    }
+    await this.loader.readMissing(ids);
   }
 
   private async applyUnit(unit: Unit): Promise<void> {

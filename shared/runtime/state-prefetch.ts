@@ -22,41 +22,42 @@ const PREFETCH_CONCURRENCY = 8;
  * operator's cached entry, and adds the (operator, key)s not cached to `ids` (some may repeat).
  */
 export function resolveUnits(units: readonly Unit[], ids: StateRowId[], chain: CompiledChain, state: KeyedStateCache): void {
-  const selectors = chain.keySelectors;
+  for (let i = 0; i < units.length; i++) resolveUnit(units[i]!, ids, chain, state);
+}
+
+/** `resolveUnits` of one unit. */
+export function resolveUnit(u: Unit, ids: StateRowId[], chain: CompiledChain, state: KeyedStateCache): void {
+  const env = u.env;
+  if (env.kind !== 'data') return;
   const ops = chain.keyedOperators;
-  for (let i = 0; i < units.length; i++) {
-    const u = units[i]!;
-    const env = u.env;
-    if (env.kind !== 'data') continue;
-    if (u.value !== undefined || u.poison !== undefined) {
-      const key = u.key;
-      if (key === undefined) continue;
-      u.state = undefined;
+  if (u.value !== undefined || u.poison !== undefined) {
+    const key = u.key;
+    if (key === undefined) return;
+    u.state = undefined;
+    for (let o = 0; o < ops.length; o++) {
+      const e = state.lookup(ops[o]!, key);
+      if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
+      else if (o === 0) u.state = e;
+    }
+    return;
+  }
+  try {
+    u.value = env instanceof PacketDataEnvelope ? decodePayloadAt(env.packet, env.payloadStart, env.payloadEnd) : decodePayload(env.payload);
+    const selector = chain.keySelectors[env.input ?? 0];
+    if (selector) {
+      const key = (u.key = keyString(selector(u.value)));
       for (let o = 0; o < ops.length; o++) {
         const e = state.lookup(ops[o]!, key);
         if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
-        else if (o === 0) u.state = e;
-      }
-      continue;
-    }
-    try {
-      u.value = env instanceof PacketDataEnvelope ? decodePayloadAt(env.packet, env.payloadStart, env.payloadEnd) : decodePayload(env.payload);
-      const selector = selectors[env.input ?? 0];
-      if (selector) {
-        const key = (u.key = keyString(selector(u.value)));
-        for (let o = 0; o < ops.length; o++) {
-          const e = state.lookup(ops[o]!, key);
-          if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
-          else if (o === 0) {
-            u.state = e;
-            // the cache's copy of the key: later lookups of it (state, timers) match by identity
-            u.key = e.key;
-          }
+        else if (o === 0) {
+          u.state = e;
+          // the cache's copy of the key: later lookups of it (state, timers) match by identity
+          u.key = e.key;
         }
       }
-    } catch (err) {
-      u.poison = err;
     }
+  } catch (err) {
+    u.poison = err;
   }
 }
 
