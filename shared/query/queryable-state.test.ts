@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import clickstream from '../../examples/clickstream/job.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
+import { materializeEvery } from '../runtime/changelog.js';
 import { QueryableState } from './queryable-state.js';
 
 describe('queryable state', () => {
-  it('reads the value a checkpoint flushed for a key, by operator and state name', async () => {
+  it('reads the value the last application of rows to the table wrote for a key, by operator and state name', async () => {
     const r = new MemoryJobRunner(clickstream, { seed: 4 });
     const t = Date.UTC(2026, 0, 1);
     r.produce('clicks', [
@@ -14,6 +15,9 @@ describe('queryable state', () => {
     ]);
     await r.drain();
     const q = new QueryableState(clickstream, r.mem.ports.state);
+    // the rows reach the table every materializeEvery-th checkpoint (runtime/changelog.ts)
+    expect(await q.get('count-clicks', 'count', 'ann|cart')).toBeUndefined();
+    for (let i = 1; i < materializeEvery(q.plan.checkpoint); i++) await r.checkpoint();
     expect(await q.get('count-clicks', 'count', 'ann|cart')).toEqual({ clicks: 2, lastClickTs: t + 5 });
     expect(await q.get('count-clicks', 'count', 'nobody|home')).toBeUndefined();
     await expect(q.get('count-click', 'count', 'x')).rejects.toThrow(/no keyed operator "count-click".*count-clicks/);
