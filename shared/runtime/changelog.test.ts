@@ -12,9 +12,10 @@ const id = (key: string) => ({ operatorId: 'op', keyGroup: 1, key });
 
 /** Snapshot n of instance `i:s` the way StageInstance takes it: delta, then the pointer (naming the chain), then the rows. */
 async function snapshot(control: MemoryControlStore, pending: PendingRows, n: number, rows: StateRow[], force = false): Promise<void> {
-  const delta = await control.writeDelta('i:s', n, encodeDelta(rows));
+  const bytes = encodeDelta(rows);
+  const delta = await control.writeDelta('i:s', n, bytes);
   const pointer: SnapshotPointer = { checkpointId: n, replayPoint: { from: 'start' }, delta, meta: {} };
-  await pending.publish(control, 'i:s', 1, pointer, rows, force);
+  await pending.publish(control, 'i:s', 1, pointer, { rows, bytes: bytes.length }, force);
 }
 
 describe('changelog state', () => {
@@ -70,11 +71,11 @@ describe('changelog state', () => {
     const table = new MemoryStateStore();
     const control = new MemoryControlStore();
     await control.takeOver('i:s', 0);
-    const pending = new PendingRows(table, 6, 10);
+    const pending = new PendingRows(table, 6, 60);
     await snapshot(control, pending, 1, [row('a', 'a1')]);
     expect(table.asOf(1)).toEqual([]);
-    await snapshot(control, pending, 2, [row('bbbbbbbb', 'b2')]);
-    expect(table.asOf(2).map((r) => r.key)).toEqual(['a', 'bbbbbbbb']);
+    await snapshot(control, pending, 2, [row('b'.repeat(40), 'b2')]);
+    expect(table.asOf(2).map((r) => r.key)).toEqual(['a', 'b'.repeat(40)]);
   });
 
   it('materializes about once a minute by default, as the plan says otherwise', () => {

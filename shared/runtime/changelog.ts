@@ -52,12 +52,6 @@ export function chainOf(pointer: SnapshotPointer): { base: number; chain: readon
 
 const rowId = (r: StateRowId) => `${r.operatorId}\u0000${r.key}`;
 
-function rowBytes(r: StateRow): number {
-  let n = r.key.length + r.operatorId.length;
-  for (const name in r.values) n += name.length + r.values[name]!.length;
-  return n;
-}
-
 /**
  * Reads what a pointer's snapshot holds: the rows of its delta folded over those of its chain
  * (the deltas read in parallel, later wins per operator and key), and its own delta's extras.
@@ -78,8 +72,11 @@ export async function readSnapshot(control: ControlStore, pointer: SnapshotPoint
  * above the instance's epoch, so the zombie check of state-prefetch.ts still holds).
  */
 export class PendingRows implements StateStore {
-  private readonly rows = new Map<string, { row: StateRow; checkpointId: number }>();
+  /** operator → key → the row and the checkpoint that wrote it */
+  private readonly rows = new Map<string, Map<string, { row: StateRow; checkpointId: number }>>();
+  private keys = 0;
   private refs: DeltaRef[] = [];
+  /** the chain's delta bytes: a bound of the pending rows' (a key written again counts again) */
   private bytes = 0;
   private base = 0;
 
@@ -92,15 +89,15 @@ export class PendingRows implements StateStore {
 
   /** keys pending */
   get size(): number {
-    return this.rows.size;
+    return this.keys;
   }
 
   async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
-    if (!this.rows.size) return this.table.getRows(ids);
+    if (!this.keys) return this.table.getRows(ids);
     const out: StateRow[] = [];
     const rest: StateRowId[] = [];
     for (const id of ids) {
-      const p = this.rows.get(rowId(id));
+      const p = this.rows.get(id.operatorId)?.get(id.key);
       if (!p) rest.push(id);
       // a cleared key (no values) has no state, whatever the table still holds
       else if (Object.keys(p.row.values).length) out.push({ ...p.row, checkpointId: p.checkpointId });
@@ -129,29 +126,37 @@ export class PendingRows implements StateStore {
    * Publishes snapshot n's pointer (fenced), naming the chain of deltas before n's, then takes n's
    * rows (`add`). The delta must be durable already.
    */
-  async publish(control: ControlStore, instanceId: string, fence: number, pointer: SnapshotPointer, rows: readonly StateRow[], force: boolean): Promise<void> {
+  async publish(control: ControlStore, instanceId: string, fence: number, pointer: SnapshotPointer, delta: { rows: readonly StateRow[]; bytes: number }, force: boolean): Promise<void> {
     const chain: ChainMeta = this.refs.length ? { base: this.base, chain: [...this.refs] } : {};
     await control.publishSnapshot(instanceId, fence, { ...pointer, meta: { ...pointer.meta, ...chain } });
-    await this.add(pointer.checkpointId, fence, pointer.delta, rows, force);
+    await this.add(pointer.checkpointId, fence, pointer.delta, delta, force);
   }
 
   /**
    * Takes snapshot n's rows once its pointer is durable, and applies every pending row to the table
    * as checkpoint n when it is due (or `force`d: something is about to read the table).
    */
-  private async add(n: number, fence: number, ref: DeltaRef, rows: readonly StateRow[], force: boolean): Promise<void> {
-    if (this.every <= 1 && !this.rows.size) {
+  private async add(n: number, fence: number, ref: DeltaRef, delta: { rows: readonly StateRow[]; bytes: number }, force: boolean): Promise<void> {
+    const { rows } = delta;
+    if (this.every <= 1 && !this.keys) {
       await this.table.applyRows(n, fence, rows);
       this.restart(n);
       return;
     }
+    let op: Map<string, { row: StateRow; checkpointId: number }> | undefined;
+    let opId: string | undefined;
     for (const row of rows) {
-      const id = rowId(row);
-      const prev = this.rows.get(id);
-      if (prev) this.bytes -= rowBytes(prev.row);
-      this.rows.set(id, { row, checkpointId: n });
-      this.bytes += rowBytes(row);
+      // rows come in operator order (compareRows): one map lookup per operator
+      if (row.operatorId !== opId) {
+        opId = row.operatorId;
+        op = this.rows.get(opId);
+        if (!op) this.rows.set(row.operatorId, (op = new Map()));
+      }
+      const size = op!.size;
+      op!.set(row.key, { row, checkpointId: n });
+      this.keys += op!.size - size;
     }
+    this.bytes += delta.bytes;
     this.refs.push(ref);
     if (force || this.refs.length >= this.every || this.refs.length >= MAX_CHAIN || this.bytes >= this.maxBytes) await this.materialize(n, fence);
   }
@@ -159,13 +164,14 @@ export class PendingRows implements StateStore {
   /** Applies every pending row as checkpoint n (the last snapshot taken) and starts an empty chain. */
   private async materialize(n: number, fence: number): Promise<void> {
     const rows: StateRow[] = [];
-    for (const p of this.rows.values()) rows.push(p.row);
+    for (const op of this.rows.values()) for (const p of op.values()) rows.push(p.row);
     await this.table.applyRows(n, fence, rows.sort(compareRows));
     this.restart(n);
   }
 
   private restart(base: number): void {
     this.rows.clear();
+    this.keys = 0;
     this.refs = [];
     this.bytes = 0;
     this.base = base;

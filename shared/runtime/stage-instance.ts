@@ -607,7 +607,7 @@ export class StageInstance {
     // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
     const meta = { watermark, timers: this.timers.size, bytes: delta.length, keys: rows.length, finished: this.finished };
     // rows applied to the table when due, and before anything reads it: a savepoint, a reshard's children, the job's end
-    await this.pending.publish(this.ports.control, this.id, this.fence, { checkpointId: n, replayPoint, delta: ref, meta }, rows, savepoint || reshard.length > 0 || this.finished);
+    await this.pending.publish(this.ports.control, this.id, this.fence, { checkpointId: n, replayPoint, delta: ref, meta }, { rows, bytes: delta.length }, savepoint || reshard.length > 0 || this.finished);
     this.state.markClean();
     if (this.spill.size) await this.spill.clear(this.fence);
     this.stats.snapshots++;
