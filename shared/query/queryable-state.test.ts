@@ -23,4 +23,18 @@ describe('queryable state', () => {
     await expect(q.get('count-click', 'count', 'x')).rejects.toThrow(/no keyed operator "count-click".*count-clicks/);
     await expect(q.get('count-clicks', 'counts', 'x')).rejects.toThrow(/no state "counts".*it has: count/);
   });
+
+  it('sees the final state of a bounded input at once: an instance that finished applies every row it kept pending', async () => {
+    const r = new MemoryJobRunner(clickstream, { seed: 4 });
+    const t = Date.UTC(2026, 0, 1);
+    r.produce('clicks', [
+      { userId: 'ann', url: '/cart', ts: t },
+      { userId: 'ann', url: '/cart', ts: t + 5 },
+    ]);
+    r.endOfInput();
+    await r.drain();
+    const q = new QueryableState(clickstream, r.mem.ports.state);
+    expect(materializeEvery(q.plan.checkpoint)).toBeGreaterThan(1);
+    expect(await q.get('count-clicks', 'count', 'ann|cart')).toEqual({ clicks: 2, lastClickTs: t + 5 });
+  });
 });
