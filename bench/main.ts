@@ -80,6 +80,8 @@ export interface CheckpointScenario extends CheckpointFigures {
   readonly layoutFreeFloor: number;
   /** used.total ÷ layoutFreeFloor */
   readonly layoutFreeRatio: number;
+  /** the same checkpoints with every one applying its rows to the table (materializeEvery 1) */
+  readonly everyCheckpoint: { readonly total: number; readonly rows: number; readonly layoutFreeRatio: number };
 }
 
 export interface BenchResults {
@@ -265,13 +267,24 @@ const RUNNERS: Record<PartName, Runner> = {
         const job = keyedCountJob();
         const rounds = encodeRounds(makeEventsOf(perRound * checkpointRounds(job, 3, 2), dist, 11), s.ckShape, 128);
         const f = await measureCheckpoint(job, rounds, 3, dynamo ? { clients: dynamo.clients, table: await dynamo.table(`bench-ckpt-${i}`) } : undefined);
+        // the same checkpoints with the rows applied at every one (materializeEvery 1), on a table of its own
+        const every = await measureCheckpoint(keyedCountJob({ materializeEvery: 1 }), rounds, 3, dynamo ? { clients: dynamo.clients, table: await dynamo.table(`bench-ckpt-${i}-every`) } : undefined);
         const layoutFreeFloor = Math.max(1, Math.ceil(f.dirtyBytes / KB));
-        const sc: CheckpointScenario = { ...f, scenario: d.scenario, distribution: d.label, eventsPerCheckpoint: perRound, layoutFreeFloor, layoutFreeRatio: f.used.total / layoutFreeFloor };
+        const sc: CheckpointScenario = {
+          ...f,
+          scenario: d.scenario,
+          distribution: d.label,
+          eventsPerCheckpoint: perRound,
+          layoutFreeFloor,
+          layoutFreeRatio: f.used.total / layoutFreeFloor,
+          everyCheckpoint: { total: every.used.total, rows: every.used.rows, layoutFreeRatio: every.used.total / layoutFreeFloor },
+        };
         out.push(sc);
         const wcu = (x: number) => x.toFixed(1);
         log(
           `  ${d.scenario} (${d.label}), per checkpoint over ${f.checkpoints} (the table written every ${f.materializeEvery}-th): ${fmt(f.dirtyRows)} dirty keys, ${fmt(f.dirtyBytes)} dirty B, ` +
-            `${wcu(f.used.total)} WCU (rows ${wcu(f.used.rows)} in ${wcu(f.used.items)} items, delta ${wcu(f.used.delta)} of which ${f.used.s3Puts.toFixed(2)} S3 PUTs at ${S3_PUT_IN_WCU} WCU each, pointer ${wcu(f.used.pointer)}, ack ${wcu(f.used.ack)}), layout-free floor ${layoutFreeFloor}: ${sc.layoutFreeRatio.toFixed(2)}`,
+            `${wcu(f.used.total)} WCU (rows ${wcu(f.used.rows)} in ${wcu(f.used.items)} items, delta ${wcu(f.used.delta)} of which ${f.used.s3Puts.toFixed(2)} S3 PUTs at ${S3_PUT_IN_WCU} WCU each, pointer ${wcu(f.used.pointer)}, ack ${wcu(f.used.ack)}), layout-free floor ${layoutFreeFloor}: ${sc.layoutFreeRatio.toFixed(2)}; ` +
+            `rows applied at every checkpoint: ${wcu(every.used.total)} WCU (rows ${wcu(every.used.rows)}): ${sc.everyCheckpoint.layoutFreeRatio.toFixed(2)}`,
         );
       }
     } finally {

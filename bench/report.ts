@@ -83,7 +83,7 @@ export function renderTable(r: BenchResults): string {
       `Checkpoint WCU, ${c.scenario}: ${c.distribution} (${fmt(c.eventsPerCheckpoint)} events; mean of ${c.checkpoints}, the table written every ${c.materializeEvery}-th)`,
       `${c.used.total.toFixed(1)} (rows ${c.used.rows.toFixed(1)} in ${c.used.items.toFixed(1)} items, delta ${c.used.delta.toFixed(1)}${c.used.s3Puts ? ` incl. ${c.used.s3Puts.toFixed(2)} S3 PUTs` : ''}, ${c.store})`,
       `layout-free floor ${c.layoutFreeFloor} (${fmt(c.dirtyBytes)} dirty B, ${fmt(c.dirtyRows)} dirty keys); per-key-group floor ${c.floor.toFixed(1)}`,
-      `${c.layoutFreeRatio.toFixed(2)}; full snapshot ${c.full.writeUnits}`,
+      `${c.layoutFreeRatio.toFixed(2)}; rows applied at every checkpoint ${c.everyCheckpoint ? `${c.everyCheckpoint.total.toFixed(1)}: ${c.everyCheckpoint.layoutFreeRatio.toFixed(2)}` : '-'}; full snapshot ${c.full.writeUnits}`,
     );
   }
   for (const w of r.wire ?? []) {
