@@ -71,7 +71,7 @@ export async function readSnapshot(control: ControlStore, pointer: SnapshotPoint
  * table: reads of their keys are answered from here, with the checkpoint that wrote them (never
  * above the instance's epoch, so the zombie check of state-prefetch.ts still holds).
  */
-export class PendingRows implements StateStore {
+export class PendingRows implements Pick<StateStore, 'getRows'> {
   /** operator → key → the row and the checkpoint that wrote it */
   private readonly rows = new Map<string, Map<string, { row: StateRow; checkpointId: number }>>();
   private keys = 0;
@@ -98,16 +98,12 @@ export class PendingRows implements StateStore {
     const rest: StateRowId[] = [];
     for (const id of ids) {
       const p = this.rows.get(id.operatorId)?.get(id.key);
-      if (!p) rest.push(id);
-      // a cleared key (no values) has no state, whatever the table still holds
-      else if (Object.keys(p.row.values).length) out.push({ ...p.row, checkpointId: p.checkpointId });
+      // a cleared key's row (no values) says it has no state, whatever the table still holds
+      if (p) out.push({ ...p.row, checkpointId: p.checkpointId });
+      else rest.push(id);
     }
     if (rest.length) out.push(...(await this.table.getRows(rest)));
     return out;
-  }
-
-  applyRows(checkpointId: number, fence: number, rows: readonly StateRow[]): Promise<void> {
-    return this.table.applyRows(checkpointId, fence, rows);
   }
 
   /**
