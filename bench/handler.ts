@@ -119,12 +119,16 @@ function benchPorts(p: RuntimePorts, sent: OutgoingRecord[], dirty: { rows: numb
   const store = benchStateStore();
   return {
     ...p,
-    state: {
-      getRows: (ids) => store.getRows(ids),
-      applyRows: (n, f, rows: readonly StateRow[]) => {
-        dirty.rows += rows.length;
-        return store.applyRows(n, f, rows);
+    state: store,
+    // a checkpoint's dirty keys are the rows of its delta; the table takes them every
+    // materializeEvery-th checkpoint (runtime/changelog.ts), so they are counted where the snapshot reports them
+    telemetry: {
+      count: (name, value) => {
+        if (name === 'CheckpointKeys') dirty.rows += value ?? 1;
+        p.telemetry.count(name, value);
       },
+      timing: (name, ms) => p.telemetry.timing(name, ms),
+      log: (level, message, fields) => p.telemetry.log(level, message, fields),
     },
     writer: {
       async putAll(_stream, records) {

@@ -18,6 +18,8 @@ export interface BenchJobOptions {
   readonly sourceShards?: number;
   readonly parallelism?: number;
   readonly checkpointIntervalMs?: number;
+  /** the plan's checkpoint.materializeEvery (runtime/changelog.ts); absent: its default */
+  readonly materializeEvery?: number;
 }
 
 const count = valueState<number>('count');
@@ -32,7 +34,8 @@ const countFn: KeyedProcessFunction<string, Ev, never> = {
 };
 
 export function keyedCountJob(o: BenchJobOptions = {}): Job {
-  const j = job('bench-count', { maxParallelism: o.maxParallelism ?? 128, checkpoint: { intervalMs: o.checkpointIntervalMs ?? 10_000 } });
+  const checkpoint = { intervalMs: o.checkpointIntervalMs ?? 10_000, ...(o.materializeEvery ? { materializeEvery: o.materializeEvery } : {}) };
+  const j = job('bench-count', { maxParallelism: o.maxParallelism ?? 128, checkpoint });
   j.source<Ev>({ name: 'events', shards: o.sourceShards ?? 1, timestamp: (e) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
     .keyBy((e) => e.k, { parallelism: o.parallelism ?? 1 })
     .process(countFn, { name: 'count' })

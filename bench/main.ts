@@ -13,7 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { measureCheckpoint, type CheckpointFigures } from './checkpoint.js';
+import { checkpointRounds, measureCheckpoint, S3_PUT_IN_WCU, type CheckpointFigures } from './checkpoint.js';
 import { measureComponents, type ComponentFigures } from './components.js';
 import type { MonthlyCost } from './cost.js';
 import { KB } from './dynamo-size.js';
@@ -80,6 +80,8 @@ export interface CheckpointScenario extends CheckpointFigures {
   readonly layoutFreeFloor: number;
   /** used.total ÷ layoutFreeFloor */
   readonly layoutFreeRatio: number;
+  /** the same checkpoints with every one applying its rows to the table (materializeEvery 1) */
+  readonly everyCheckpoint: { readonly total: number; readonly rows: number; readonly layoutFreeRatio: number };
 }
 
 export interface BenchResults {
@@ -132,7 +134,9 @@ const sizes = (quick: boolean) =>
     : {
         // 20 k events per checkpoint: 4 ESM batches of 10 packets × 500 events, then the barrier
         keyedShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 } as InputShape,
-        keyedRounds: 12,
+        // 12 measured checkpoints: two whole periods of the default materializeEvery at 10 s (6:
+        // runtime/changelog.ts), so the state table's writes are amortized over whole periods
+        keyedRounds: 14,
         keyedWarmup: 2,
         keys: 10_000,
         sourceBatch: 500,
@@ -259,12 +263,29 @@ const RUNNERS: Record<PartName, Runner> = {
     try {
       for (const [i, d] of DISTRIBUTIONS.entries()) {
         const dist: KeyDistribution = { ...d.dist, keys: Math.max(10, Math.round(d.dist.keys * s.ckScale)) } as KeyDistribution;
-        const rounds = encodeRounds(makeEventsOf(perRound * 4, dist, 11), s.ckShape, 128);
-        const f = await measureCheckpoint(keyedCountJob(), rounds, 3, dynamo ? { clients: dynamo.clients, table: await dynamo.table(`bench-ckpt-${i}`) } : undefined);
+        // 3 rounds to warm up, then two whole periods of the plan's materializeEvery (runtime/changelog.ts): the table's writes amortized
+        const job = keyedCountJob();
+        const rounds = encodeRounds(makeEventsOf(perRound * checkpointRounds(job, 3, 2), dist, 11), s.ckShape, 128);
+        const f = await measureCheckpoint(job, rounds, 3, dynamo ? { clients: dynamo.clients, table: await dynamo.table(`bench-ckpt-${i}`) } : undefined);
+        // the same checkpoints with the rows applied at every one (materializeEvery 1), on a table of its own
+        const every = await measureCheckpoint(keyedCountJob({ materializeEvery: 1 }), rounds, 3, dynamo ? { clients: dynamo.clients, table: await dynamo.table(`bench-ckpt-${i}-every`) } : undefined);
         const layoutFreeFloor = Math.max(1, Math.ceil(f.dirtyBytes / KB));
-        const sc: CheckpointScenario = { ...f, scenario: d.scenario, distribution: d.label, eventsPerCheckpoint: perRound, layoutFreeFloor, layoutFreeRatio: f.used.total / layoutFreeFloor };
+        const sc: CheckpointScenario = {
+          ...f,
+          scenario: d.scenario,
+          distribution: d.label,
+          eventsPerCheckpoint: perRound,
+          layoutFreeFloor,
+          layoutFreeRatio: f.used.total / layoutFreeFloor,
+          everyCheckpoint: { total: every.used.total, rows: every.used.rows, layoutFreeRatio: every.used.total / layoutFreeFloor },
+        };
         out.push(sc);
-        log(`  ${d.scenario} (${d.label}): ${f.dirtyRows} dirty keys, ${fmt(f.dirtyBytes)} dirty B, ${f.used.total} WCU (rows ${f.used.rows} in ${f.used.items} items, delta ${f.used.delta}), layout-free floor ${layoutFreeFloor}: ${sc.layoutFreeRatio.toFixed(2)}`);
+        const wcu = (x: number) => x.toFixed(1);
+        log(
+          `  ${d.scenario} (${d.label}), per checkpoint over ${f.checkpoints} (the table written every ${f.materializeEvery}-th): ${fmt(f.dirtyRows)} dirty keys, ${fmt(f.dirtyBytes)} dirty B, ` +
+            `${wcu(f.used.total)} WCU (rows ${wcu(f.used.rows)} in ${wcu(f.used.items)} items, delta ${wcu(f.used.delta)} of which ${f.used.s3Puts.toFixed(2)} S3 PUTs at ${S3_PUT_IN_WCU} WCU each, pointer ${wcu(f.used.pointer)}, ack ${wcu(f.used.ack)}), layout-free floor ${layoutFreeFloor}: ${sc.layoutFreeRatio.toFixed(2)}; ` +
+            `rows applied at every checkpoint: ${wcu(every.used.total)} WCU (rows ${wcu(every.used.rows)}): ${sc.everyCheckpoint.layoutFreeRatio.toFixed(2)}`,
+        );
       }
     } finally {
       await dynamo?.stop();

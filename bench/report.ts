@@ -80,10 +80,10 @@ export function renderTable(r: BenchResults): string {
   }
   for (const c of r.checkpoints ?? []) {
     add(
-      `Checkpoint WCU, ${c.scenario}: ${c.distribution} (${fmt(c.eventsPerCheckpoint)} events)`,
-      `${c.used.total} (rows ${c.used.rows} in ${c.used.items} items, delta ${c.used.delta}${c.used.s3Puts ? ' = 1 S3 PUT' : ''}, ${c.store})`,
-      `layout-free floor ${c.layoutFreeFloor} (${fmt(c.dirtyBytes)} dirty B, ${fmt(c.dirtyRows)} dirty keys); per-key-group floor ${c.floor}`,
-      `${c.layoutFreeRatio.toFixed(2)}; full snapshot ${c.full.writeUnits}`,
+      `Checkpoint WCU, ${c.scenario}: ${c.distribution} (${fmt(c.eventsPerCheckpoint)} events; mean of ${c.checkpoints}, the table written every ${c.materializeEvery}-th)`,
+      `${c.used.total.toFixed(1)} (rows ${c.used.rows.toFixed(1)} in ${c.used.items.toFixed(1)} items, delta ${c.used.delta.toFixed(1)}${c.used.s3Puts ? ` incl. ${c.used.s3Puts.toFixed(2)} S3 PUTs` : ''}, ${c.store})`,
+      `layout-free floor ${c.layoutFreeFloor} (${fmt(c.dirtyBytes)} dirty B, ${fmt(c.dirtyRows)} dirty keys); per-key-group floor ${c.floor.toFixed(1)}`,
+      `${c.layoutFreeRatio.toFixed(2)}; rows applied at every checkpoint ${c.everyCheckpoint ? `${c.everyCheckpoint.total.toFixed(1)}: ${c.everyCheckpoint.layoutFreeRatio.toFixed(2)}` : '-'}; full snapshot ${c.full.writeUnits}`,
     );
   }
   for (const w of r.wire ?? []) {

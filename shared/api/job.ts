@@ -46,6 +46,13 @@ export interface CheckpointOptions {
    * about this many records' processing (only with one checkpoint in flight); @default 50_000
    */
   readonly maxInFlightRecords?: number;
+  /**
+   * every this many checkpoints an instance applies the state rows of its snapshots to the state
+   * table; the checkpoints between write only their delta, and a restore folds the deltas since the
+   * last application (1–16; 1 writes the table at every checkpoint); @default about once a minute:
+   * ceil(60 s / the checkpoint interval), at most 16
+   */
+  readonly materializeEvery?: number;
 }
 
 export interface JobOptions {

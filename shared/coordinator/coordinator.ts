@@ -28,6 +28,7 @@ import { encodeSourceControl } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
+import { chainOf } from '../runtime/changelog.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
 import { collectsGarbage, deltasToDelete } from './gc.js';
@@ -351,7 +352,7 @@ export class Coordinator {
 
   /**
    * Deletes the deltas no retained checkpoint needs and trims old checkpoint records. A delta of
-   * checkpoint k of an instance is kept while k is the instance's current snapshot pointer, k is
+   * checkpoint k of an instance is kept while k is the instance's current snapshot pointer or in its chain, k is
    * one of the last `retained` completed checkpoints, or k is newer than every completed one.
    */
   async gc(): Promise<{ deleted: number; kept: number }> {
@@ -369,7 +370,8 @@ export class Coordinator {
         // small deltas inline in the control table, large ones as objects
         const inline = await this.store.inlineDeltas(id);
         const objects = await this.ports.deltas.list(id);
-        const del = deltasToDelete([...inline, ...objects.keys()], { retained, pointer: pointer?.checkpointId, latestCompleted: latest });
+        const needs = { retained, pointer: pointer?.checkpointId, base: pointer && chainOf(pointer).base, latestCompleted: latest };
+        const del = deltasToDelete([...inline, ...objects.keys()], needs);
         for (const k of del) {
           if (inline.includes(k)) await this.store.deleteInlineDelta(id, k);
           const key = objects.get(k);

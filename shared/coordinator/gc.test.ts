@@ -13,6 +13,13 @@ describe('delta garbage collection', () => {
     expect(deltasToDelete([4, 5, 7, 9], { ...needs, pointer: 4 })).toEqual([5]);
   });
 
+  it('keeps every delta of the chain the pointer names (base < k ≤ pointer): a restore folds them', () => {
+    // pointer 9 with base 4: its rows since checkpoint 4 are in deltas 5..9, not in the state table
+    expect(deltasToDelete([3, 4, 5, 6, 7, 8, 9, 10], { ...needs, base: 4 })).toEqual([3, 4]);
+    // a pointer without a chain needs only its own delta
+    expect(deltasToDelete([3, 4, 5, 6, 8, 9], { ...needs, base: undefined })).toEqual([3, 4, 5, 6, 8]);
+  });
+
   it('deletes aborted checkpoints the pointer has moved past, once and in order', () => {
     expect(deltasToDelete([8, 8, 2, 8], needs)).toEqual([2, 8]);
   });

@@ -1,7 +1,8 @@
 /**
  * Which deltas of one instance the coordinator may delete. A delta of checkpoint k is needed while
  *
- * - k is the instance's current snapshot pointer (a restore reads it), or
+ * - k is the instance's current snapshot pointer, or in the chain the pointer names (base < k ≤
+ *   pointer: a restore folds those deltas, runtime/changelog.ts), or
  * - k is one of the retained completed checkpoints (`plan.checkpoint.retained`), or
  * - k is newer than every completed checkpoint (in flight, or written by a snapshot whose
  *   checkpoint has not committed yet).
@@ -13,12 +14,16 @@ export interface DeltaNeeds {
   readonly retained: ReadonlySet<number>;
   /** checkpoint id of the instance's current snapshot pointer, if any */
   readonly pointer: number | undefined;
+  /** the last checkpoint applied before the pointer's chain (`chainOf`); absent: pointer − 1 */
+  readonly base?: number | undefined;
   /** the newest completed checkpoint */
   readonly latestCompleted: number;
 }
 
 export function deltaNeeded(k: number, needs: DeltaNeeds): boolean {
-  return k === needs.pointer || needs.retained.has(k) || k > needs.latestCompleted;
+  const { pointer } = needs;
+  const inChain = pointer !== undefined && k <= pointer && k > (needs.base ?? pointer - 1);
+  return inChain || needs.retained.has(k) || k > needs.latestCompleted;
 }
 
 /** The checkpoint ids among `existing` whose deltas can be deleted, ascending, without repeats. */

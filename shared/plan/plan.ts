@@ -124,6 +124,9 @@ export interface PlanStage {
   readonly stateful: boolean;
 }
 
+/** the most checkpoints an instance's rows may stay unapplied: its pointer names each one's delta (runtime/changelog.ts) */
+export const MAX_MATERIALIZE_EVERY = 16;
+
 export interface CheckpointSettings {
   readonly intervalMs: number;
   readonly timeoutMs: number;
@@ -136,6 +139,8 @@ export interface CheckpointSettings {
   readonly maxConcurrent?: number;
   /** a source shard's credit window (runtime/source-window.ts); absent = its default */
   readonly maxInFlightRecords?: number;
+  /** an instance applies its snapshots' rows to the state table every this many checkpoints (runtime/changelog.ts); absent = about once a minute */
+  readonly materializeEvery?: number;
 }
 
 export interface Plan {

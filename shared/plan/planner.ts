@@ -9,7 +9,7 @@ import { z } from 'zod';
 import type { LogicalNode } from '../api/graph.js';
 import type { Job } from '../api/job.js';
 import { PlanError } from '../util/errors.js';
-import type { CheckpointSettings, Plan, PlanOperator, PlanSink, PlanSource, PlanStage } from './plan.js';
+import { MAX_MATERIALIZE_EVERY, type CheckpointSettings, type Plan, type PlanOperator, type PlanSink, type PlanSource, type PlanStage } from './plan.js';
 import { sanitizeName } from './resources.js';
 
 const MAX_KEY_GROUPS = 32_768;
@@ -27,6 +27,7 @@ const jobOptionsSchema = z
         retained: z.number().int().min(1).max(100).optional(),
         maxConcurrent: z.number().int().min(1).max(8).optional(),
         maxInFlightRecords: z.number().int().min(1).optional(),
+        materializeEvery: z.number().int().min(1).max(MAX_MATERIALIZE_EVERY).optional(),
       })
       .strict()
       .optional(),
@@ -222,6 +223,7 @@ export function planJob(job: Job): Plan {
     // only set above 1: the plan (and its hash) of a job that does not ask stays as it was
     ...(c.maxConcurrent !== undefined && c.maxConcurrent > 1 ? { maxConcurrent: c.maxConcurrent } : {}),
     ...(c.maxInFlightRecords !== undefined ? { maxInFlightRecords: c.maxInFlightRecords } : {}),
+    ...(c.materializeEvery !== undefined ? { materializeEvery: c.materializeEvery } : {}),
   };
   if (checkpoint.maxInFlightRecords !== undefined && (checkpoint.maxConcurrent ?? 1) > 1) {
     // overlapping checkpoints put barriers at the tail of the source shards: a source holding back

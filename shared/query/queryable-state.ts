@@ -1,8 +1,9 @@
 /**
  * Queryable state: read a running job's keyed state from outside, straight from the state table.
- * What it returns is the newest *snapshotted* value of the key — what the job's last checkpoint
- * flushed (at most one checkpoint ahead of the last completed one, never a half-applied mix: rows
- * are written per checkpoint and the reader decodes them exactly as a restoring instance does).
+ * What it returns is the key's value as of the last checkpoint whose rows its instance applied to
+ * the table: every `checkpoint.materializeEvery`-th one (about a minute by default; the checkpoints
+ * between write only their deltas, runtime/changelog.ts), at most one ahead of the last completed
+ * checkpoint, never a half-applied mix (the reader decodes rows exactly as a restoring instance does).
  */
 import type { LogicalNode } from '../api/graph.js';
 import type { Job } from '../api/job.js';

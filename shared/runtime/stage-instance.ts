@@ -21,7 +21,7 @@
  */
 import type { Job } from '../api/job.js';
 import { DATA_KIND, decodePacketColumns, decodeSourceControl, PacketColumns, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
-import { decodeDelta, encodeDelta } from '../codec/snapshot.js';
+import { encodeDelta } from '../codec/snapshot.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, SluiceError } from '../util/errors.js';
@@ -29,6 +29,7 @@ import { createBarrierHandler, type BarrierHandler } from './barrier-handler.js'
 import { BarrierSenders } from './barrier-senders.js';
 import { BroadcastStateStore } from './broadcast-state.js';
 import { compileChain, nodesById, type CompiledChain } from './chain.js';
+import { materializeEvery, PendingRows } from './changelog.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
 import { controlUnit, DataUnit, InnerRecordMeta, type Unit } from './inner-packets.js';
@@ -92,6 +93,7 @@ export class StageInstance {
   private readonly operatorState = new OperatorStateStore();
   private readonly spill: DirtySpill;
   private readonly loader: StateLoader;
+  private readonly pending: PendingRows; // rows snapshotted, not applied to the table yet (changelog.ts)
   private readonly deadLetters: DeadLetterWriter;
   private readonly recordMeta = new InnerRecordMeta();
   /** per depth of packets being applied (a re-read nests one): the columns and the unit they are decoded into */
@@ -130,7 +132,8 @@ export class StageInstance {
     this.outbox = new Outbox(this.id);
     this.barriers = createBarrierHandler(plan.mode, this.dedupe, options.maxHeldRecords ?? 50_000);
     this.spill = new DirtySpill(this.id, ports.spill);
-    this.loader = new StateLoader(this, this.state, ports.state, this.spill);
+    this.pending = new PendingRows(ports.state, materializeEvery(plan.checkpoint));
+    this.loader = new StateLoader(this, this.state, this.pending, this.spill);
     this.deadLetters = new DeadLetterWriter(this.id, plan, stage, shardId, ports, this.stats);
     let strategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
     if (stage.input.kind === 'source') {
@@ -183,12 +186,11 @@ export class StageInstance {
     if (this.source) this.sourceReader = new SourceRecordReader(this.shardId, this.source, this.sourceNode, this.chain.push, this.watermarks, this.stats);
   }
 
-  /** Restores the snapshot a lease points to: redo its apply (idempotent), then start its epoch. */
+  /** Restores the snapshot a lease points to: redo its apply, chain folded in (idempotent), then start its epoch. */
   async restore(pointer: SnapshotPointer | undefined): Promise<void> {
     if (!pointer) return;
-    const { rows, extras } = decodeDelta(await this.ports.control.readDelta(pointer.delta));
     // standing for a resharded parent: only the child's key groups (a sibling may have written past it)
-    await this.ports.state.applyRows(pointer.checkpointId, this.fence, this.ownedKeyGroups ? rows.filter((r) => this.owns(r.keyGroup)) : rows);
+    const extras = await this.pending.restore(this.ports.control, pointer, this.fence, this.ownedKeyGroups && ((g) => this.owns(g)));
     this.epoch = pointer.checkpointId;
     this.reshard = extras?.reshard ?? [];
     this.outbox.startEpoch(pointer.checkpointId, this.reshard);
@@ -642,14 +644,10 @@ export class StageInstance {
     });
     const ref = await this.ports.control.writeDelta(this.id, n, delta);
     const watermark = Number.isFinite(this.watermark) ? this.watermark : null;
-    await this.ports.control.publishSnapshot(this.id, this.fence, {
-      checkpointId: n,
-      replayPoint,
-      delta: ref,
-      // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
-      meta: { watermark, timers: this.timers.size, bytes: delta.length, keys: rows.length, finished: this.finished },
-    });
-    await this.ports.state.applyRows(n, this.fence, rows);
+    // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
+    const meta = { watermark, timers: this.timers.size, bytes: delta.length, keys: rows.length, finished: this.finished };
+    // rows applied to the table when due, and before anything reads it: a savepoint, a reshard's children, the job's end
+    await this.pending.publish(this.ports.control, this.id, this.fence, { checkpointId: n, replayPoint, delta: ref, meta }, { rows, bytes: delta.length }, savepoint || reshard.length > 0 || this.finished);
     this.state.markClean();
     if (this.spill.size) await this.spill.clear(this.fence);
     this.stats.snapshots++;

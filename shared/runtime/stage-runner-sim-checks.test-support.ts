@@ -6,7 +6,9 @@
  * rows must show. A violation is added to the Sim's `errors`.
  */
 import { memoryDeadLetterKey } from '../adapters/memory/memory-ports.js';
-import type { RuntimePorts } from './ports.js';
+import { decodeDelta } from '../codec/snapshot.js';
+import { chainOf } from './changelog.js';
+import type { RuntimePorts, StateRow } from './ports.js';
 import { instanceIdOf } from './stage-instance.js';
 import { compareSeq } from './positions.js';
 import { envelopeIds, type Ev, type Sim, type Total, type Totals } from './stage-runner-sim.test-support.js';
@@ -81,10 +83,36 @@ export function checkPublished(s: Sim, expected: Totals, what: string, skipped: 
   }
 }
 
+/**
+ * What a restore of snapshot n would start from: the state table as of n, and over it the rows of
+ * each keyed instance's snapshot n folded over its chain (those not applied to the table yet).
+ */
+export function snapshotState(s: Sim, n: number): StateRow[] {
+  const rows = new Map<string, StateRow>();
+  for (const row of s.m.state.asOf(n)) rows.set(`${row.operatorId}\u0000${row.key}`, row);
+  const deltas = s.m.control.deltas();
+  for (const id of s.shardsOf(s.stage(1)).map((sh) => instanceIdOf(s.stage(1).id, sh))) {
+    const pointer = s.m.control.published.filter((p) => p.instanceId === id && p.pointer.checkpointId === n).at(-1)?.pointer;
+    if (!pointer) continue;
+    for (const ref of [...chainOf(pointer).chain, pointer.delta]) {
+      const bytes = deltas.get(ref.key);
+      if (!bytes) {
+        s.errors.push(`snapshot ${n} of ${id}: delta ${ref.key} of its chain is gone`);
+        continue;
+      }
+      for (const row of decodeDelta(bytes).rows) {
+        if (Object.keys(row.values).length) rows.set(`${row.operatorId}\u0000${row.key}`, row);
+        else rows.delete(`${row.operatorId}\u0000${row.key}`);
+      }
+    }
+  }
+  return [...rows.values()];
+}
+
 export function checkSnapshot(s: Sim, n: number, expected: Totals): void {
   const op = s.plan.stages[1]!.operators.find((o) => o.kind === 'process')!.id;
   const got = new Map<string, { count: number; sum: number }>();
-  for (const row of s.m.state.asOf(n)) {
+  for (const row of snapshotState(s, n)) {
     if (row.operatorId !== op || !row.values.totals) continue;
     got.set(row.key, JSON.parse(new TextDecoder().decode(row.values.totals)) as { count: number; sum: number });
   }

@@ -27,6 +27,8 @@ export interface Scenario {
   maxHeldRecords: number;
   maxCachedKeys: number;
   maxDirtyKeys: number;
+  /** snapshots between applications of the rows to the state table (changelog.ts) */
+  materializeEvery: number;
   focus: string;
 }
 
@@ -67,6 +69,7 @@ export const scenario: fc.Arbitrary<Scenario> = fc.record({
   maxCachedKeys: fc.constantFrom(1, 3, 100_000),
   // dirty keys past it go to the spill store until the snapshot
   maxDirtyKeys: fc.constantFrom(1, 4, 200_000),
+  materializeEvery: fc.constantFrom(1, 2, 3, 5),
   focus: fc.constantFrom(...FOCUS),
 });
 
@@ -89,6 +92,7 @@ export async function runScenario(
     crashP: sc.crashP,
     throttleP: sc.throttleP,
     runner: { maxHeldRecords: sc.maxHeldRecords, maxCachedKeys: sc.maxCachedKeys, maxDirtyKeys: sc.maxDirtyKeys },
+    materializeEvery: sc.materializeEvery,
     ...(sc.focus && sc.crashP > 0 ? { focus: sc.focus } : {}),
   });
   let lastCheckpoint = 0;

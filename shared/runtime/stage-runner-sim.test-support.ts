@@ -60,8 +60,8 @@ export interface Total {
 
 export const totals = valueState<{ count: number; sum: number }>('totals');
 
-export function buildJob(sourceShards: number, parallelism: number, maxParallelism: number): Job {
-  const j = job('proto', { maxParallelism, poisonPolicy: 'dead-letter' });
+export function buildJob(sourceShards: number, parallelism: number, maxParallelism: number, materializeEvery?: number): Job {
+  const j = job('proto', { maxParallelism, poisonPolicy: 'dead-letter', ...(materializeEvery ? { checkpoint: { materializeEvery } } : {}) });
   const events = j.source<Ev>({
     name: 'events',
     shards: sourceShards,
@@ -144,6 +144,8 @@ export interface SimOptions {
   readonly runner?: StageRunnerOptions;
   /** sources put barriers at their read position (source-barriers.ts), not where the coordinator appended them */
   readonly sourceBarriers?: boolean;
+  /** the plan's checkpoint.materializeEvery; absent: its default (6 at the default 10 s interval) */
+  readonly materializeEvery?: number;
 }
 
 export const defaultSim: SimOptions = {
@@ -192,7 +194,7 @@ export class Sim {
 
   constructor(readonly o: SimOptions) {
     this.rand = prng(o.seed);
-    this.job = buildJob(o.sourceShards, o.parallelism, o.maxParallelism);
+    this.job = buildJob(o.sourceShards, o.parallelism, o.maxParallelism, o.materializeEvery);
     this.plan = planJob(this.job);
     this.names = resourceNames(this.plan, 'test');
     this.sourceStream = this.names.streamOf(this.plan.stages[0]!);

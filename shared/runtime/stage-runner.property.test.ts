@@ -7,6 +7,10 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { runScenario, safeZombie, scenario, staleTakeoverZombie } from './stage-runner-sim-scenario.test-support.js';
 
+/** runs per property (a longer run: `SIM_SEEDS=400 npx vitest run <this file>`) */
+const seeds = Number(process.env.SIM_SEEDS ?? 30);
+const timeout = Math.max(60_000, seeds * 1_000);
+
 describe('StageRunner on the in-memory twins: property', () => {
   it('keeps every invariant over random inputs, batches, routing and faults', async () => {
     const started = Date.now();
@@ -22,7 +26,7 @@ describe('StageRunner on the in-memory twins: property', () => {
         totals.retried += (s.m.telemetry as { get?: (n: string) => number }).get?.('PutRecordsRetried') ?? 0;
         if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)}:\n${s.errors.slice(0, 4).join('\n\n')}\n\n${s.diagnostics()}`);
       }),
-      { seed: 20_261_129, numRuns: 30, endOnFailure: true },
+      { seed: 20_261_129, numRuns: seeds, endOnFailure: true },
     );
     // the faults must actually have happened
     expect(totals.crashes).toBeGreaterThan(0);
@@ -30,7 +34,7 @@ describe('StageRunner on the in-memory twins: property', () => {
     expect(totals.retried).toBeGreaterThan(0);
     expect(totals.completed).toBeGreaterThan(runs);
     console.log(`property: ${runs} runs in ${Date.now() - started} ms`, totals);
-  });
+  }, timeout);
 
   // ENGINE BUG (see 'restores the snapshot current at takeover'): the same property, with zombies
   // scheduled so the ESM's retry reads the lease, then the timed-out invocation publishes a
@@ -41,9 +45,9 @@ describe('StageRunner on the in-memory twins: property', () => {
         const s = await runScenario({ ...sc, zombieP: 0.3, parallelism: Math.max(1, sc.parallelism) }, staleTakeoverZombie);
         if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)}:\n${s.errors.slice(0, 4).join('\n\n')}`);
       }),
-      { seed: 42, numRuns: 30, endOnFailure: true },
+      { seed: 42, numRuns: seeds, endOnFailure: true },
     );
-  });
+  }, timeout);
 
   it('keeps every invariant with barriers at the sources\' read position', async () => {
     await fc.assert(
@@ -51,7 +55,7 @@ describe('StageRunner on the in-memory twins: property', () => {
         const s = await runScenario({ ...sc, zombieP: Math.max(sc.zombieP, 0.1) }, safeZombie, { sourceBarriers: true });
         if (s.errors.length) throw new Error(`scenario ${JSON.stringify(sc)}:\n${s.errors.slice(0, 4).join('\n\n')}`);
       }),
-      { seed: 3, numRuns: 30, endOnFailure: true },
+      { seed: 3, numRuns: seeds, endOnFailure: true },
     );
-  });
+  }, timeout);
 });

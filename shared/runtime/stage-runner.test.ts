@@ -11,6 +11,7 @@ import { StageRunner } from './stage-runner.js';
 import { instanceIdOf } from './stage-instance.js';
 import { InjectedCrash, sim, expectNoErrors, type Env } from './stage-runner-sim.test-support.js';
 import { zombie } from './stage-runner-sim-zombies.test-support.js';
+import { snapshotState } from './stage-runner-sim-checks.test-support.js';
 import { handleKinesisBatch } from '../../functions/operator.js';
 import { FencedError } from '../util/errors.js';
 
@@ -94,7 +95,7 @@ describe('StageRunner on the in-memory twins: scenarios', () => {
     expect(kinds).toEqual(['barrier', 'data+data+data']);
     await s.drainAll();
     expect(s.completed).toEqual([1]);
-    expect(s.m.state.asOf(1).map((r) => JSON.parse(new TextDecoder().decode(r.values.totals!)))).toEqual([{ count: 3, sum: 3 }]);
+    expect(snapshotState(s, 1).map((r) => JSON.parse(new TextDecoder().decode(r.values.totals!)))).toEqual([{ count: 3, sum: 3 }]);
     await s.finish();
     expectNoErrors(s);
   });

@@ -67,7 +67,8 @@ export class StateLoader {
     /** the instance: its epoch bounds the rows it may read, its fence scopes its spill */
     private readonly owner: { readonly id: string; readonly epoch: number; readonly fence: number },
     private readonly cache: KeyedStateCache,
-    private readonly store: StateStore,
+    /** where rows not cached are read (the instance's pending rows in front of the state table: changelog.ts) */
+    private readonly store: Pick<StateStore, 'getRows'>,
     private readonly spill: DirtySpill,
   ) {}
 

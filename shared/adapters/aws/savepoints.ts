@@ -17,7 +17,8 @@
  *
  * Writing: once the savepoint's checkpoint n has COMPLETED, the coordinator reads every keyed
  * operator's rows key group by key group (rows then hold exactly checkpoint n: every instance
- * applied its rows before acking, and checkpoint n+1 cannot start before n commits) and the timers
+ * applied its rows before acking — a savepoint's barrier makes it apply every row it had kept
+ * pending, runtime/changelog.ts — and checkpoint n+1 cannot start before n commits) and the timers
  * from each instance's delta of n (timers are whole in every delta).
  *
  * Restoring: the job's state table and control records are reset; the rows of each key group are

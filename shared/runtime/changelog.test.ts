@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { MemoryControlStore } from '../adapters/memory/memory-ports.js';
+import { MemoryStateStore } from '../adapters/memory/memory-state.js';
+import { encodeDelta } from '../codec/snapshot.js';
+import { materializeEvery, PendingRows, readSnapshot } from './changelog.js';
+import type { SnapshotPointer, StateRow } from './ports.js';
+
+const utf8 = new TextEncoder();
+const row = (key: string, v?: string): StateRow => ({ operatorId: 'op', keyGroup: 1, key, values: v === undefined ? {} : { s: utf8.encode(v) } });
+const value = (r: StateRow | undefined) => (r?.values.s ? new TextDecoder().decode(r.values.s) : undefined);
+const id = (key: string) => ({ operatorId: 'op', keyGroup: 1, key });
+
+/** Snapshot n of instance `i:s` the way StageInstance takes it: delta, then the pointer (naming the chain), then the rows. */
+async function snapshot(control: MemoryControlStore, pending: PendingRows, n: number, rows: StateRow[], force = false): Promise<void> {
+  const bytes = encodeDelta(rows);
+  const delta = await control.writeDelta('i:s', n, bytes);
+  const pointer: SnapshotPointer = { checkpointId: n, replayPoint: { from: 'start' }, delta, meta: {} };
+  await pending.publish(control, 'i:s', 1, pointer, { rows, bytes: bytes.length }, force);
+}
+
+describe('changelog state', () => {
+  it('answers reads of keys snapshotted but not applied from memory, with the checkpoint that wrote them', async () => {
+    const table = new MemoryStateStore();
+    const control = new MemoryControlStore();
+    await control.takeOver('i:s', 0);
+    await table.applyRows(1, 1, [row('a', 'a1'), row('b', 'b1'), row('c', 'c1')]);
+    const pending = new PendingRows(table, 3);
+    await snapshot(control, pending, 2, [row('a', 'a2'), row('b')]);
+    // the table still holds checkpoint 1; a key evicted from the cache must not be read back from it
+    expect(table.asOf(2).map((r) => [r.key, value(r)])).toEqual([['a', 'a1'], ['b', 'b1'], ['c', 'c1']]);
+    const got = await pending.getRows([id('a'), id('b'), id('c'), id('d')]);
+    expect(got.filter((r) => value(r) !== undefined).map((r) => [r.key, value(r), r.checkpointId])).toEqual([['a', 'a2', 2], ['c', 'c1', 1]]);
+    // the third snapshot is due: the union is applied as checkpoint 4, and nothing stays pending
+    await snapshot(control, pending, 3, [row('c', 'c3')]);
+    await snapshot(control, pending, 4, [row('a', 'a4')]);
+    expect(table.asOf(4).map((r) => [r.key, value(r)])).toEqual([['a', 'a4'], ['c', 'c3']]);
+    expect(pending.size).toBe(0);
+  });
+
+  it('names the chain in the pointer and folds it on restore (later wins, a cleared key stays cleared)', async () => {
+    const table = new MemoryStateStore();
+    const control = new MemoryControlStore();
+    await control.takeOver('i:s', 0);
+    const pending = new PendingRows(table, 5);
+    await snapshot(control, pending, 1, [row('a', 'a1'), row('b', 'b1')]);
+    await snapshot(control, pending, 2, [row('b')]);
+    await snapshot(control, pending, 3, [row('a', 'a3'), row('c', 'c3')]);
+    const pointer = (await control.readLease('i:s')).snapshot!;
+    expect(pointer.meta).toMatchObject({ base: 0, chain: [{ store: 'inline' }, { store: 'inline' }] });
+    expect(table.asOf(3)).toEqual([]);
+    // a new owner: one application of the folded rows as checkpoint 3, then an empty chain
+    const next = new PendingRows(table, 5);
+    await next.restore(control, pointer, 2);
+    expect(table.asOf(3).map((r) => [r.key, value(r)])).toEqual([['a', 'a3'], ['c', 'c3']]);
+    expect((await readSnapshot(control, pointer)).rows.map((r) => [r.key, value(r)])).toEqual([['a', 'a3'], ['b', undefined], ['c', 'c3']]);
+    await snapshot(control, next, 4, [row('d', 'd4')]);
+    expect((await control.readLease('i:s')).snapshot!.meta).not.toHaveProperty('chain');
+  });
+
+  it('applies at once when forced (a savepoint, a reshard, the end of the input are about to read the table)', async () => {
+    const table = new MemoryStateStore();
+    const control = new MemoryControlStore();
+    await control.takeOver('i:s', 0);
+    const pending = new PendingRows(table, 6);
+    await snapshot(control, pending, 1, [row('a', 'a1')]);
+    await snapshot(control, pending, 2, [row('b', 'b2')], true);
+    expect(table.asOf(2).map((r) => r.key)).toEqual(['a', 'b']);
+  });
+
+  it('applies once the pending rows pass the byte bound, however soon', async () => {
+    const table = new MemoryStateStore();
+    const control = new MemoryControlStore();
+    await control.takeOver('i:s', 0);
+    const pending = new PendingRows(table, 6, 60);
+    await snapshot(control, pending, 1, [row('a', 'a1')]);
+    expect(table.asOf(1)).toEqual([]);
+    await snapshot(control, pending, 2, [row('b'.repeat(40), 'b2')]);
+    expect(table.asOf(2).map((r) => r.key)).toEqual(['a', 'b'.repeat(40)]);
+  });
+
+  it('materializes about once a minute by default, as the plan says otherwise', () => {
+    expect(materializeEvery({ intervalMs: 10_000, minPauseMs: 0 })).toBe(6);
+    expect(materializeEvery({ intervalMs: 60_000, minPauseMs: 0 })).toBe(1);
+    expect(materializeEvery({ intervalMs: 1_000, minPauseMs: 0 })).toBe(16);
+    expect(materializeEvery({ intervalMs: 10_000, minPauseMs: 0, materializeEvery: 1 })).toBe(1);
+  });
+});
