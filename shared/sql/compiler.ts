@@ -11,7 +11,9 @@
  * - non-windowed aggregation: keyBy(group) → process with the accumulators in keyed state, emitting
  *   the group's new row after every input (an updating result: upserts by key);
  * - joins (interval joins of two streams; see joins.ts);
- * - subqueries in FROM over any of these (append-only ones), so window results can be windowed again.
+ * - subqueries in FROM over any of these (append-only ones), so window results can be windowed again;
+ *   a windowed aggregate two subqueries of a statement compute over the same input is planned once
+ *   (sub-plans.ts).
  * This module walks the statements and owns the tables, sources and sinks; the parts of a statement
  * have their own modules: parser.ts, create-table.ts, projection.ts (SELECT lists), grouped-query.ts
  * (GROUP BY and aggregates), joins.ts.
