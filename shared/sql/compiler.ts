@@ -11,7 +11,9 @@
  * - non-windowed aggregation: keyBy(group) → process with the accumulators in keyed state, emitting
  *   the group's new row after every input (an updating result: upserts by key);
  * - joins (interval joins of two streams; see joins.ts);
- * - subqueries in FROM over any of these (append-only ones), so window results can be windowed again.
+ * - subqueries in FROM over any of these (append-only ones), so window results can be windowed again;
+ *   a windowed aggregate two subqueries of a statement compute over the same input is planned once
+ *   (sub-plans.ts).
  * This module walks the statements and owns the tables, sources and sinks; the parts of a statement
  * have their own modules: parser.ts, create-table.ts, projection.ts (SELECT lists), grouped-query.ts
  * (GROUP BY and aggregates), joins.ts.
@@ -28,7 +30,8 @@ import { compileGroupedQuery, containsAggregate } from './grouped-query.js';
 import { compileJoin } from './joins.js';
 import { parseStatement } from './parser.js';
 import { compileProjection } from './projection.js';
-import { onChange, outputAsRelation, type Change, type QueryOutput, type Relation } from './relation.js';
+import { outputAsRelation, whereRows, type Change, type QueryOutput, type Relation } from './relation.js';
+import { SubPlans } from './sub-plans.js';
 import { SourceText } from './source-text.js';
 
 export interface SqlJobOptions {
@@ -84,6 +87,8 @@ class SqlCompiler {
   private readonly job: Job;
   private resultCount = 0;
   private ctx!: CompileContext;
+  /** aggregates planned by the current statement, for its other subqueries to reuse */
+  private subPlans = new SubPlans();
 
   constructor(
     text: string,
@@ -100,6 +105,7 @@ class SqlCompiler {
     let queries = 0;
     for (const st of statements) {
       this.ctx = new CompileContext(this.source, st);
+      this.subPlans = new SubPlans();
       const ast = parseStatement(this.source, st.text, st.offset);
       const node = Array.isArray(ast) ? ast[0] : ast;
       switch (node?.type) {
@@ -286,22 +292,13 @@ class SqlCompiler {
     if (node.limit?.value?.length) throw c.error(node, 'LIMIT is not supported on a stream', 'SQL_UNSUPPORTED', 'LIMIT');
     if (!node.from?.length) throw c.error(node, 'a query needs FROM <table>', 'SQL_INVALID', 'SELECT');
 
-    const { relation: input, residual } = this.from(node.from, node.where);
-    let rel = input;
-    const where = residual;
-    if (where) {
-      if (containsAggregate(where)) throw c.error(where, 'aggregates are not allowed in WHERE: use HAVING', 'SQL_INVALID', 'WHERE');
-      const cond = compileExpr(where, rel.scope, c);
-      const f = cond.fn;
-      rel = {
-        ...rel,
-        stream: rel.updating
-          ? rel.stream.flatMap((u: Change) => onChange(u, (r) => (f(r) === true ? r : null)), { name: 'where' })
-          : rel.stream.filter((r) => f(r) === true, { name: 'where' }),
-      };
-    }
+    const { relation: input, residual: where } = this.from(node.from, node.where);
+    if (where && containsAggregate(where)) throw c.error(where, 'aggregates are not allowed in WHERE: use HAVING', 'SQL_INVALID', 'WHERE');
+    const cond = where ? { node: where, fn: compileExpr(where, input.scope, c).fn } : undefined;
     const grouped = !!node.groupby?.columns?.length || containsAggregate(node.columns) || !!node.having;
-    return grouped ? compileGroupedQuery(node, rel, c, this.options.parallelism) : compileProjection(node, rel, c);
+    // a grouped query filters its input itself: when it reuses an aggregate planned before, it filters nothing
+    if (grouped) return compileGroupedQuery(node, input, cond, c, this.options.parallelism, this.subPlans);
+    return compileProjection(node, cond ? { ...input, stream: whereRows(input, cond.fn) } : input, c);
   }
 
   /** FROM (and the WHERE conjuncts a join consumes): a table, a subquery, or a join of two. */

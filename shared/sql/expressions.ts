@@ -459,13 +459,13 @@ function callFunction(node: AstNode, scope: Scope, ctx: CompileContext, hook?: R
 }
 
 /** A structural key of an expression, with columns replaced by their resolved ids: two spellings of the same expression compare equal. */
-export function canonical(node: AstNode, scope: Scope): string {
+export function canonical(node: AstNode, scope: Scope, columnKey: (col: ScopeColumn) => string = (col) => `#${col.id}`): string {
   const walk = (n: AstNode): unknown => {
     if (Array.isArray(n)) return n.map(walk);
     if (!n || typeof n !== 'object') return typeof n === 'string' ? n.toLowerCase() : n;
     if (n.type === 'column_ref') {
       const found = scope.lookup(n.table ?? null, columnName(n));
-      return found.length === 1 ? `#${found[0]!.id}` : `?${String(n.table)}.${columnName(n)}`;
+      return found.length === 1 ? columnKey(found[0]!) : `?${String(n.table)}.${columnName(n)}`;
     }
     const out: Record<string, unknown> = {};
     for (const k of Object.keys(n).sort()) {

@@ -5,6 +5,7 @@
  * result: the accumulators live in keyed state and the group's new row follows every input; over an
  * updating input, each change is first a retraction of the replaced row and an addition of the new.
  */
+import type { DataStream } from '../api/job.js';
 import { valueState } from '../api/state.js';
 import type { KeyedProcessFunction } from '../api/types.js';
 import { EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows, type WindowAssigner } from '../api/windows.js';
@@ -25,7 +26,8 @@ import {
   type Row,
 } from './expressions.js';
 import { checkColumnNames, outputRow, selectItems } from './projection.js';
-import type { Change, QueryOutput, Relation } from './relation.js';
+import { whereRows, type Change, type QueryOutput, type Relation } from './relation.js';
+import { structuralKey, type AggregatedRow, type SubPlans } from './sub-plans.js';
 
 /** Whether `n` (an expression, or a list of them) calls an aggregate outside any subquery. */
 export function containsAggregate(n: AstNode): boolean {
@@ -36,8 +38,19 @@ export function containsAggregate(n: AstNode): boolean {
   return Object.values(n).some(containsAggregate);
 }
 
-/** The output of a query with GROUP BY, aggregates or HAVING; `configuredParallelism` overrides the input's shard count. */
-export function compileGroupedQuery(node: AstNode, rel: Relation, c: CompileContext, configuredParallelism: number | undefined): QueryOutput {
+/**
+ * The output of a query with GROUP BY, aggregates or HAVING over `rel` filtered by `where`;
+ * `configuredParallelism` overrides the input's shard count. A windowed aggregate that `subPlans`
+ * already holds (same input, WHERE, GROUP BY and window) is read, not planned again.
+ */
+export function compileGroupedQuery(
+  node: AstNode,
+  rel: Relation,
+  where: { readonly node: AstNode; readonly fn: (r: Row) => unknown } | undefined,
+  c: CompileContext,
+  configuredParallelism: number | undefined,
+  subPlans: SubPlans,
+): QueryOutput {
   const scope = rel.scope;
   // GROUP BY: plain expressions and at most one window
   let window: { kind: string; node: AstNode; assigner: WindowAssigner; argsKey: string } | undefined;
@@ -56,6 +69,9 @@ export function compileGroupedQuery(node: AstNode, rel: Relation, c: CompileCont
   // aggregate calls of SELECT and HAVING, each computed once
   const slots: AggSlot[] = [];
   const slotKeys: string[] = [];
+  // where each slot's value sits in the aggregated rows (elsewhere when they come from a reused aggregate)
+  const slotAt: number[] = [];
+  const slotNodes: AstNode[] = [];
   const slotOf = (a: AstNode): number => {
     const k = canonical(a, scope);
     const known = slotKeys.indexOf(k);
@@ -76,6 +92,8 @@ export function compileGroupedQuery(node: AstNode, rel: Relation, c: CompileCont
     const kind: AggKind = distinct ? 'COUNT_DISTINCT' : (fname as AggKind);
     slots.push({ kind, arg: arg?.fn, type: arg?.type ?? 'BIGINT' });
     slotKeys.push(k);
+    slotNodes.push(a);
+    slotAt.push(slots.length - 1);
     return slots.length - 1;
   };
   // post-aggregation rows: { g: group values, a: aggregate results, w: window bounds }
@@ -83,7 +101,7 @@ export function compileGroupedQuery(node: AstNode, rel: Relation, c: CompileCont
     if (!n || typeof n !== 'object' || Array.isArray(n)) return undefined;
     if (n.type === 'aggr_func') {
       const i = slotOf(n);
-      return { fn: (r: Row) => r.a[i], type: resultType(slots[i]!) };
+      return { fn: (r: Row) => r.a[slotAt[i]!], type: resultType(slots[i]!) };
     }
     if (n.type === 'function') {
       const fname = functionName(n);
@@ -129,21 +147,46 @@ export function compileGroupedQuery(node: AstNode, rel: Relation, c: CompileCont
   const parallelism = groups.length === 0 ? 1 : (configuredParallelism ?? rel.shards);
   const retracting = rel.updating === true;
   if (retracting && window) throw c.error(window.node, `${rel.label} is an updating result (a GROUP BY without a window): it has no event time to window by`, 'SQL_UNSUPPORTED', window.kind);
-  // over an updating input, every change becomes a retraction of the replaced row and an addition of the new one
-  const keyed = retracting
-    ? rel.stream
-        .flatMap((u: Change) => [...(u.old ? [{ r: -1, row: u.old }] : []), ...(u.v ? [{ r: 1, row: u.v }] : [])], { name: 'retract' })
-        .keyBy((m: { row: Row }) => keyOf(m.row), { parallelism })
-    : rel.stream.keyBy(keyOf, { parallelism });
+  // built only when this query plans its own aggregate: one reusing another's adds no operator
+  const keyed = () => {
+    const input = where ? whereRows(rel, where.fn) : rel.stream;
+    // over an updating input, every change becomes a retraction of the replaced row and an addition of the new one
+    return retracting
+      ? input
+          .flatMap((u: Change) => [...(u.old ? [{ r: -1, row: u.old }] : []), ...(u.v ? [{ r: 1, row: u.v }] : [])], { name: 'retract' })
+          .keyBy((m: { row: Row }) => keyOf(m.row), { parallelism })
+      : input.keyBy(keyOf, { parallelism });
+  };
   const agg = retracting ? retractingAggregate(slots) : multiAggregate(slots);
   const toRow = outputRow(fields);
   const havingFn = having?.fn;
   const label = window ? `${window.kind.toLowerCase()} window` : 'group';
-  if (window) {
-    let post = keyed.window(window.assigner).aggregate(agg, {
-      name: `${label} aggregate`,
-      result: (key, w, values) => ({ g: JSON.parse(String(key)) as unknown[], a: values, w: { start: w.start, end: w.end } }),
+  /** The window's aggregated rows: planned here, or those of the same aggregate planned by another subquery. */
+  const windowAggregate = (): DataStream<AggregatedRow> => {
+    const shape = (n: AstNode) => structuralKey(n, scope);
+    const key = subPlans.key(rel, {
+      where: where ? shape(where.node) : undefined,
+      groups: groups.map((g) => shape(g.node)),
+      window: `${window!.kind}:${shape(functionArgs(window!.node))}`,
+      parallelism,
     });
+    const aggregates = slotNodes.map(shape);
+    const reused = subPlans.find(key, aggregates);
+    if (reused) {
+      reused.positions.forEach((at, i) => (slotAt[i] = at));
+      return reused.stream;
+    }
+    const stream = keyed()
+      .window(window!.assigner)
+      .aggregate(agg, {
+        name: `${label} aggregate`,
+        result: (k, w, values): AggregatedRow => ({ g: JSON.parse(String(k)) as unknown[], a: values, w: { start: w.start, end: w.end } }),
+      });
+    subPlans.add(key, stream, aggregates);
+    return stream;
+  };
+  if (window) {
+    let post = windowAggregate();
     if (havingFn) post = post.filter((r) => havingFn(r) === true, { name: 'having' });
     const stream = post.map(toRow, { name: 'select' });
     const rowtime = fields.find((f) => f.rowtime)?.name;
@@ -171,7 +214,7 @@ export function compileGroupedQuery(node: AstNode, rel: Relation, c: CompileCont
       out.collect(change);
     },
   };
-  const stream = keyed.process(fn, { name: `${label} aggregate` });
+  const stream = keyed().process(fn, { name: `${label} aggregate` });
   // the key columns, when every GROUP BY expression is selected
   const keyColumns = groups.map((_, gi) => fields.find((f) => f.group === gi)?.name);
   return {

@@ -51,6 +51,13 @@ export function onChange(u: Change, f: (r: Row) => Row | null): Change[] {
   return v === null && old === null ? [] : [{ k: u.k, v, old }];
 }
 
+/** The rows of `rel` that pass a WHERE (of an updating result: both rows of each change). */
+export function whereRows(rel: Relation, f: (r: Row) => unknown): DataStream<Row> {
+  return rel.updating
+    ? rel.stream.flatMap((u: Change) => onChange(u, (r) => (f(r) === true ? r : null)), { name: 'where' })
+    : rel.stream.filter((r) => f(r) === true, { name: 'where' });
+}
+
 let relationIds = 0;
 
 /** A SELECT's output seen as a table (a subquery in FROM). */
