@@ -125,7 +125,15 @@ async function runSeedUntilVerdict(seed: number, emulators: LocalEmulators, opti
   const engineLimits = tight ? { maxHeldRecords: 1 + Math.floor(limitsRng() * 4), maxCachedKeys: 1 + Math.floor(limitsRng() * 3) } : undefined;
   // shards per stream: 2 by default, 1–3 on a third of the seeds
   const shardsDrawn = limitsRng() < 0.33 ? { sourceShards: 1 + Math.floor(limitsRng() * 3), innerShards: 1 + Math.floor(limitsRng() * 3) } : {};
-  const job: Omit<ChaosJobOptions, 'variant'> & { failingKey?: string } = { ...shardsDrawn, ...options.job };
+  // how often the keyed state reaches the state table: at every checkpoint, every 2nd or 3rd (a
+  // restore folds the deltas in between), or the plan's default (16 at 300 ms: only restores,
+  // savepoints, reshards and the end write it). Its own draw, so the other draws of a seed stay as they were.
+  const materializeEvery = [1, 2, 3, undefined][Math.floor(prng(seed * 977 + 3)() * 4)];
+  const job: Omit<ChaosJobOptions, 'variant'> & { failingKey?: string } = {
+    ...shardsDrawn,
+    ...(materializeEvery !== undefined ? { materializeEvery } : {}),
+    ...options.job,
+  };
   // a third of the seeds reshard a running stream in the middle of the input (an inner stage's or
   // the source's), within Kinesis' half-to-double step; tight seeds also keep only 2 dirty keys in
   // memory (the rest waits in the spill store)
@@ -147,7 +155,7 @@ async function runSeedUntilVerdict(seed: number, emulators: LocalEmulators, opti
   let run: ChaosRun | undefined;
   const childHold = timerStage ? holdNewShards(seed, stageToRescale, from, () => run?.runner) : undefined;
   const profile =
-    schedule.profile + (tight ? '+tight' : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo}${timerStage ? `,timers,${childHold!.order}` : ''})` : '');
+    schedule.profile + (tight ? '+tight' : '') + (materializeEvery !== undefined ? `+k${materializeEvery}` : '') + (limits?.maxDirtyKeys ? '+spill' : '') + (stageToRescale ? `+rescale(${stageToRescale}:${from}→${rescaleTo}${timerStage ? `,timers,${childHold!.order}` : ''})` : '');
   const base = { seed, variant, profile, shards, records: input.records, poison: input.poison };
   const phases = { t: Date.now(), start: 0, fault: 0, quiet: 0, verdict: 0 };
   try {

@@ -81,6 +81,8 @@ export interface ChaosJobOptions {
    * its state change and output undone, and nothing else held up
    */
   readonly failingKey?: string;
+  /** every how many checkpoints the keyed state is applied to the state table (`checkpoint.materializeEvery`); @default the plan's */
+  readonly materializeEvery?: number;
   /** the job's processing guarantee; @default 'exactly-once' */
   readonly mode?: 'exactly-once' | 'at-least-once';
   /** the job's `checkpoint.maxInFlightRecords` (a source shard's credit window); @default the engine's */
@@ -139,6 +141,7 @@ export function chaosJob(options: ChaosJobOptions = {}): Job {
       timeoutMs: options.checkpointTimeoutMs ?? 2_000,
       retained: 3,
       ...(options.maxInFlightRecords !== undefined ? { maxInFlightRecords: options.maxInFlightRecords } : {}),
+      ...(options.materializeEvery !== undefined ? { materializeEvery: options.materializeEvery } : {}),
     },
     ...(options.mode ? { mode: options.mode } : {}),
   });
