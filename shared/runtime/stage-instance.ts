@@ -16,11 +16,12 @@
  *   records are deduplicated by shard position.
  *
  * Its parts: the chain (chain.ts), keyed state (keyed-state.ts), timers, the watermark tracker,
- * the barrier handler, dirty-state spill (dirty-spill.ts), the outbox; a reshard's child starts
- * from its parents' handovers (shard-inheritance.ts).
+ * the barrier handler, the inner packets' apply pass (packet-apply.ts), dirty-state spill
+ * (dirty-spill.ts), the outbox; a reshard's child starts from its parents' handovers
+ * (shard-inheritance.ts).
  */
 import type { Job } from '../api/job.js';
-import { DATA_KIND, decodePacketColumns, decodeSourceControl, PacketColumns, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
+import { decodeSourceControl, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
 import { encodeDelta } from '../codec/snapshot.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
@@ -32,18 +33,19 @@ import { compileChain, nodesById, type CompiledChain } from './chain.js';
 import { materializeEvery, PendingRows } from './changelog.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
-import { controlUnit, DataUnit, InnerRecordMeta, type Unit } from './inner-packets.js';
+import { InnerRecordMeta, type Unit } from './inner-packets.js';
 import { compareRows, KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
 import { OperatorStateStore } from './operator-state.js';
 import { openDestinations, refreshDestinations } from './destinations.js';
 import { Outbox } from './outbox.js';
+import { PacketApplier, type PacketSteps } from './packet-apply.js';
 import { mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, SourceBarrier, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { SourceBarrierPlan } from './source-barriers.js';
 import { DEFAULT_MAX_IN_FLIGHT_RECORDS, SourceWindow } from './source-window.js';
 import { RecordDedupe } from './record-dedupe.js';
-import { resolveUnit, resolveUnits, StateLoader } from './state-prefetch.js';
+import { resolveUnits, StateLoader } from './state-prefetch.js';
 import type { SourceFunctions } from './source-decoding.js';
 import { SourceRecordReader, type SourceRecordFailure } from './source-records.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
@@ -96,12 +98,8 @@ export class StageInstance {
   private readonly pending: PendingRows; // rows snapshotted, not applied to the table yet (changelog.ts)
   private readonly deadLetters: DeadLetterWriter;
   private readonly recordMeta = new InnerRecordMeta();
-  /** per depth of packets being applied (a re-read nests one): the columns and the unit they are decoded into */
-  private readonly packetColumns: PacketColumns[] = [];
-  private readonly packetUnits: DataUnit[] = [];
-  private packetDepth = 0;
-  /** position of the record being processed (the frontier) */
-  private current: string | undefined;
+  /** the inner packets' apply pass (packet-apply.ts); it keeps the frontier */
+  private packets!: PacketApplier;
   /** stages whose input stream is resharded after the current epoch's checkpoint */
   private reshard: readonly number[] = [];
   /**
@@ -183,6 +181,15 @@ export class StageInstance {
       this.operatorState,
     );
     this.state.now = () => this.processingTime;
+    const steps: PacketSteps = {
+      epoch: () => this.epoch,
+      owned: () => this.ownedKeyGroups,
+      apply: (unit) => this.apply(unit),
+      applyUnit: (unit) => this.applyUnit(unit),
+      align: () => this.alignLoop(),
+    };
+    const { chain, state, loader, barriers, senders, deadLetters, stats } = this;
+    this.packets = new PacketApplier(steps, { chain, state, loader, barriers, senders, deadLetters, stats });
     if (this.source) this.sourceReader = new SourceRecordReader(this.shardId, this.source, this.sourceNode, this.chain.push, this.watermarks, this.stats);
   }
 
@@ -231,7 +238,7 @@ export class StageInstance {
   /** Decodes and applies inner packets in order. */
   private async processPackets(records: readonly StoredRecord[], track: boolean): Promise<void> {
     for (let i = 0; i < records.length; i++) {
-      await this.processPacket(records, i);
+      await this.packets.apply(records, i);
       if (track) this.lastPosition = records[i]!.sequenceNumber;
     }
   }
@@ -309,111 +316,6 @@ export class StageInstance {
     if (ids.length) await this.loader.readMissing(ids);
   }
 
-  /**
-   * Decodes inner packet `records[i]` into reused columns and applies it envelope by envelope, in
-   * one pass: a data record is decoded, keyed, looked up and applied through one reused unit. A
-   * record whose key some keyed operator has not cached stops the pass for a read ahead
-   * (`readAhead`): the keys of the rest of the batch are read together (a cold cache after a
-   * takeover reads its keys in a few concurrent reads instead of one per record); then it goes on.
-   */
-  private async processPacket(records: readonly StoredRecord[], i: number): Promise<void> {
-    const r = records[i]!;
-    this.current = r.sequenceNumber;
-    // a re-read (alignLoop) decodes packets while this one is being applied: each depth has its own columns
-    const depth = this.packetDepth++;
-    const cols = (this.packetColumns[depth] ??= new PacketColumns());
-    const unit = (this.packetUnits[depth] ??= DataUnit.reusable());
-    try {
-      try {
-        decodePacketColumns(r.data, cols);
-      } catch (err) {
-        await this.deadLetters.record(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(err)}`);
-        return;
-      }
-      // other envelopes than data of an epoch already in the snapshot when the packet was read are skipped
-      const fromEpoch = this.barriers.appliesFrom(this.epoch);
-      const owned = this.ownedKeyGroups;
-      const ids: StateRowId[] = [];
-      // whether a barrier of the next checkpoint waits: only barriers and alignments change it
-      let aligning = this.barriers.waiting(this.epoch + 1);
-      for (let index = 0; index < cols.count; index++) {
-        if (cols.kind[index] === DATA_KIND) {
-          if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
-          // already in the snapshot
-          if (cols.epoch[index]! < this.barriers.appliesFrom(this.epoch)) continue;
-          unit.point(cols, index, r.sequenceNumber);
-          // only a record of a later epoch can be held back; the handler keeps it, so it gets its own unit
-          const held = unit.epoch > this.epoch ? this.hold(unit.copy()) : undefined;
-          if (held === undefined) {
-            resolveUnit(unit, ids, this.chain, this.state);
-            if (ids.length) {
-              await this.readAhead(records, i, cols, index, ids);
-              resolveUnit(unit, ids, this.chain, this.state);
-              ids.length = 0;
-            }
-            // data applies synchronously; only a dead letter makes it wait
-            const pending = this.apply(unit);
-            if (pending) await pending;
-          }
-        } else {
-          const env = cols.control[index]!;
-          if (env.kind === 'barrier') {
-            if (env.checkpointId > this.epoch && this.senders?.unknown(cols.producer)) await this.senders.learn(cols.producer);
-            if (this.barriers.onBarrier(cols.producer, env, r.sequenceNumber, this.epoch)) await this.alignLoop();
-            aligning = this.barriers.waiting(this.epoch + 1);
-            continue;
-          }
-          if (env.epoch < fromEpoch) continue;
-          const u = controlUnit(cols, index, r.sequenceNumber);
-          if (this.hold(u) === undefined) await this.applyUnit(u);
-        }
-        // a count satisfied by this record can complete an alignment
-        if (aligning) {
-          await this.alignLoop();
-          aligning = this.barriers.waiting(this.epoch + 1);
-        }
-      }
-    } finally {
-      this.packetDepth--;
-    }
-  }
-
-  /** Holds back a unit that belongs after the next snapshot (undefined: it applies now). */
-  private hold(unit: Unit): 'held' | 'spilled' | 'duplicate' | undefined {
-    const held = this.barriers.hold(unit, this.epoch);
-    if (held === 'held') this.stats.held++;
-    else if (held === 'spilled') this.stats.spills++;
-    return held;
-  }
-
-  /**
-   * Reads the state rows of the keys not cached that the batch's data records from row `from` of
-   * packet `records[i]` (decoded in `cols`) to its last record will touch.
-   */
-  private async readAhead(records: readonly StoredRecord[], i: number, cols: PacketColumns, from: number, ids: StateRowId[]): Promise<void> {
-    const fromEpoch = this.barriers.appliesFrom(this.epoch);
-    const owned = this.ownedKeyGroups;
-    const unit = DataUnit.reusable();
-    const ahead = new PacketColumns();
-    const keysOf = (c: PacketColumns, start: number, position: string) => {
-      for (let index = start; index < c.count; index++) {
-        if (c.kind[index] !== DATA_KIND || c.epoch[index]! < fromEpoch) continue;
-        if (owned !== undefined && owned[c.keyGroup[index]!] !== 1) continue;
-        resolveUnit(unit.point(c, index, position), ids, this.chain, this.state);
-      }
-    };
-    keysOf(cols, from + 1, records[i]!.sequenceNumber);
-    for (let j = i + 1; j < records.length; j++) {
-      try {
-        decodePacketColumns(records[j]!.data, ahead);
-      } catch {
-        continue; // dead-lettered when its turn comes
-      }
-      keysOf(ahead, 0, records[j]!.sequenceNumber);
-    }
-    await this.loader.readMissing(ids);
-  }
-
   private async applyUnit(unit: Unit): Promise<void> {
     const env = unit.env;
     if (env.kind === 'watermark') {
@@ -456,7 +358,7 @@ export class StageInstance {
       } catch (err) {
         if (this.plan.poisonPolicy === 'fail') throw err;
         this.ports.telemetry.count('TimerFailures');
-        await this.deadLetters.timer(t, err, this.current ?? this.lastPosition ?? 'none');
+        await this.deadLetters.timer(t, err, this.packets.current ?? this.lastPosition ?? 'none');
       }
     }
   }
@@ -494,7 +396,7 @@ export class StageInstance {
   private async alignLoop(): Promise<void> {
     for (;;) {
       const n = this.epoch + 1;
-      const cp = this.barriers.complete(n, this.senders!.allSent, this.current!);
+      const cp = this.barriers.complete(n, this.senders!.allSent, this.packets.current!);
       if (!cp) return;
       // every producer barrier n must come from sent it: one that did not was a parent shard's
       // instance upstream, retired by a reshard — its last watermark must not hold ours back.
@@ -519,13 +421,13 @@ export class StageInstance {
 
   /** Re-reads the shard from the first record past the hold bound up to the frontier (dedupe drops what was applied). */
   private async reread(from: string): Promise<void> {
-    const frontier = this.current!;
+    const frontier = this.packets.current!;
     const lastPosition = this.lastPosition;
     const stream = this.names.streamOf(this.stage);
     for await (const page of this.ports.reader.read(stream, this.shardId, { from: 'at', sequenceNumber: from }, frontier)) {
       await this.processPackets(page, false);
     }
-    this.current = frontier;
+    this.packets.current = frontier;
     this.lastPosition = lastPosition;
   }
 
