@@ -6,8 +6,9 @@
  * - Epochs. Records a producer emits between forwarding barrier n and barrier n+1 belong to epoch
  *   n. Snapshot n holds exactly the effects of input records of epoch < n.
  * - Alignment (inner stages): see barrier-handler.ts (exactly-once aligns, at-least-once tracks).
- * - Order of a snapshot. Forward barrier n and get every pending output accepted, then make the
- *   snapshot durable (delta, then the lease's pointer, fenced), then apply rows, then ack.
+ * - Order of a snapshot. Forward barrier n (`snapshot` here), then get every pending output
+ *   accepted, make the snapshot durable (delta, then the lease's pointer, fenced), apply rows when
+ *   due, ack (snapshot-writer.ts).
  * - Replay point. Every record not in the snapshot can be re-read from it: for a source shard,
  *   just after barrier n; for an inner shard, the earliest of the held records, of later barriers
  *   seen, and of the record being processed.
@@ -17,12 +18,11 @@
  *
  * Its parts: the chain (chain.ts), keyed state (keyed-state.ts), timers, the watermark tracker,
  * the barrier handler, the inner packets' apply pass (packet-apply.ts), dirty-state spill
- * (dirty-spill.ts), the outbox; a reshard's child starts from its parents' handovers
- * (shard-inheritance.ts).
+ * (dirty-spill.ts), the outbox and the snapshot writer; a reshard's child starts from its
+ * parents' handovers (shard-inheritance.ts).
  */
 import type { Job } from '../api/job.js';
 import { decodeSourceControl, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
-import { encodeDelta } from '../codec/snapshot.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, SluiceError } from '../util/errors.js';
@@ -34,7 +34,7 @@ import { materializeEvery, PendingRows } from './changelog.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
 import { InnerRecordMeta, type Unit } from './inner-packets.js';
-import { compareRows, KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
+import { KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
 import { OperatorStateStore } from './operator-state.js';
 import { openDestinations, refreshDestinations } from './destinations.js';
 import { Outbox } from './outbox.js';
@@ -45,6 +45,7 @@ import { compareSeq } from './positions.js';
 import { SourceBarrierPlan } from './source-barriers.js';
 import { DEFAULT_MAX_IN_FLIGHT_RECORDS, SourceWindow } from './source-window.js';
 import { RecordDedupe } from './record-dedupe.js';
+import { SnapshotWriter, type SnapshotContent } from './snapshot-writer.js';
 import { resolveUnits, StateLoader } from './state-prefetch.js';
 import type { SourceFunctions } from './source-decoding.js';
 import { SourceRecordReader, type SourceRecordFailure } from './source-records.js';
@@ -96,6 +97,7 @@ export class StageInstance {
   private readonly spill: DirtySpill;
   private readonly loader: StateLoader;
   private readonly pending: PendingRows; // rows snapshotted, not applied to the table yet (changelog.ts)
+  private readonly snapshots: SnapshotWriter;
   private readonly deadLetters: DeadLetterWriter;
   private readonly recordMeta = new InnerRecordMeta();
   /** the inner packets' apply pass (packet-apply.ts); it keeps the frontier */
@@ -111,7 +113,6 @@ export class StageInstance {
   private sourceReader: SourceRecordReader | undefined;
 
   processingTime = 0;
-  private reportedOut = 0;
   private readonly ended = new Set<string>();
   /** every input of this instance reached the end of a bounded input */
   finished = false;
@@ -132,6 +133,7 @@ export class StageInstance {
     this.spill = new DirtySpill(this.id, ports.spill);
     this.pending = new PendingRows(ports.state, materializeEvery(plan.checkpoint));
     this.loader = new StateLoader(this, this.state, this.pending, this.spill);
+    this.snapshots = new SnapshotWriter(this.id, ports, this.outbox, this.state, this.spill, this.pending, this.stats);
     this.deadLetters = new DeadLetterWriter(this.id, plan, stage, shardId, ports, this.stats);
     let strategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
     if (stage.input.kind === 'source') {
@@ -526,55 +528,36 @@ export class StageInstance {
     this.outbox.closeEpoch(n, topology, savepoint, reshard);
     this.epoch = n;
     this.reshard = reshard;
-    // the barrier and everything before it must be accepted downstream before the snapshot is durable
-    await this.drain();
-    let rows = this.state.dirtyRows();
-    if (this.spill.size) rows = rows.concat(await this.spill.readAll(this.fence)).sort(compareRows);
-    const time = this.watermarks.snapshot(this.source !== undefined);
-    const delta = encodeDelta(rows, {
-      timers: this.timers.toJSON(),
-      channels: time.channels,
-      watermark: time.watermark,
-      processingTime: this.processingTime,
-      source: time.source,
-      ended: [...this.ended],
-      finished: this.finished,
-      broadcast: this.broadcastState.toJSON(),
-      operatorLists: this.operatorState.toJSON(),
-      ...(reshard.length ? { reshard: [...reshard] } : {}),
-      topology: [...topology],
-    });
-    const ref = await this.ports.control.writeDelta(this.id, n, delta);
-    const watermark = Number.isFinite(this.watermark) ? this.watermark : null;
-    // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
-    const meta = { watermark, timers: this.timers.size, bytes: delta.length, keys: rows.length, finished: this.finished };
-    // rows applied to the table when due, and before anything reads it: a savepoint, a reshard's children, the job's end
-    await this.pending.publish(this.ports.control, this.id, this.fence, { checkpointId: n, replayPoint, delta: ref, meta }, { rows, bytes: delta.length }, savepoint || reshard.length > 0 || this.finished);
-    this.state.markClean();
-    if (this.spill.size) await this.spill.clear(this.fence);
-    this.stats.snapshots++;
-    const t = this.ports.telemetry;
-    t.count('CheckpointKeys', rows.length);
-    t.count('CheckpointBytes', delta.length);
-    t.timing('CheckpointDurationMs', Date.now() - started);
-    const ack = await this.ports.control.ack(n, this.id);
-    if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: n });
+    const cut = { checkpointId: n, fence: this.fence, replayPoint, readsTable: savepoint || reshard.length > 0 };
+    await this.snapshots.write(cut, this.snapshotContent(topology, reshard), started);
+  }
+
+  /** What snapshot n holds besides the rows (snapshot-writer.ts reads it after the drain). */
+  private snapshotContent(topology: readonly number[], reshard: readonly number[]): SnapshotContent {
+    return {
+      extras: () => {
+        const time = this.watermarks.snapshot(this.source !== undefined);
+        return {
+          timers: this.timers.toJSON(),
+          channels: time.channels,
+          watermark: time.watermark,
+          processingTime: this.processingTime,
+          source: time.source,
+          ended: [...this.ended],
+          finished: this.finished,
+          broadcast: this.broadcastState.toJSON(),
+          operatorLists: this.operatorState.toJSON(),
+          ...(reshard.length ? { reshard: [...reshard] } : {}),
+          topology: [...topology],
+        };
+      },
+      meta: () => ({ watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size, finished: this.finished }),
+    };
   }
 
   /** Writes every pending output; resolves when all were accepted. */
-  async drain(): Promise<void> {
-    if (!this.outbox.pending) return;
-    const { records, upserts, collected } = this.outbox.take();
-    for (const r of records) for (const w of r.waves) this.stats.recordsOut += w.length;
-    this.ports.telemetry.count('RecordsOut', this.outbox.dataOut - this.reportedOut);
-    this.reportedOut = this.outbox.dataOut;
-    await Promise.all([
-      ...records.map(async (r) => {
-        for (const w of r.waves) await this.ports.writer.putAll(r.stream, w);
-      }),
-      ...upserts.map((u) => this.ports.upsertSink.write(u.table, u.keyAttribute, u.writes)),
-      ...collected.map((c) => this.ports.collectSink.stage(c.sink, c.outputs)),
-    ]);
+  drain(): Promise<void> {
+    return this.snapshots.drain();
   }
 
   /** Held records and pending barriers, for diagnostics. */
