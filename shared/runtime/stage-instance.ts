@@ -6,8 +6,9 @@
  * - Epochs. Records a producer emits between forwarding barrier n and barrier n+1 belong to epoch
  *   n. Snapshot n holds exactly the effects of input records of epoch < n.
  * - Alignment (inner stages): see barrier-handler.ts (exactly-once aligns, at-least-once tracks).
- * - Order of a snapshot. Forward barrier n and get every pending output accepted, then make the
- *   snapshot durable (delta, then the lease's pointer, fenced), then apply rows, then ack.
+ * - Order of a snapshot. Forward barrier n (`snapshot` here), then get every pending output
+ *   accepted, make the snapshot durable (delta, then the lease's pointer, fenced), apply rows when
+ *   due, ack (snapshot-writer.ts).
  * - Replay point. Every record not in the snapshot can be re-read from it: for a source shard,
  *   just after barrier n; for an inner shard, the earliest of the held records, of later barriers
  *   seen, and of the record being processed.
@@ -16,12 +17,12 @@
  *   records are deduplicated by shard position.
  *
  * Its parts: the chain (chain.ts), keyed state (keyed-state.ts), timers, the watermark tracker,
- * the barrier handler, dirty-state spill (dirty-spill.ts), the outbox; a reshard's child starts
- * from its parents' handovers (shard-inheritance.ts).
+ * the barrier handler, the inner packets' apply pass (packet-apply.ts), dirty-state spill
+ * (dirty-spill.ts), the outbox and the snapshot writer; a reshard's child starts from its
+ * parents' handovers (shard-inheritance.ts).
  */
 import type { Job } from '../api/job.js';
-import { DATA_KIND, decodePacketColumns, decodeSourceControl, PacketColumns, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
-import { encodeDelta } from '../codec/snapshot.js';
+import { decodeSourceControl, type DataEnvelope, type SourceControl } from '../codec/envelope.js';
 import type { Plan, PlanSource, PlanStage } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import { errorMessage, SluiceError } from '../util/errors.js';
@@ -32,18 +33,20 @@ import { compileChain, nodesById, type CompiledChain } from './chain.js';
 import { materializeEvery, PendingRows } from './changelog.js';
 import { DeadLetterWriter } from './dead-letter-writer.js';
 import { DirtySpill } from './dirty-spill.js';
-import { controlUnit, DataUnit, InnerRecordMeta, type Unit } from './inner-packets.js';
-import { compareRows, KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
+import { InnerRecordMeta, type Unit } from './inner-packets.js';
+import { KeyedStateCache, keyGroupOfKey } from './keyed-state.js';
 import { OperatorStateStore } from './operator-state.js';
 import { openDestinations, refreshDestinations } from './destinations.js';
 import { Outbox } from './outbox.js';
+import { PacketApplier, type PacketSteps } from './packet-apply.js';
 import { mergeParents, type ParentHandover, type ParentShare } from './parent-handover.js';
 import type { ReplayPoint, RuntimePorts, SnapshotPointer, SourceBarrier, StateRowId, StoredRecord } from './ports.js';
 import { compareSeq } from './positions.js';
 import { SourceBarrierPlan } from './source-barriers.js';
 import { DEFAULT_MAX_IN_FLIGHT_RECORDS, SourceWindow } from './source-window.js';
 import { RecordDedupe } from './record-dedupe.js';
-import { resolveUnit, resolveUnits, StateLoader } from './state-prefetch.js';
+import { SnapshotWriter, type SnapshotContent } from './snapshot-writer.js';
+import { resolveUnits, StateLoader } from './state-prefetch.js';
 import type { SourceFunctions } from './source-decoding.js';
 import { SourceRecordReader, type SourceRecordFailure } from './source-records.js';
 import { TimerIndex, type TimeDomain } from './timers.js';
@@ -94,14 +97,11 @@ export class StageInstance {
   private readonly spill: DirtySpill;
   private readonly loader: StateLoader;
   private readonly pending: PendingRows; // rows snapshotted, not applied to the table yet (changelog.ts)
+  private readonly snapshots: SnapshotWriter;
   private readonly deadLetters: DeadLetterWriter;
   private readonly recordMeta = new InnerRecordMeta();
-  /** per depth of packets being applied (a re-read nests one): the columns and the unit they are decoded into */
-  private readonly packetColumns: PacketColumns[] = [];
-  private readonly packetUnits: DataUnit[] = [];
-  private packetDepth = 0;
-  /** position of the record being processed (the frontier) */
-  private current: string | undefined;
+  /** the inner packets' apply pass (packet-apply.ts); it keeps the frontier */
+  private packets!: PacketApplier;
   /** stages whose input stream is resharded after the current epoch's checkpoint */
   private reshard: readonly number[] = [];
   /**
@@ -113,7 +113,6 @@ export class StageInstance {
   private sourceReader: SourceRecordReader | undefined;
 
   processingTime = 0;
-  private reportedOut = 0;
   private readonly ended = new Set<string>();
   /** every input of this instance reached the end of a bounded input */
   finished = false;
@@ -134,6 +133,7 @@ export class StageInstance {
     this.spill = new DirtySpill(this.id, ports.spill);
     this.pending = new PendingRows(ports.state, materializeEvery(plan.checkpoint));
     this.loader = new StateLoader(this, this.state, this.pending, this.spill);
+    this.snapshots = new SnapshotWriter(this.id, ports, this.outbox, this.state, this.spill, this.pending, this.stats);
     this.deadLetters = new DeadLetterWriter(this.id, plan, stage, shardId, ports, this.stats);
     let strategy: { maxOutOfOrdernessMs: number; idleTimeoutMs?: number } | undefined;
     if (stage.input.kind === 'source') {
@@ -183,6 +183,15 @@ export class StageInstance {
       this.operatorState,
     );
     this.state.now = () => this.processingTime;
+    const steps: PacketSteps = {
+      epoch: () => this.epoch,
+      owned: () => this.ownedKeyGroups,
+      apply: (unit) => this.apply(unit),
+      applyUnit: (unit) => this.applyUnit(unit),
+      align: () => this.alignLoop(),
+    };
+    const { chain, state, loader, barriers, senders, deadLetters, stats } = this;
+    this.packets = new PacketApplier(steps, { chain, state, loader, barriers, senders, deadLetters, stats });
     if (this.source) this.sourceReader = new SourceRecordReader(this.shardId, this.source, this.sourceNode, this.chain.push, this.watermarks, this.stats);
   }
 
@@ -231,7 +240,7 @@ export class StageInstance {
   /** Decodes and applies inner packets in order. */
   private async processPackets(records: readonly StoredRecord[], track: boolean): Promise<void> {
     for (let i = 0; i < records.length; i++) {
-      await this.processPacket(records, i);
+      await this.packets.apply(records, i);
       if (track) this.lastPosition = records[i]!.sequenceNumber;
     }
   }
@@ -309,111 +318,6 @@ export class StageInstance {
     if (ids.length) await this.loader.readMissing(ids);
   }
 
-  /**
-   * Decodes inner packet `records[i]` into reused columns and applies it envelope by envelope, in
-   * one pass: a data record is decoded, keyed, looked up and applied through one reused unit. A
-   * record whose key some keyed operator has not cached stops the pass for a read ahead
-   * (`readAhead`): the keys of the rest of the batch are read together (a cold cache after a
-   * takeover reads its keys in a few concurrent reads instead of one per record); then it goes on.
-   */
-  private async processPacket(records: readonly StoredRecord[], i: number): Promise<void> {
-    const r = records[i]!;
-    this.current = r.sequenceNumber;
-    // a re-read (alignLoop) decodes packets while this one is being applied: each depth has its own columns
-    const depth = this.packetDepth++;
-    const cols = (this.packetColumns[depth] ??= new PacketColumns());
-    const unit = (this.packetUnits[depth] ??= DataUnit.reusable());
-    try {
-      try {
-        decodePacketColumns(r.data, cols);
-      } catch (err) {
-        await this.deadLetters.record(r.sequenceNumber, 0, r.data, `malformed packet: ${errorMessage(err)}`);
-        return;
-      }
-      // other envelopes than data of an epoch already in the snapshot when the packet was read are skipped
-      const fromEpoch = this.barriers.appliesFrom(this.epoch);
-      const owned = this.ownedKeyGroups;
-      const ids: StateRowId[] = [];
-      // whether a barrier of the next checkpoint waits: only barriers and alignments change it
-      let aligning = this.barriers.waiting(this.epoch + 1);
-      for (let index = 0; index < cols.count; index++) {
-        if (cols.kind[index] === DATA_KIND) {
-          if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
-          // already in the snapshot
-          if (cols.epoch[index]! < this.barriers.appliesFrom(this.epoch)) continue;
-          unit.point(cols, index, r.sequenceNumber);
-          // only a record of a later epoch can be held back; the handler keeps it, so it gets its own unit
-          const held = unit.epoch > this.epoch ? this.hold(unit.copy()) : undefined;
-          if (held === undefined) {
-            resolveUnit(unit, ids, this.chain, this.state);
-            if (ids.length) {
-              await this.readAhead(records, i, cols, index, ids);
-              resolveUnit(unit, ids, this.chain, this.state);
-              ids.length = 0;
-            }
-            // data applies synchronously; only a dead letter makes it wait
-            const pending = this.apply(unit);
-            if (pending) await pending;
-          }
-        } else {
-          const env = cols.control[index]!;
-          if (env.kind === 'barrier') {
-            if (env.checkpointId > this.epoch && this.senders?.unknown(cols.producer)) await this.senders.learn(cols.producer);
-            if (this.barriers.onBarrier(cols.producer, env, r.sequenceNumber, this.epoch)) await this.alignLoop();
-            aligning = this.barriers.waiting(this.epoch + 1);
-            continue;
-          }
-          if (env.epoch < fromEpoch) continue;
-          const u = controlUnit(cols, index, r.sequenceNumber);
-          if (this.hold(u) === undefined) await this.applyUnit(u);
-        }
-        // a count satisfied by this record can complete an alignment
-        if (aligning) {
-          await this.alignLoop();
-          aligning = this.barriers.waiting(this.epoch + 1);
-        }
-      }
-    } finally {
-      this.packetDepth--;
-    }
-  }
-
-  /** Holds back a unit that belongs after the next snapshot (undefined: it applies now). */
-  private hold(unit: Unit): 'held' | 'spilled' | 'duplicate' | undefined {
-    const held = this.barriers.hold(unit, this.epoch);
-    if (held === 'held') this.stats.held++;
-    else if (held === 'spilled') this.stats.spills++;
-    return held;
-  }
-
-  /**
-   * Reads the state rows of the keys not cached that the batch's data records from row `from` of
-   * packet `records[i]` (decoded in `cols`) to its last record will touch.
-   */
-  private async readAhead(records: readonly StoredRecord[], i: number, cols: PacketColumns, from: number, ids: StateRowId[]): Promise<void> {
-    const fromEpoch = this.barriers.appliesFrom(this.epoch);
-    const owned = this.ownedKeyGroups;
-    const unit = DataUnit.reusable();
-    const ahead = new PacketColumns();
-    const keysOf = (c: PacketColumns, start: number, position: string) => {
-      for (let index = start; index < c.count; index++) {
-        if (c.kind[index] !== DATA_KIND || c.epoch[index]! < fromEpoch) continue;
-        if (owned !== undefined && owned[c.keyGroup[index]!] !== 1) continue;
-        resolveUnit(unit.point(c, index, position), ids, this.chain, this.state);
-      }
-    };
-    keysOf(cols, from + 1, records[i]!.sequenceNumber);
-    for (let j = i + 1; j < records.length; j++) {
-      try {
-        decodePacketColumns(records[j]!.data, ahead);
-      } catch {
-        continue; // dead-lettered when its turn comes
-      }
-      keysOf(ahead, 0, records[j]!.sequenceNumber);
-    }
-    await this.loader.readMissing(ids);
-  }
-
   private async applyUnit(unit: Unit): Promise<void> {
     const env = unit.env;
     if (env.kind === 'watermark') {
@@ -456,7 +360,7 @@ export class StageInstance {
       } catch (err) {
         if (this.plan.poisonPolicy === 'fail') throw err;
         this.ports.telemetry.count('TimerFailures');
-        await this.deadLetters.timer(t, err, this.current ?? this.lastPosition ?? 'none');
+        await this.deadLetters.timer(t, err, this.packets.current ?? this.lastPosition ?? 'none');
       }
     }
   }
@@ -494,7 +398,7 @@ export class StageInstance {
   private async alignLoop(): Promise<void> {
     for (;;) {
       const n = this.epoch + 1;
-      const cp = this.barriers.complete(n, this.senders!.allSent, this.current!);
+      const cp = this.barriers.complete(n, this.senders!.allSent, this.packets.current!);
       if (!cp) return;
       // every producer barrier n must come from sent it: one that did not was a parent shard's
       // instance upstream, retired by a reshard — its last watermark must not hold ours back.
@@ -519,13 +423,13 @@ export class StageInstance {
 
   /** Re-reads the shard from the first record past the hold bound up to the frontier (dedupe drops what was applied). */
   private async reread(from: string): Promise<void> {
-    const frontier = this.current!;
+    const frontier = this.packets.current!;
     const lastPosition = this.lastPosition;
     const stream = this.names.streamOf(this.stage);
     for await (const page of this.ports.reader.read(stream, this.shardId, { from: 'at', sequenceNumber: from }, frontier)) {
       await this.processPackets(page, false);
     }
-    this.current = frontier;
+    this.packets.current = frontier;
     this.lastPosition = lastPosition;
   }
 
@@ -624,55 +528,36 @@ export class StageInstance {
     this.outbox.closeEpoch(n, topology, savepoint, reshard);
     this.epoch = n;
     this.reshard = reshard;
-    // the barrier and everything before it must be accepted downstream before the snapshot is durable
-    await this.drain();
-    let rows = this.state.dirtyRows();
-    if (this.spill.size) rows = rows.concat(await this.spill.readAll(this.fence)).sort(compareRows);
-    const time = this.watermarks.snapshot(this.source !== undefined);
-    const delta = encodeDelta(rows, {
-      timers: this.timers.toJSON(),
-      channels: time.channels,
-      watermark: time.watermark,
-      processingTime: this.processingTime,
-      source: time.source,
-      ended: [...this.ended],
-      finished: this.finished,
-      broadcast: this.broadcastState.toJSON(),
-      operatorLists: this.operatorState.toJSON(),
-      ...(reshard.length ? { reshard: [...reshard] } : {}),
-      topology: [...topology],
-    });
-    const ref = await this.ports.control.writeDelta(this.id, n, delta);
-    const watermark = Number.isFinite(this.watermark) ? this.watermark : null;
-    // bytes and keys flushed: the coordinator copies them into the checkpoint's record at commit
-    const meta = { watermark, timers: this.timers.size, bytes: delta.length, keys: rows.length, finished: this.finished };
-    // rows applied to the table when due, and before anything reads it: a savepoint, a reshard's children, the job's end
-    await this.pending.publish(this.ports.control, this.id, this.fence, { checkpointId: n, replayPoint, delta: ref, meta }, { rows, bytes: delta.length }, savepoint || reshard.length > 0 || this.finished);
-    this.state.markClean();
-    if (this.spill.size) await this.spill.clear(this.fence);
-    this.stats.snapshots++;
-    const t = this.ports.telemetry;
-    t.count('CheckpointKeys', rows.length);
-    t.count('CheckpointBytes', delta.length);
-    t.timing('CheckpointDurationMs', Date.now() - started);
-    const ack = await this.ports.control.ack(n, this.id);
-    if (ack.completedBy && ack.taskToken) await this.ports.notifier.succeed(ack.taskToken, { checkpointId: n });
+    const cut = { checkpointId: n, fence: this.fence, replayPoint, readsTable: savepoint || reshard.length > 0 };
+    await this.snapshots.write(cut, this.snapshotContent(topology, reshard), started);
+  }
+
+  /** What snapshot n holds besides the rows (snapshot-writer.ts reads it after the drain). */
+  private snapshotContent(topology: readonly number[], reshard: readonly number[]): SnapshotContent {
+    return {
+      extras: () => {
+        const time = this.watermarks.snapshot(this.source !== undefined);
+        return {
+          timers: this.timers.toJSON(),
+          channels: time.channels,
+          watermark: time.watermark,
+          processingTime: this.processingTime,
+          source: time.source,
+          ended: [...this.ended],
+          finished: this.finished,
+          broadcast: this.broadcastState.toJSON(),
+          operatorLists: this.operatorState.toJSON(),
+          ...(reshard.length ? { reshard: [...reshard] } : {}),
+          topology: [...topology],
+        };
+      },
+      meta: () => ({ watermark: Number.isFinite(this.watermark) ? this.watermark : null, timers: this.timers.size, finished: this.finished }),
+    };
   }
 
   /** Writes every pending output; resolves when all were accepted. */
-  async drain(): Promise<void> {
-    if (!this.outbox.pending) return;
-    const { records, upserts, collected } = this.outbox.take();
-    for (const r of records) for (const w of r.waves) this.stats.recordsOut += w.length;
-    this.ports.telemetry.count('RecordsOut', this.outbox.dataOut - this.reportedOut);
-    this.reportedOut = this.outbox.dataOut;
-    await Promise.all([
-      ...records.map(async (r) => {
-        for (const w of r.waves) await this.ports.writer.putAll(r.stream, w);
-      }),
-      ...upserts.map((u) => this.ports.upsertSink.write(u.table, u.keyAttribute, u.writes)),
-      ...collected.map((c) => this.ports.collectSink.stage(c.sink, c.outputs)),
-    ]);
+  drain(): Promise<void> {
+    return this.snapshots.drain();
   }
 
   /** Held records and pending barriers, for diagnostics. */
