@@ -9,7 +9,8 @@
  * structure of their own, user functions behind interfaces, dead letters, telemetry.
  */
 import type { KinesisStreamEvent } from 'aws-lambda';
-import { PacketBuilder, SeqSet } from '../shared/codec/envelope.js';
+import { PacketBuilder } from '../shared/codec/envelope.js';
+import { SeqSet } from '../shared/runtime/seq-set.js';
 import { decodePayloadAt, encodePayload } from '../shared/codec/payload.js';
 import { keyGroupOf, keyString } from '../shared/plan/key-groups.js';
 import { WINDOW_MS, type Ev } from './jobs.js';

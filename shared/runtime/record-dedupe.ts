@@ -4,7 +4,7 @@
  * distinct records per channel, what a barrier's count is checked against, is its set's size: a
  * record costs one membership test and one insertion, and no counter of its own.
  */
-import { SeqSet } from '../codec/envelope.js';
+import { SeqSet } from './seq-set.js';
 
 const channelOf = (producer: string, epoch: number) => `${producer}|${epoch}`;
 const epochOfChannel = (channel: string) => Number(channel.slice(channel.lastIndexOf('|') + 1));
