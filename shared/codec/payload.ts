@@ -326,8 +326,11 @@ export function encodePayloadFast(value: unknown): Uint8Array | undefined {
  * a tuple per row. Undefined when the fast writer would give up (then msgpackr encodes the value).
  */
 export function encodeDeltaFast(rows: readonly DeltaRow[], extras: unknown): Uint8Array | undefined {
-  if (out.length - at < 256) {
-    out = new Uint8Array(CHUNK);
+  // one chunk of about the delta's size: growing one by doubling copies it and leaves a trail of
+  // large buffers whose collection costs more than the writing
+  const size = deltaSize(rows);
+  if (out.length - at < size) {
+    out = new Uint8Array(Math.max(CHUNK, size + (size >> 2)));
     outView = new DataView(out.buffer);
     at = 0;
   }
@@ -346,6 +349,18 @@ export function encodeDeltaFast(rows: readonly DeltaRow[], extras: unknown): Uin
   const result = out.subarray(at, w);
   at = w;
   return result;
+}
+
+/** About the bytes of a delta's rows (exact for ASCII keys if every row's values are the first row's size). */
+function deltaSize(rows: readonly DeltaRow[]): number {
+  const n = rows.length;
+  if (n === 0) return 256;
+  let values = 3;
+  const first = rows[0]!.values;
+  for (const k in first) values += k.length + 10 + (first[k]?.byteLength ?? 0);
+  let size = 256 + n * (values + 16);
+  for (let i = 0; i < n; i++) size += rows[i]!.operatorId.length + rows[i]!.key.length;
+  return size;
 }
 
 /** A row of a delta, as `encodeDeltaFast` reads it. */
