@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { StateRow } from '../runtime/ports.js';
 import { encodePayload } from './payload.js';
-import { decodeDelta, encodeDelta, type SnapshotExtras } from './snapshot.js';
+import { decodeDelta, deltaValue, encodeDelta, type SnapshotExtras } from './snapshot.js';
 
 const valuesArb = fc.dictionary(fc.constantFrom('count', 'sum', 'list', 'ü', 'a b'), fc.uint8Array({ maxLength: 24 }), { maxKeys: 3 });
 const rowArb: fc.Arbitrary<StateRow> = fc.record({
@@ -41,6 +41,26 @@ describe('checkpoint delta codec', () => {
       }),
       { numRuns: 200 },
     );
+  });
+
+  it('rows written straight are the bytes of the delta value encoded whole (stored deltas stay readable)', () => {
+    // cleared keys (no values), several states, non-ASCII keys and state names, empty values, Buffers
+    const bytesArb = fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.uint8Array({ maxLength: 8 }).map((b) => Buffer.from(b)));
+    const anyRow: fc.Arbitrary<StateRow> = fc.record({
+      operatorId: fc.constantFrom('op', 'window-1', 'jöin', 'x'.repeat(40)),
+      keyGroup: fc.oneof(fc.nat(127), fc.nat(70_000)),
+      key: fc.oneof(fc.string({ maxLength: 10, unit: 'grapheme' }), fc.string({ maxLength: 300 })),
+      values: fc.dictionary(fc.constantFrom('count', 'sum', 'list', 'ü', 'a b', '1', '__proto__'), bytesArb, { maxKeys: 4 }),
+    });
+    fc.assert(
+      fc.property(fc.array(anyRow, { maxLength: 20 }), fc.option(extrasArb, { nil: undefined }), (rows, extras) => {
+        expect([...encodeDelta(rows, extras)]).toEqual([...encodePayload(deltaValue(rows, extras))]);
+      }),
+      { numRuns: 300 },
+    );
+    // more rows than fit the writer's chunk
+    const many: StateRow[] = Array.from({ length: 5000 }, (_, i) => ({ operatorId: 'op', keyGroup: i % 128, key: `user-${i}`, values: i % 9 ? { count: new Uint8Array(20).fill(i) } : ({} as Record<string, Uint8Array>) }));
+    expect([...encodeDelta(many)]).toEqual([...encodePayload(deltaValue(many))]);
   });
 
   it('a spill part (rows, no extras) reads back with no extras, not an empty snapshot', () => {

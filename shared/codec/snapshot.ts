@@ -8,7 +8,7 @@ import type { OperatorListRow } from '../runtime/operator-state.js';
 import type { StateRow } from '../runtime/ports.js';
 import type { TimerIndex } from '../runtime/timers.js';
 import { SluiceError } from '../util/errors.js';
-import { decodePayload, encodePayload } from './payload.js';
+import { decodePayload, encodeDeltaFast, encodePayload } from './payload.js';
 
 /** A source instance's event-time clock: what it saw, what it emitted, whether it is idle. */
 export interface SourceClock {
@@ -40,7 +40,12 @@ export interface SnapshotExtras {
 }
 
 export function encodeDelta(rows: readonly StateRow[], extras?: SnapshotExtras): Uint8Array {
-  return encodePayload({ v: 2, rows: rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]), extras: extras ?? null });
+  return encodeDeltaFast(rows, extras ?? null) ?? encodePayload(deltaValue(rows, extras));
+}
+
+/** The value a delta's bytes encode (what encodeDeltaFast writes without building it). */
+export function deltaValue(rows: readonly StateRow[], extras?: SnapshotExtras): unknown {
+  return { v: 2, rows: rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]), extras: extras ?? null };
 }
 
 export function decodeDelta(bytes: Uint8Array): { rows: StateRow[]; extras: SnapshotExtras | undefined } {
