@@ -380,30 +380,7 @@ function writeRow(r: DeltaRow): boolean {
   out[w++] = 0x94;
   if (!writeString(r.operatorId)) return false;
   writeNumber(r.keyGroup);
-  return writeString(r.key) && writeValues(r.values);
-}
-
-/** A row's values as writeObject writes them (depth 3 in a delta), byte arrays without the generic dispatch. */
-function writeValues(o: Readonly<Record<string, Uint8Array>>): boolean {
-  if (o.constructor !== Object) return writeValue(o, 3);
-  room(3);
-  out[w++] = 0xde;
-  const sizeAt = w - at;
-  w += 2;
-  let size = 0;
-  for (const k in o) {
-    if (!hasOwn.call(o, k)) continue;
-    if (k === 'hasOwnProperty') return false;
-    const v = o[k];
-    if (!writeString(k)) return false;
-    if (v !== undefined && v !== null && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v);
-    else if (!writeValue(v, 4)) return false;
-    size++;
-  }
-  if (size > 0xffff) return false;
-  out[at + sizeAt] = size >> 8;
-  out[at + sizeAt + 1] = size & 0xff;
-  return true;
+  return writeString(r.key) && (r.values.constructor === Object ? writeObject(r.values, 3) : writeValue(r.values, 3));
 }
 
 /** Makes room for `n` more bytes, moving the value written so far to a larger chunk if needed. */
@@ -583,7 +560,11 @@ function writeObject(o: Record<string, unknown>, depth: number): boolean {
     if (!hasOwn.call(o, k)) continue;
     // an own `hasOwnProperty` changes which keys msgpackr writes: leave such objects to it
     if (k === 'hasOwnProperty') return false;
-    if (!writeString(k) || !writeValue(o[k], depth + 1)) return false;
+    if (!writeString(k)) return false;
+    const v = o[k];
+    // byte arrays (a delta's state values) without the generic dispatch: writeValue writes them alike
+    if (v !== undefined && v !== null && depth + 1 < MAX_DEPTH && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
+    else if (!writeValue(v, depth + 1)) return false;
     size++;
   }
   if (size > 0xffff) return false;
