@@ -4,14 +4,12 @@ import {
   DATA_KIND,
   decodePacket,
   decodePacketColumns,
-  decodePacketViews,
   decodeSourceControl,
   encodePacket,
   encodeSourceControl,
   isPacket,
   PacketBuilder,
   PacketColumns,
-  PacketDataEnvelope,
   type DataEnvelope,
   type Envelope,
   type SourceControl,
@@ -336,45 +334,7 @@ describe('decodePacketColumns (the engine hot path: one reused set of columns)',
   });
 });
 
-describe('decodePacketViews (the engine hot path)', () => {
-  const plain = (e: Envelope) =>
-    e.kind === 'data'
-      ? { kind: e.kind, epoch: e.epoch, seq: e.seq, keyGroup: e.keyGroup, timestamp: e.timestamp, payload: [...e.payload], input: e.input || undefined }
-      : e;
-
-  it('decodes the same envelopes as decodePacket, data payloads pointing into the packet', () => {
-    fc.assert(
-      fc.property(fc.string(), fc.array(envelope, { maxLength: 30 }), (producer, envelopes) => {
-        const bytes = encodePacket(producer, envelopes);
-        const a = decodePacket(bytes);
-        const b = decodePacketViews(bytes);
-        expect(b.producer).toBe(a.producer);
-        expect(b.envelopes.map(plain)).toEqual(a.envelopes.map(plain));
-        for (const e of b.envelopes) {
-          if (e.kind !== 'data') continue;
-          expect(e).toBeInstanceOf(PacketDataEnvelope);
-          const v = e as PacketDataEnvelope;
-          expect(v.packet).toBe(bytes);
-          expect([...bytes.subarray(v.payloadStart, v.payloadEnd)]).toEqual([...v.payload]);
-        }
-      }),
-    );
-  });
-
-  it('fails on truncated packets as decodePacket does', () => {
-    const bytes = encodePacket('p', [{ kind: 'data', epoch: 0, seq: 0, keyGroup: 1, timestamp: 5, payload: encodePayload({ a: 1 }) }]);
-    for (let n = 2; n < bytes.length; n++) {
-      const cut = bytes.subarray(0, n);
-      let expected: unknown;
-      try {
-        decodePacket(cut);
-      } catch (err) {
-        expected = err;
-      }
-      if (expected) expect(() => decodePacketViews(cut)).toThrow((expected as Error).message);
-    }
-  });
-
+describe('decodePayloadAt', () => {
   it('decodePayloadAt reads the value at a range of the packet, as decodePayload reads a copy', () => {
     fc.assert(
       fc.property(fc.jsonValue(), fc.uint8Array({ maxLength: 20 }), fc.uint8Array({ maxLength: 20 }), (value, before, after) => {

@@ -214,7 +214,7 @@ export function isPacket(bytes: Uint8Array): boolean {
 }
 
 export function decodePacket(bytes: Uint8Array): Packet {
-  return decode(bytes, undefined);
+  return decode(bytes);
 }
 
 /**
@@ -239,30 +239,6 @@ export class PacketDataEnvelope implements DataEnvelope {
   get payload(): Uint8Array {
     return (this.view ??= this.packet.subarray(this.payloadStart, this.payloadEnd));
   }
-}
-
-/** Makes the `PacketDataEnvelope` (or a subclass) for a data envelope of a packet. */
-export type PacketDataEnvelopeFactory = (
-  epoch: number,
-  seq: number,
-  keyGroup: number,
-  timestamp: number | undefined,
-  packet: Uint8Array,
-  payloadStart: number,
-  payloadEnd: number,
-  input: number | undefined,
-) => PacketDataEnvelope;
-
-const makePacketDataEnvelope: PacketDataEnvelopeFactory = (epoch, seq, keyGroup, timestamp, packet, start, end, input) =>
-  new PacketDataEnvelope(epoch, seq, keyGroup, timestamp, packet, start, end, input);
-
-/**
- * Decodes a packet like `decodePacket` (same envelopes, same errors), but data envelopes are
- * `PacketDataEnvelope`s: no payload copy or view per record on the engine's hot path. `make` lets
- * the engine make its own subclass (one object per record).
- */
-export function decodePacketViews(bytes: Uint8Array, make: PacketDataEnvelopeFactory = makePacketDataEnvelope): Packet {
-  return decode(bytes, make);
 }
 
 /**
@@ -396,7 +372,7 @@ export function decodePacketColumns(bytes: Uint8Array, cols: PacketColumns): voi
 // `decode`'s own columns: it is synchronous and calls nothing that decodes
 const scratch = new PacketColumns();
 
-function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined): Packet {
+function decode(bytes: Uint8Array): Packet {
   const c = scratch;
   try {
     decodePacketColumns(bytes, c);
@@ -414,11 +390,8 @@ function decode(bytes: Uint8Array, views: PacketDataEnvelopeFactory | undefined)
       const input = c.input[i]!;
       const start = c.payloadStart[i]!;
       const end = c.payloadEnd[i]!;
-      if (views) envelopes[i] = views(epoch, seq, keyGroup, timestamp, bytes, start, end, input || undefined);
-      else {
-        const payload = bytes.subarray(start, end);
-        envelopes[i] = input ? { kind: 'data', epoch, seq, keyGroup, timestamp, payload, input } : { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
-      }
+      const payload = bytes.subarray(start, end);
+      envelopes[i] = input ? { kind: 'data', epoch, seq, keyGroup, timestamp, payload, input } : { kind: 'data', epoch, seq, keyGroup, timestamp, payload };
     }
     return { producer: c.producer, envelopes };
   } finally {
