@@ -1,5 +1,5 @@
 /**
- * The `handler` part's keyed stage of two checkouts in one process, taking turns round by round
+ * The `handler` (or `window`) part's keyed stage of two checkouts in one process, taking turns round by round
  * (a round: the data batches of one checkpoint interval, then its barrier), with the fair loop's
  * turn after both, so that all three see the same moments of a loaded machine. Each checkout runs
  * its own modules (engine and bench) on the same job, input shape and ports as the `handler` part.
@@ -9,7 +9,9 @@
  * loop's, and the second checkout's time ÷ the first's as the geometric mean of the two passes:
  * summed over a pass, as the median of its rounds, and over its fastest tenth of the rounds.
  *
- *   npx tsx bench/compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds=30]
+ *   npx tsx bench/compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds=30] [count|window]
+ *
+ * (`window`: the `window` part's stage instead, the tumbling window job against its fair loop)
  *
  * (a checkout of the commit before, e.g. `git worktree add --detach /tmp/before <commit>`, with a
  * node_modules link). It writes no results.
@@ -28,9 +30,11 @@ import type * as Jobs from './jobs.js';
 import type * as Input from './stage1-input.js';
 
 const [a, b] = [process.argv[2], process.argv[3]];
-if (!a || !b) throw new Error('usage: compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds]');
+if (!a || !b) throw new Error('usage: compare-keyed.ts DIR_BEFORE DIR_AFTER [rounds] [count|window]');
 const rounds = Number(process.argv[4] ?? 30);
 if (!Number.isInteger(rounds) || rounds < 4) throw new Error('rounds: an integer ≥ 4');
+const path = process.argv[5] ?? 'count';
+if (path !== 'count' && path !== 'window') throw new Error(`path: count or window, not ${path}`);
 const WARMUP = 2;
 const shape = { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 };
 
@@ -51,10 +55,10 @@ async function side(dir: string): Promise<Side> {
   const planner = await imp<typeof Planner>(dir, 'shared/plan/planner.ts');
   const runner = await imp<typeof Runner>(dir, 'shared/runtime/stage-runner.ts');
   const operator = await imp<typeof Operator>(dir, 'functions/operator.ts');
-  const job = jobs.keyedCountEmitJob();
+  const job = path === 'count' ? jobs.keyedCountEmitJob() : jobs.windowEmitJob();
   const plan = planner.planJob(job);
-  // the `handler` part's input and ports (bench/handler.ts)
-  const encoded = input.encodeRounds(jobs.makeEvents(20_000 * rounds, 10_000, 7), shape, plan.maxParallelism, plan.stages.map((s) => s.parallelism));
+  // the `handler` (or `window`) part's input and ports (bench/handler.ts), with its seed
+  const encoded = input.encodeRounds(jobs.makeEvents(20_000 * rounds, 10_000, path === 'count' ? 7 : 3), shape, plan.maxParallelism, plan.stages.map((s) => s.parallelism));
   const sent: OutgoingRecord[] = [];
   const loaded = input.loadRounds(job, encoded, (p): RuntimePorts => {
     const store = handler.benchStateStore();
@@ -84,7 +88,8 @@ const cpu = () => {
 
 /** One pass: both sides and the fair loop take turns for `rounds` rounds; per timed round, each side's times and the fair loop's. */
 async function pass(before: Side, after: Side): Promise<{ before: number[][]; after: number[][]; fair: number[][] }> {
-  const fair = new (await imp<typeof Fair>(b!, 'bench/fair-loops.ts')).FairCount(128);
+  const fairs = await imp<typeof Fair>(b!, 'bench/fair-loops.ts');
+  const fair = path === 'count' ? new fairs.FairCount(128) : new fairs.FairWindow(128);
   const fairTimes: number[][] = [];
   for (let r = 0; r < rounds; r++) {
     for (const s of r % 2 ? [after, before] : [before, after]) {
@@ -124,7 +129,7 @@ const median = (xs: readonly number[]) => [...xs].sort((p, q) => p - q)[xs.lengt
 const fastest = (xs: readonly number[]) => sum([...xs].sort((p, q) => p - q).slice(0, Math.max(1, Math.floor(xs.length / 10))));
 const ms = (x: number) => `${x.toFixed(0)} ms`;
 const events = 2 * (rounds - WARMUP) * 20_000;
-console.log(`${events} events timed per checkout (two passes), 20 k per checkpoint, 10 k keys`);
+console.log(`${path}: ${events} events timed per checkout (two passes), 20 k per checkpoint, 10 k keys`);
 const all = { before: [...first.before, ...second.before], after: [...first.after, ...second.after], fair: [...first.fair, ...second.fair] };
 for (const name of ['before', 'after'] as const) {
   const t = all[name];

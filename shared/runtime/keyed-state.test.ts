@@ -252,4 +252,20 @@ describe('KeyedStateCache', () => {
     expect(c.takeDirty(2)).toHaveLength(2);
     expect(c.orderedEntries).toBe(0);
   });
+
+  it('marks the entries it lets go of as dropped: evicted, spilled, or replaced by a load (a timer keeping one looks the key up again)', () => {
+    const c = cache();
+    const evicted = c.current('op2-process', 'a', 0);
+    const spilled = c.current('op2-process', 'b', 0);
+    c.valueState('op2-process', 'b', 0, count).update(1);
+    expect(c.evictClean(0)).toBe(1);
+    expect(evicted.dropped).toBe(true);
+    expect(spilled.dropped).toBe(false);
+    expect(c.takeDirty(1)).toHaveLength(1);
+    expect(spilled.dropped).toBe(true);
+    const kept = c.current('op2-process', 'c', 0);
+    c.load([{ operatorId: 'op2-process', keyGroup: 0, key: 'c' }], []);
+    expect(kept.dropped).toBe(true);
+    expect(c.current('op2-process', 'c', 0).dropped).toBe(false);
+  });
 });

@@ -141,9 +141,10 @@ export class KeyedStateCache {
   }
 
   /**
-   * The next state access of (operator, key) finds this entry without a lookup. `e` must come from
-   * `lookup` in the same batch (entries are only replaced by `load` of missing keys or dropped by
-   * `evictClean`, and both forget the primed entry).
+   * The next state access of (operator, key) finds this entry without a lookup. `e` must be the
+   * cache's entry of the key: from `lookup` in the same batch (entries are only replaced by `load`
+   * of missing keys or dropped by `evictClean` and `takeDirty`, which all forget the primed entry),
+   * or one kept longer that is not `dropped` (those three mark what they drop).
    */
   prime(operatorId: string, key: string, e: KeyEntry): void {
     this.lastEntryOp = operatorId;
@@ -184,7 +185,10 @@ export class KeyedStateCache {
           } else slotSet(e, i, name, fromStored(d, d.serializer.decode(bytes)));
         }
       }
-      this.opMap(id.operatorId).set(id.key, e);
+      const m = this.opMap(id.operatorId);
+      const old = m.get(id.key);
+      if (old !== undefined) old.dropped = true;
+      m.set(id.key, e);
     }
     this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
   }
@@ -362,6 +366,14 @@ export class KeyedStateCache {
     return cellGet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name));
   }
 
+  /**
+   * The entry the state calls of (operator, key) use now, for a timer to keep (`Timer.state`): its
+   * firing `prime`s it while it is not `dropped`. Saved for an undo, as a read would.
+   */
+  current(operatorId: string, key: string, keyGroup: number): KeyEntry {
+    return this.entry(operatorId, key, keyGroup);
+  }
+
   /** Sets a value state as its handle's `update` does (`undefined` is a value, not a clear). */
   update(operatorId: string, key: string, keyGroup: number, d: StateDescriptor<unknown>, v: unknown): void {
     cellSet(this, this.entry(operatorId, key, keyGroup), operatorId, key, d, this.slotOf(operatorId, d.name), v);
@@ -431,6 +443,7 @@ export class KeyedStateCache {
       for (const e of entries) {
         taken.add(e.key);
         m.delete(e.key);
+        e.dropped = true;
       }
       const rest = list.filter((e) => !taken.has(e.key));
       if (rest.length) this.dirty.set(operatorId, rest);
@@ -504,10 +517,11 @@ export class KeyedStateCache {
     for (const [op, m] of this.ops) {
       const list = this.dirty.get(op);
       const d = list ? new Set(list.map((e) => e.key)) : undefined;
-      for (const key of m.keys()) {
+      for (const [key, e] of m) {
         if (size - evicted <= limit) return evicted;
         if (d?.has(key)) continue;
         m.delete(key);
+        e.dropped = true;
         evicted++;
       }
     }

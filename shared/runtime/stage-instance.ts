@@ -350,11 +350,16 @@ export class StageInstance {
     let ids: StateRowId[] | undefined;
     for (let i = 0; i < due.length; i++) {
       const t = due[i]!;
+      // a timer that kept its key's entry (a window's) finds it cached while it is not dropped
+      if (t.state !== undefined && !t.state.dropped) continue;
       if (!this.state.has(t.operatorId, t.key)) (ids ??= []).push({ operatorId: t.operatorId, keyGroup: t.keyGroup, key: t.key });
     }
     if (ids) await this.loader.load(this.state.missing(ids));
     for (let t = this.timers.popDue(domain, upTo); t; t = this.timers.popDue(domain, upTo)) {
       this.stats.timersFired++;
+      // its key's state without a lookup (nothing drops entries while timers fire)
+      const e = t.state;
+      if (e !== undefined && !e.dropped) this.state.prime(t.operatorId, t.key, e);
       try {
         this.chain.fireTimer(t);
       } catch (err) {

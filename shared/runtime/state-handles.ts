@@ -50,6 +50,11 @@ export class KeyEntry {
   private ownGroup = -1;
   /** the record (KeyedStateCache.record) that last saved this entry (what it saved is in the cache) */
   saved = 0;
+  /**
+   * no longer the cache's entry of its key (evicted, taken out, replaced): a reference kept past
+   * a batch (a timer's) must look the key up again
+   */
+  dropped = false;
   constructor(
     readonly keyGroup: number,
     slots: number,

@@ -1,5 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { valueState } from '../api/state.js';
+import { KeyedStateCache } from './keyed-state.js';
 import { TimerIndex, type TimeDomain, type Timer } from './timers.js';
 
 /** The reference: a set of timers by id; pop takes the least by (time, operator, key). */
@@ -150,5 +152,26 @@ describe('TimerIndex', () => {
     expect(idx.size).toBe(333);
     idx.remove('event-time', 'w', 'k2', 29_999);
     expect(idx.size).toBe(332);
+  });
+
+  it('keeps the state entry it was registered with: registered again it takes the newer one, undone and re-added it keeps it', () => {
+    const c = new KeyedStateCache();
+    c.register('w', [valueState('windows')]);
+    const first = c.current('w', 'k', 3);
+    const idx = new TimerIndex();
+    idx.register('event-time', 'w', 'k', 3, 9, first);
+    // the key's entry is dropped and loaded again: the timer's record registers it anew
+    c.evictClean(0);
+    c.load([{ operatorId: 'w', keyGroup: 3, key: 'k' }], []);
+    const second = c.current('w', 'k', 3);
+    expect(second).not.toBe(first);
+    idx.register('event-time', 'w', 'k', 3, 9, second);
+    idx.beginRecord();
+    idx.remove('event-time', 'w', 'k', 9);
+    idx.rollbackRecord();
+    const t = idx.popDue('event-time', 9)!;
+    expect(t.state).toBe(second);
+    // a timer from a snapshot has none
+    expect(TimerIndex.fromJSON(idx.toJSON()).popDue('event-time', 9)?.state).toBeUndefined();
   });
 });

@@ -8,6 +8,8 @@
  * its due timers from the heap's top instead of scanning every timer; a bucket is sorted by
  * (operator, key) once, when it starts to fire.
  */
+import type { KeyEntry } from './state-handles.js';
+
 export type TimeDomain = 'event-time' | 'processing-time';
 
 export interface Timer {
@@ -16,6 +18,12 @@ export interface Timer {
   readonly key: string;
   readonly keyGroup: number;
   readonly time: number;
+  /**
+   * The state cache's entry of (operator, key) when the timer was registered, if its operator gave
+   * it: the firing finds the key's state without a lookup while the entry is still the cache's
+   * (`KeyEntry.dropped` says when it no longer is). Not part of a snapshot.
+   */
+  readonly state?: KeyEntry | undefined;
 }
 
 type TimerRow = [TimeDomain, string, string, number, number];
@@ -33,6 +41,7 @@ class Entry implements Timer {
     readonly key: string,
     readonly keyGroup: number,
     readonly time: number,
+    public state: KeyEntry | undefined,
   ) {}
 }
 
@@ -178,11 +187,11 @@ export class TimerIndex {
 
   /** Adds a timer; a timer of the same (domain, operator, key, time) already there stays. */
   add(t: Timer): void {
-    this.register(t.domain, t.operatorId, t.key, t.keyGroup, t.time);
+    this.register(t.domain, t.operatorId, t.key, t.keyGroup, t.time, t.state);
   }
 
-  /** `add` without making its argument. */
-  register(domain: TimeDomain, operatorId: string, key: string, keyGroup: number, time: number): void {
+  /** `add` without making its argument; `state`: the key's state entry (see Timer.state). */
+  register(domain: TimeDomain, operatorId: string, key: string, keyGroup: number, time: number, state?: KeyEntry): void {
     const dt = this.domain(domain);
     let keys: Map<string, Entry> | undefined;
     let b = this.lastBucket;
@@ -201,8 +210,12 @@ export class TimerIndex {
       this.lastKeys = keys;
     }
     const old = keys.get(key);
-    if (old !== undefined && old.live) return;
-    const t = new Entry(domain, operatorId, key, keyGroup, time);
+    if (old !== undefined && old.live) {
+      // the entry the key's state is in now (a timer from a snapshot has none yet)
+      if (state !== undefined) old.state = state;
+      return;
+    }
+    const t = new Entry(domain, operatorId, key, keyGroup, time, state);
     keys.set(key, t);
     b.size++;
     this.count++;

@@ -102,9 +102,11 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   };
   // a window the watermark has passed fires at once (late but allowed) and not again: its end's
   // timer would be due at the next watermark and fire it a second time (Flink's trigger fires once)
+  // each timer keeps the key's state entry, which its firing reads without a lookup
   const schedule = (key: string, kg: number, end: number, wm: number) => {
-    if (end - 1 > wm) timers.register('event-time', opId, key, kg, end - 1);
-    if (lateness > 0) timers.register('event-time', opId, key, kg, end - 1 + lateness);
+    const e = state.current(opId, key, kg);
+    if (end - 1 > wm) timers.register('event-time', opId, key, kg, end - 1, e);
+    if (lateness > 0) timers.register('event-time', opId, key, kg, end - 1 + lateness, e);
   };
   const unschedule = (key: string, end: number) => {
     timers.remove('event-time', opId, key, end - 1);
