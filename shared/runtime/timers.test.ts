@@ -174,4 +174,29 @@ describe('TimerIndex', () => {
     // a timer from a snapshot has none
     expect(TimerIndex.fromJSON(idx.toJSON()).popDue('event-time', 9)?.state).toBeUndefined();
   });
+
+  it("puts a bucket's keys in order from the previous bucket's order: shared keys, keys only in either, one deleted, one added while it fires", () => {
+    const idx = new TimerIndex();
+    const order = (time: number) => {
+      const out: string[] = [];
+      for (let t = idx.popDue('event-time', time); t; t = idx.popDue('event-time', time)) {
+        out.push(t.key);
+        // added to the bucket while it fires, before the keys not fired yet
+        if (t.key === 'b') idx.register('event-time', 'w', 'bb', 0, time);
+      }
+      return out;
+    };
+    for (const k of ['d', 'a', 'c', 'b', 'e']) idx.register('event-time', 'w', k, 0, 9);
+    expect(order(9)).toEqual(['a', 'b', 'bb', 'c', 'd', 'e']);
+    // the next bucket: some keys of the last order, some new; one deleted before it fires
+    for (const k of ['e', 'f', 'a', 'ab', 'c', '0', 'z']) idx.register('event-time', 'w', k, 0, 19);
+    idx.remove('event-time', 'w', 'c', 19);
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['0', 'a', 'ab', 'e', 'f', 'z']);
+    idx.register('event-time', 'w', 'b', 0, 29);
+    idx.register('event-time', 'w', 'a', 0, 29);
+    expect(order(29)).toEqual(['0', 'a', 'ab', 'e', 'f', 'z', 'a', 'b', 'bb']);
+    // none shared with the last order
+    for (const k of ['y', 'x']) idx.register('event-time', 'w', k, 0, 39);
+    expect(order(39)).toEqual(['x', 'y']);
+  });
 });

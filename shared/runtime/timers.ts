@@ -35,6 +35,8 @@ type TimerRow = [TimeDomain, string, string, number, number];
  */
 class Entry implements Timer {
   live = true;
+  /** the sort (`keyOrder`) that last found this timer's key in the previous order */
+  sortPass = 0;
   constructor(
     readonly domain: TimeDomain,
     readonly operatorId: string,
@@ -64,7 +66,11 @@ class Bucket {
    */
   private cache: Entry[] | undefined = undefined;
   private fresh: Entry[] = [];
-  constructor(readonly time: number) {}
+  constructor(
+    readonly time: number,
+    /** the domain's last key order per operator (`keyOrder`) */
+    private readonly orders: KeyOrders,
+  ) {}
 
   added(t: Entry): void {
     if (this.order !== undefined) insertInOrder(this, t);
@@ -91,23 +97,62 @@ class Bucket {
     this.cache = undefined;
   }
 
-  /**
-   * The keys are sorted as plain strings (the default sort orders UTF-16 code units, as `<` does),
-   * which is cheaper than sorting the timers with a comparator; keys are unique within an operator.
-   */
+  /** The live timers in (operator, key) order, each operator's keys put in order by `keyOrder`. */
   private sortAll(): Entry[] {
     const out: Entry[] = [];
     const ops = [...this.byOperator.keys()];
     if (ops.length > 1) ops.sort();
-    for (const op of ops) {
-      const keys = this.byOperator.get(op)!;
-      const names: string[] = [];
-      for (const [k, t] of keys) if (t.live) names.push(k);
-      names.sort();
-      for (let i = 0; i < names.length; i++) out.push(keys.get(names[i]!)!);
-    }
+    for (const op of ops) keyOrder(this.byOperator.get(op)!, op, this.orders, out);
     return out;
   }
+}
+
+/** Per operator, the keys of the last bucket put in order, in that order. */
+interface KeyOrders {
+  readonly byOperator: Map<string, string[]>;
+  pass: number;
+}
+
+/**
+ * Appends one operator's live timers of a bucket to `out` in key order. The keys are sorted as
+ * plain strings (the default sort orders UTF-16 code units, as `<` does), which is cheaper than
+ * sorting the timers with a comparator; keys are unique within an operator. The operator's last
+ * sorted bucket (the previous window's, mostly the same keys) gives the order of the keys it shares
+ * with this one: they are taken in that order, and only the others are sorted and merged in.
+ */
+function keyOrder(keys: Map<string, Entry>, op: string, orders: KeyOrders, out: Entry[]): void {
+  const prev = orders.byOperator.get(op);
+  const pass = ++orders.pass;
+  // the previous order's keys live here: a subsequence of a sorted list is sorted
+  const kept: Entry[] = [];
+  if (prev !== undefined) {
+    for (let i = 0; i < prev.length; i++) {
+      const t = keys.get(prev[i]!);
+      if (t !== undefined && t.live) {
+        t.sortPass = pass;
+        kept.push(t);
+      }
+    }
+  }
+  const added: string[] = [];
+  for (const [k, t] of keys) if (t.live && t.sortPass !== pass) added.push(k);
+  added.sort();
+  const names: string[] = new Array(kept.length + added.length);
+  let i = 0;
+  let j = 0;
+  let n = 0;
+  while (i < kept.length || j < added.length) {
+    if (j >= added.length || (i < kept.length && kept[i]!.key < added[j]!)) {
+      const t = kept[i++]!;
+      names[n++] = t.key;
+      out.push(t);
+    } else {
+      const k = added[j++]!;
+      names[n++] = k;
+      out.push(keys.get(k)!);
+    }
+  }
+  orders.byOperator.set(op, names);
 }
 
 /** The live timers of two lists in (operator, key) order, merged (a live timer is in one of them only). */
@@ -135,6 +180,7 @@ function mergeLive(a: readonly Entry[], b: readonly Entry[]): Entry[] {
 
 class DomainTimers {
   readonly buckets = new Map<number, Bucket>();
+  readonly orders: KeyOrders = { byOperator: new Map(), pass: 0 };
   /** min-heap of the times that have (or had) a bucket; times without one are dropped lazily */
   readonly times: number[] = [];
 
@@ -199,7 +245,7 @@ export class TimerIndex {
     else {
       b = dt.buckets.get(time);
       if (b === undefined) {
-        dt.buckets.set(time, (b = new Bucket(time)));
+        dt.buckets.set(time, (b = new Bucket(time, dt.orders)));
         heapPush(dt.times, time);
       }
       keys = b.byOperator.get(operatorId);
