@@ -21,7 +21,8 @@ export interface Timer {
   /**
    * The state cache's entry of (operator, key) when the timer was registered, if its operator gave
    * it: the firing finds the key's state without a lookup while the entry is still the cache's
-   * (`KeyEntry.dropped` says when it no longer is). Not part of a snapshot.
+   * (`KeyEntry.dropped` says when it no longer is). Not part of a snapshot. An entry the cache
+   * evicts stays in memory until its timers fire or are registered again (a window's end at most).
    */
   readonly state?: KeyEntry | undefined;
 }
