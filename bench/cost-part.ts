@@ -9,9 +9,10 @@
  */
 import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
-import { byService, formatMonthlyCost, fromMeter, monthlyCost, transitionsPerCheckpoint, type AslState, type MonthlyCost } from './cost.js';
+import { batchingWords, byService, formatMonthlyCost, monthlyCost, transitionsPerCheckpoint, type AslState, type MonthlyCost } from './cost.js';
 import { keyedCountJob } from './jobs.js';
 import { runPipeline } from './pipeline.js';
+import { defaultBatching, fromMeter, type Batching, type StageRates } from './stage-activity.js';
 
 export interface CostPartResult {
   readonly line: string;
@@ -25,21 +26,33 @@ const KEYS = 10_000;
 const WRITE_KINDS = ['state', 'delta', 'position', 'pointer', 'ack', 'takeover', 'sink'] as const;
 const EPS = 1_000;
 
-async function metered(intervalS: number, quick: boolean, transitions: number, log: (line: string) => void): Promise<{ plan: Plan; cost: MonthlyCost; express: MonthlyCost }> {
+/** the stage settings SluiceJob deployed before batching windows: what the earlier figures priced */
+const EARLIER: Batching = { batchSize: 500, windowMs: 0, memoryMb: 1024 };
+
+async function metered(intervalS: number, quick: boolean, transitions: number, log: (line: string) => void): Promise<{ plan: Plan; cost: MonthlyCost; express: MonthlyCost; rates: StageRates }> {
   const job = keyedCountJob({ sourceShards: 2, parallelism: 1, checkpointIntervalMs: intervalS * 1000 });
   const plan = planJob(job);
   // at 1,000 ev/s over 10,000 keys, 60 s touch every key about six times (all but 0.25 % of them)
   const warmupSeconds = quick ? intervalS : Math.ceil(60 / intervalS) * intervalS;
   const seconds = quick ? intervalS : Math.max(60, 3 * intervalS);
   log(`metering the job in process at ${EPS} ev/s, ${intervalS} s checkpoints (${warmupSeconds} s warm-up, ${seconds} s metered)…`);
-  const r = await runPipeline({ job, eventsPerSecond: EPS, seconds, checkpointEverySeconds: intervalS, maxBatch: 500, keys: KEYS, warmupSeconds });
+  // metered with the batch settings SluiceJob deploys (the window in whole seconds is how often a shard gets a batch)
+  const deployed = defaultBatching(plan);
+  const r = await runPipeline({ job, eventsPerSecond: EPS, seconds, checkpointEverySeconds: intervalS, maxBatch: deployed.batchSize, pollEverySeconds: Math.max(1, deployed.windowMs / 1000), keys: KEYS, warmupSeconds });
   log(`  stage functions' writes per checkpoint (WRU): ${WRITE_KINDS.map((k) => `${k} ${((r.meter.get(`dynamodb.write.${k}`).units * intervalS) / seconds).toFixed(1)}`).join(', ')}; requests per checkpoint: ${((r.meter.sum('dynamodb.write.').requests * intervalS) / seconds).toFixed(1)}`);
-  const activity = fromMeter(r, EPS, plan);
+  // per event and per batch; the batches are priced from the deployed batch settings, not this run's polls
+  const rates = fromMeter(r, plan);
+  const fmt = (x: number) => x.toPrecision(3);
+  log(`  rates: per event cpu ${fmt(rates.perEvent.cpuS * 1e6)} µs, io ${fmt(rates.perEvent.ioS * 1e6)} µs, wru ${fmt(rates.perEvent.wru)}, rru ${fmt(rates.perEvent.rru)}, s3 puts ${fmt(rates.perEvent.s3Puts)}, packed ${fmt(rates.perEvent.packedBytes)} bytes; per batch wru ${fmt(rates.perBatch.wru)}, rru ${fmt(rates.perBatch.rru)}, io ${fmt(rates.perBatch.ioS * 1e3)} ms, PutRecords ${fmt(rates.perBatch.putIoS * 1e3)} ms (${r.stages.reduce((a, s) => a + s.invocations, 0)} batches metered)`);
+  const earlier = monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, rates, batching: EARLIER, transitionsPerCheckpoint: transitions });
+  const earlierExpress = monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, rates, batching: EARLIER, expressCheckpoints: true });
+  log(`  with the earlier stage settings (${batchingWords(EARLIER)}, ${EARLIER.memoryMb} MB): ${earlier.batchesPerSecond.toFixed(2)} batches/s, active_usd_month_1k=${earlier.usd.toFixed(2)} (Express rounds ${earlierExpress.usd.toFixed(2)})`);
   return {
     plan,
-    cost: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, activity, transitionsPerCheckpoint: transitions }),
+    rates,
+    cost: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, rates, transitionsPerCheckpoint: transitions }),
     // the same job with its checkpoints in Express rounds (SluiceJob expressCheckpoints): the stage functions do the same work
-    express: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, activity, expressCheckpoints: true }),
+    express: monthlyCost({ plan, eventsPerSecond: EPS, keys: KEYS, rates, expressCheckpoints: true }),
   };
 }
 
@@ -54,7 +67,7 @@ export async function runCostPart(log: (line: string) => void, quick = false): P
   const slow = (await metered(60, quick, transitions.count, log)).cost;
   log(`\nidle (no events, ${plan.checkpoint.intervalMs / 1000} s interval), per month:\n${formatMonthlyCost(idle)}`);
   for (const c of [active, express, slow]) {
-    log(`\n${EPS} events/s, ${c.checkpointIntervalS} s checkpoints${c.expressCheckpoints ? ' in Express rounds (expressCheckpoints: true)' : ''}, per month:\n${formatMonthlyCost(c)}`);
+    log(`\n${EPS} events/s, ${c.checkpointIntervalS} s checkpoints${c.expressCheckpoints ? ' in Express rounds (expressCheckpoints: true)' : ''}, stages ${batchingWords(c.batching)}, ${c.batching.memoryMb} MB (${c.batchesPerSecond.toFixed(2)} batches/s), per month:\n${formatMonthlyCost(c)}`);
     log(`by service: ${byService(c).map(([s, usd]) => `${s} $${usd.toFixed(2)}`).join(', ')}`);
   }
   log(`\nwith checkpoints in Express rounds (expressCheckpoints: true): active_usd_month_1k=${express.usd.toFixed(2)} transitions_per_checkpoint=${express.transitionsPerCheckpoint.toFixed(2)}`);

@@ -8,17 +8,19 @@
  * streams' stream-hours in on-demand mode; the streams between stages are always provisioned) and
  * the producers' own PUT payload units (or on-demand ingest) into the source streams.
  *
- * The per-event activity of the stage functions (invocations, GB-s, DynamoDB units, inter-stage
- * PUTs) comes either from a metered in-process run of the job (bench/pipeline.ts, `fromMeter`) or
- * from the figures such a run measured for the bench's keyed job (`MEASURED_PER_MILLION`), scaled
- * by the job's stage count. Everything tied to checkpoints, the coordinator, logs, metrics,
- * alarms, the dashboard, keys and storage is counted here from the plan.
+ * The stage functions' activity (stage-activity.ts) is split into what each event costs and what
+ * each batch costs, either metered in process for the job (bench/pipeline.ts, `fromMeter`) or as the
+ * bench measured it for its keyed job (`MEASURED`); the batches come from the job's batch settings
+ * (its event source mappings' batch size and window, SluiceJob's defaults unless given). Everything
+ * tied to checkpoints, the coordinator, logs, metrics, alarms, the dashboard, keys and storage is
+ * counted here from the plan.
  */
 import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
 import { pauseMsOf, ROUND } from '../shared/coordinator/loop.js';
-import type { PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
+import { POLL_INTERVAL_MS } from '../cdk/stage-batching.js';
+import { activityOf, defaultBatching, type Batching, type StageRates } from './stage-activity.js';
 
 /** List prices this model needs beyond prices.ts (us-east-1, 2025 pages, not re-checked). */
 export const MORE_PRICES = {
@@ -30,79 +32,13 @@ export const MORE_PRICES = {
   kinesisOnDemand: { streamHour: 0.04, ingestedGb: 0.08, retrievedGb: 0.04 },
 } as const;
 
-/**
- * Per 1 M events, what `npm run bench -- --only cost` metered for its keyed count job at 1 k ev/s,
- * 10 s checkpoints, 10 k keys, two stages, after a warm-up that touched every key (steady state).
- * Writes: state items 12,800 WRU (about 6,300 dirty keys per checkpoint, packed by key group),
- * deltas 200, positions 3,300 (one per batch), pointers and acks 600. Reads: leases 3,300, state 417.
- */
-export const MEASURED_PER_MILLION = {
-  stages: 2,
-  stageInvocations: 3300,
-  stageGbSeconds: 116.3,
-  interStagePutUnits: 2200,
-  wru: 12_800 + 200 + 3300 + 600,
-  rru: 3300 + 417,
-  s3Puts: 100,
-} as const;
-
-export interface Activity {
-  /** per second, while events flow */
-  readonly stageInvocations: number;
-  readonly stageGbSeconds: number;
-  readonly interStagePutUnits: number;
-  readonly wru: number;
-  readonly rru: number;
-  readonly s3Puts: number;
-  /** invocations of the source stages (each one reads the idle item: wake.ts) */
-  readonly sourceInvocations: number;
-}
-
-/** The stage functions' activity per second from a metered run (per event, times the rate). */
-export function fromMeter(r: PipelineResult, eventsPerSecond: number, plan: Plan): Activity {
-  const perEvent = eventsPerSecond / r.events;
-  const m = r.meter;
-  const u = (k: string) => m.get(k).units;
-  const invocations = r.stages.reduce((a, s) => a + s.invocations, 0);
-  const cpuMs = r.stages.reduce((a, s) => a + s.cpuMs, 0) * (ASSUMPTIONS.fullVcpuMb / ASSUMPTIONS.stageMemoryMb);
-  const d = (k: string) => m.sum(k).requests;
-  const ioMs =
-    ASSUMPTIONS.dynamoMs * (d('dynamodb.read') + d('dynamodb.write.position') + d('dynamodb.write.pointer') + d('dynamodb.write.ack') + d('dynamodb.write.delta') + d('dynamodb.write.takeover')) +
-    ASSUMPTIONS.dynamoMs * Math.ceil(d('dynamodb.write.state') / ASSUMPTIONS.stateWriteConcurrency) +
-    ASSUMPTIONS.kinesisPutMs * d('kinesis.put.data') +
-    ASSUMPTIONS.s3Ms * (d('s3.put') + d('s3.get'));
-  const sourceStageIds = new Set(plan.stages.filter((s) => s.input.kind === 'source').map((s) => s.id));
-  return {
-    stageInvocations: invocations * perEvent,
-    stageGbSeconds: ((cpuMs + ioMs) / 1000) * (ASSUMPTIONS.stageMemoryMb / 1024) * perEvent,
-    interStagePutUnits: u('kinesis.put.data') * perEvent,
-    wru: ['state', 'delta', 'position', 'pointer', 'ack', 'takeover', 'sink'].reduce((a, k) => a + u(`dynamodb.write.${k}`), 0) * perEvent,
-    rru: (u('dynamodb.read.lease') + u('dynamodb.read.state') + u('dynamodb.read.delta')) * perEvent,
-    s3Puts: m.sum('s3.put').requests * perEvent,
-    sourceInvocations: r.stages.filter((s) => sourceStageIds.has(s.stage)).reduce((a, s) => a + s.invocations, 0) * perEvent,
-  };
-}
-
-/** The stage functions' activity per second from the measured ratios, scaled by the job's stages. */
-export function fromMeasuredRatios(plan: Plan, eventsPerSecond: number): Activity {
-  const k = (eventsPerSecond / 1e6) * (plan.stages.length / MEASURED_PER_MILLION.stages);
-  const sources = plan.stages.filter((s) => s.input.kind === 'source').length;
-  return {
-    stageInvocations: MEASURED_PER_MILLION.stageInvocations * k,
-    stageGbSeconds: MEASURED_PER_MILLION.stageGbSeconds * k,
-    interStagePutUnits: MEASURED_PER_MILLION.interStagePutUnits * k,
-    wru: MEASURED_PER_MILLION.wru * k,
-    rru: MEASURED_PER_MILLION.rru * k,
-    s3Puts: MEASURED_PER_MILLION.s3Puts * k,
-    sourceInvocations: (MEASURED_PER_MILLION.stageInvocations * k * sources) / plan.stages.length,
-  };
-}
-
 export interface CostOptions {
   readonly plan: Plan;
   readonly eventsPerSecond: number;
-  /** the stage functions' activity while events flow; @default fromMeasuredRatios */
-  readonly activity?: Activity;
+  /** what the stage functions do per event and per batch; @default MEASURED (the bench's keyed job) */
+  readonly rates?: StageRates;
+  /** the stages' batch size, batching window and memory; @default what SluiceJob deploys for the plan (defaultBatching) */
+  readonly batching?: Batching;
   /** bytes per event the producers put; @default 200 */
   readonly eventBytes?: number;
   /** capacity mode of the source streams (SluiceJob onDemandSources); the streams between stages are always provisioned */
@@ -146,6 +82,9 @@ export interface MonthlyCost {
   /** billed Standard transitions per checkpoint (with Express rounds: the Standard execution's per round, spread over the round's checkpoints) */
   readonly transitionsPerCheckpoint: number;
   readonly expressCheckpoints: boolean;
+  /** the batch settings priced, and the batches a second they make of the input while it flows */
+  readonly batching: Batching;
+  readonly batchesPerSecond: number;
 }
 
 /** Metric names the functions publish: per stage and for the coordinator (functions/telemetry.ts, stage-runner). */
@@ -161,13 +100,22 @@ const EMF_LOG_BYTES = 900;
 const EMF_PERIOD_S = 60;
 /**
  * Express rounds (cdk/coordinator-state-machine.ts): the Standard states per round (Allocate, Round,
- * Rounded?, Pause); the round's reads of a checkpoint's acks, one a second while they arrive — an
- * assumption: the barrier's way through two stages whose mappings poll each shard once a second
- * takes about two seconds —; the memory an Express execution is billed at (its 64 MB minimum).
+ * Rounded?, Pause); the memory an Express execution is billed at (its 64 MB minimum).
  */
 export const ROUND_STANDARD_TRANSITIONS = 4;
-const ROUND_POLLS_PER_CHECKPOINT = 3;
 const EXPRESS_BILLED_GB = 64 / 1024;
+/**
+ * An Express round's reads of a checkpoint's acks, one a second while they arrive, and one that
+ * finds them all: the barrier's way is at most one window (or poll, about a second) per stage on the
+ * job's longest path of stages (an assumption on the slow side: a barrier waits a whole window only
+ * if it arrives just as one opens).
+ */
+export function ackReadsPerCheckpoint(plan: Plan, b: Batching): number {
+  const hopS = Math.max(b.windowMs, POLL_INTERVAL_MS) / 1000;
+  const depth = new Map<string, number>();
+  for (const s of plan.stages) depth.set(s.id, 1 + (s.input.kind === 'exchange' ? Math.max(...s.input.fromStages.map((id) => depth.get(id) ?? 0)) : 0));
+  return 1 + Math.ceil(Math.max(...depth.values()) * hopS);
+}
 /**
  * coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, inject — its members read,
  * the topology it fixes and its mark —, await, commit, close), measured by reading loop.ts/coordinator.ts
@@ -189,7 +137,6 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const eps = o.eventsPerSecond;
   const active = eps > 0;
   const idle = o.idleCoordinator ?? true;
-  const a = active ? (o.activity ?? fromMeasuredRatios(plan, eps)) : undefined;
   const S = SECONDS_PER_MONTH;
   const lines: MonthlyLine[] = [];
   const line = (service: string, item: string, quantity: number, unit: string, price: number) => lines.push({ service, item, quantity, unit, usd: quantity * price });
@@ -201,6 +148,8 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   // an idle coordinator takes no checkpoint; an active one one per pause (plus the commit, ~1 s)
   const checkpoints = active || !idle ? S / (pauseS + 1) : 0;
   const rounds = express ? checkpoints / perRound : 0;
+  const batching = o.batching ?? defaultBatching(plan);
+  const a = active ? activityOf(plan, eps, { rates: o.rates, batching, eventBytes: o.eventBytes, checkpointsPerS: checkpoints / S, wakeUpReads: idle }) : undefined;
   // a commit collects garbage about once a minute (shared/coordinator/gc.ts collectsGarbage)
   const gcRuns = checkpoints / Math.max(1, Math.ceil(GC_PERIOD_MS / (pauseS * 1000)));
   const parkedRechecks = active || !idle ? 0 : HOURS_PER_MONTH; // Allocate's hourly re-check (IDLE_RECHECK_SECONDS)
@@ -231,24 +180,28 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   line('Kinesis', 'PUT payload units: stage → stage (packed)', (a?.interStagePutUnits ?? 0) * S, 'units', PRICES.kinesis.putPayloadUnit);
 
   // Lambda
-  line('Lambda', 'stage invocations (ESM batches)', (a?.stageInvocations ?? 0) * S, 'requests', PRICES.lambda.request);
-  line('Lambda', `stage GB-s (${ASSUMPTIONS.stageMemoryMb} MB)`, (a?.stageGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
-  const perCheckpointTasks = express ? 2 + ROUND_POLLS_PER_CHECKPOINT : 3;
+  line('Lambda', `stage invocations (ESM batches: ${batchingWords(batching)})`, (a?.stageInvocations ?? 0) * S, 'requests', PRICES.lambda.request);
+  line('Lambda', `stage GB-s (${batching.memoryMb} MB): CPU and each checkpoint's requests`, (a?.eventGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
+  line('Lambda', `stage GB-s (${batching.memoryMb} MB): waiting on each batch's lease, position, PutRecords and wake-up`, (a?.batchGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
+  const ackReads = ackReadsPerCheckpoint(plan, batching);
+  const perCheckpointTasks = express ? 2 + ackReads : 3;
   const coordInvocations = checkpoints * perCheckpointTasks + parkedRechecks;
-  line('Lambda', express ? `coordinator invocations (allocate, ${ROUND_POLLS_PER_CHECKPOINT} ack reads, commit per checkpoint)` : 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
+  line('Lambda', express ? `coordinator invocations (allocate, ${ackReads} ack reads, commit per checkpoint)` : 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
   line('Lambda', `coordinator GB-s (${ASSUMPTIONS.coordinatorMemoryMb} MB)`, coordInvocations * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
   line('Lambda', 'watchdog invocations', watchdogRuns, 'requests', PRICES.lambda.request);
   line('Lambda', 'watchdog GB-s', watchdogRuns * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
 
   // DynamoDB
-  line('DynamoDB', 'writes: stage functions (state, deltas, positions, pointers, acks, sinks)', (a?.wru ?? 0) * S, 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'reads: stage functions (leases, state misses, deltas)', (a?.rru ?? 0) * S, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'writes: lease positions (one per batch)', (a?.positionWru ?? 0) * S, 'WRU', PRICES.dynamodb.writeRequestUnit);
+  line('DynamoDB', 'writes: stage functions (state, deltas, pointers, acks, sinks)', (a?.eventWru ?? 0) * S, 'WRU', PRICES.dynamodb.writeRequestUnit);
+  line('DynamoDB', 'reads: leases (one per batch)', (a?.leaseRru ?? 0) * S, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'reads: stage functions (state misses, deltas)', (a?.eventRru ?? 0) * S, 'RRU', PRICES.dynamodb.readRequestUnit);
   const keyedStages = plan.stages.filter((s) => s.input.kind === 'exchange').length;
   const reloads = active ? HOURS_PER_MONTH / ENVIRONMENT_LIFETIME_HOURS : 0;
   line('DynamoDB', `reads: state read back by a replaced environment (once per ${ENVIRONMENT_LIFETIME_HOURS} h per keyed stage)`, reloads * keyedStages * Math.ceil((keys * STATE_BYTES_PER_KEY) / 4096), 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'reads: idle item after each source batch (wake-up)', idle ? (a?.sourceInvocations ?? 0) * S : 0, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'coordinator writes', checkpoints * COORDINATOR_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
-  line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * (COORDINATOR_RRU + (express ? ROUND_POLLS_PER_CHECKPOINT : 0)) + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
+  line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * (COORDINATOR_RRU + (express ? ackReads : 0)) + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'commit GC (about once a minute): a lease read and a delta query per instance', gcRuns * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   const stateGb = (keys * STATE_BYTES_PER_KEY) / 1e9 + 0.001;
   line('DynamoDB', 'storage (state, control, sinks)', stateGb, 'GB-month', MORE_PRICES.dynamodb.storedGbMonth);
@@ -304,7 +257,14 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
     checkpointsPerMonth: checkpoints,
     transitionsPerCheckpoint: transitions,
     expressCheckpoints: express,
+    batching,
+    batchesPerSecond: a?.stageInvocations ?? 0,
   };
+}
+
+/** The batch settings in words, as `sluice cost` and the bench print them. */
+export function batchingWords(b: Batching): string {
+  return `batchSize ${b.batchSize.toLocaleString('en-US')}, ${b.windowMs > 0 ? `${b.windowMs / 1000} s window` : 'no window'}`;
 }
 
 /** A table of the lines by service, then the totals (and what is reported apart). */

@@ -58,10 +58,11 @@ export const FLINK_FLOOR_PER_MONTH = PRICES.flink.minKpus * PRICES.flink.kpuHour
 /**
  * Assumptions of the cost model that are not prices (docs/performance.md explains each):
  * latencies of one AWS request as a Lambda function waits on it, and how Lambda's CPU share grows
- * with memory (1,769 MB = one full vCPU).
+ * with memory (1,769 MB = one full vCPU). A Lambda function is billed by memory while it waits, so
+ * these waits are most of a stage's GB-s; the stage functions' memory is a batch setting
+ * (bench/stage-activity.ts `Batching`, SluiceJob's default in cdk/stage-batching.ts).
  */
 export const ASSUMPTIONS = {
-  stageMemoryMb: 1024,
   coordinatorMemoryMb: 512,
   /** ms a coordinator task takes (a few DynamoDB calls) */
   coordinatorTaskMs: 60,

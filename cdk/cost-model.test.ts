@@ -6,6 +6,9 @@
 import { describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { byService, monthlyCost, ROUND_STANDARD_TRANSITIONS, type MonthlyCost } from '../bench/cost.js';
+import { keyedCountJob } from '../bench/jobs.js';
+import { runPipeline } from '../bench/pipeline.js';
+import { defaultBatching, fromMeter, stageFlows, type Batching } from '../bench/stage-activity.js';
 import { coordinatorDefinition } from './coordinator-definition.js';
 import { COORDINATOR_STATES as S } from './coordinator-state-machine.js';
 import { planJob } from '../shared/plan/planner.js';
@@ -75,6 +78,67 @@ describe('the cost model prices what the stack bills', () => {
     const sfn = (c: MonthlyCost) => byService(c).find(([s]) => s === 'Step Functions')![1];
     expect(sfn(standard)).toBeCloseTo(17.92, 1);
     expect(sfn(express)).toBeLessThan(5);
+  });
+});
+
+describe('the cost model prices the stages\' batch settings', () => {
+  const p = planJob(keyedCountJob({ sourceShards: 2, parallelism: 1, checkpointIntervalMs: 10_000 }));
+  const at = (batching: Batching) => monthlyCost({ plan: p, eventsPerSecond: 1000, batching });
+  const perBatch = ['stage invocations', 'writes: lease positions', 'reads: leases', 'reads: idle item'];
+
+  it('prices by default what SluiceJob deploys for the plan: batch size, window, memory', () => {
+    const { template } = synthJob(keyedCountJob({ sourceShards: 2, parallelism: 1, checkpointIntervalMs: 10_000 }));
+    const b = monthlyCost({ plan: p, eventsPerSecond: 1000 }).batching;
+    expect(b).toEqual(defaultBatching(p));
+    for (const r of Object.values(template.findResources('AWS::Lambda::EventSourceMapping'))) {
+      const props = r.Properties as { BatchSize: number; MaximumBatchingWindowInSeconds?: number };
+      expect(props.BatchSize).toBe(b.batchSize);
+      expect((props.MaximumBatchingWindowInSeconds ?? 0) * 1000).toBe(b.windowMs);
+    }
+    template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'sluice-bench-count-s0', MemorySize: b.memoryMb });
+  });
+
+  it('a longer window makes fewer batches, and every per-batch line falls with them', () => {
+    const oneS = at({ batchSize: 10_000, windowMs: 1000, memoryMb: 512 });
+    const fourS = at({ batchSize: 10_000, windowMs: 4000, memoryMb: 512 });
+    // 2 source shards and 1 keyed shard, one batch per window each
+    expect(oneS.batchesPerSecond).toBeCloseTo(3, 6);
+    expect(fourS.batchesPerSecond).toBeCloseTo(0.75, 6);
+    for (const item of perBatch) expect(quantity(fourS, item)).toBeCloseTo(quantity(oneS, item) / 4, 0);
+    expect(quantity(fourS, 'writes: stage functions')).toBe(quantity(oneS, 'writes: stage functions'));
+  });
+
+  it('a batch size below what a window gathers splits it: 500 events a second per source shard in batches of 100', () => {
+    const c = at({ batchSize: 100, windowMs: 2000, memoryMb: 512 });
+    const flows = stageFlows(p, 1000, c.batching, { eventBytes: 200, packedBytes: 34, checkpointsPerS: 0 });
+    expect(flows.find((f) => f.source)!.batchesPerShardS).toBeCloseTo(5, 6);
+    // the keyed stage gets one packed record per source batch: 10 a second, batched per window
+    expect(flows.find((f) => !f.source)!.batchesPerShardS).toBeCloseTo(0.5, 6);
+  });
+
+  it('memory prices the time waiting on requests, not the CPU (below a full vCPU)', () => {
+    const small = at({ batchSize: 10_000, windowMs: 2000, memoryMb: 512 });
+    const large = at({ batchSize: 10_000, windowMs: 2000, memoryMb: 1024 });
+    expect(quantity(large, 'stage GB-s (1024 MB): waiting')).toBeCloseTo(2 * quantity(small, 'stage GB-s (512 MB): waiting'), 0);
+    const cpu = (c: MonthlyCost) => quantity(c, `stage GB-s (${c.batching.memoryMb} MB): CPU`);
+    expect(cpu(large)).toBeGreaterThan(cpu(small));
+    expect(cpu(large)).toBeLessThan(2 * cpu(small));
+  });
+
+  it('counts the batches a metered run of the job makes with a window, from a run without one', async () => {
+    const job = keyedCountJob({ sourceShards: 2, parallelism: 1, checkpointIntervalMs: 10_000 });
+    const run = (pollEverySeconds: number, maxBatch: number) => runPipeline({ job, eventsPerSecond: 500, seconds: 20, warmupSeconds: 10, checkpointEverySeconds: 10, maxBatch, pollEverySeconds, keys: 1000 });
+    const [polled, windowed] = await Promise.all([run(1, 250), run(2, 10_000)]);
+    const rates = fromMeter(polled, p);
+    const b: Batching = { batchSize: 10_000, windowMs: 2000, memoryMb: 512 };
+    const flows = stageFlows(p, 500, b, { eventBytes: 200, packedBytes: rates.perEvent.packedBytes, checkpointsPerS: 0.1 });
+    const predicted = flows.reduce((a, f) => a + f.batchesPerShardS * f.shards, 0) * windowed.seconds;
+    const metered = windowed.stages.reduce((a, s) => a + s.invocations, 0);
+    expect(metered).toBe(30);
+    expect(predicted).toBeCloseTo(metered, 0);
+    // one position and one lease read per batch, as the model prices them
+    expect(windowed.meter.get('dynamodb.write.position').requests).toBe(metered);
+    expect(windowed.meter.get('dynamodb.read.lease').requests).toBe(metered);
   });
 });
 

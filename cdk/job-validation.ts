@@ -2,13 +2,14 @@
  * Plan-time checks of a `SluiceJob`'s props against its plan and AWS's limits, and the per-stage
  * settings they resolve to. Each error names the prop and the value at fault.
  */
-import type { Duration } from 'aws-cdk-lib';
+import { Duration } from 'aws-cdk-lib';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type { Plan, PlanSink, PlanSource, PlanStage } from '../shared/plan/plan.js';
 import { sanitizeName } from '../shared/plan/resources.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
 import { kinesisSinkStream } from '../shared/plan/sink-names.js';
 import { STAGE_DEFAULTS, type StageSettings } from './sluice-job-props.js';
+import { defaultBatchingWindowMs, maxBatchingWindowMs } from './stage-batching.js';
 
 const MAX_NAME = { function: 64, stream: 128, table: 255, stateMachine: 80 } as const;
 
@@ -87,7 +88,8 @@ export interface ResolvedStageSettings {
   readonly memorySize: number;
   readonly timeout: Duration;
   readonly batchSize: number;
-  readonly maxBatchingWindow?: Duration;
+  /** zero: no window (the mapping invokes as soon as a poll finds records) */
+  readonly maxBatchingWindow: Duration;
   readonly reservedConcurrency?: number;
 }
 
@@ -112,8 +114,19 @@ export function resolveStageSettings(plan: Plan, given: Readonly<Record<string, 
     if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 10_000) {
       throw new Error(`${where}.batchSize must be an integer between 1 and 10000, got ${batchSize}`);
     }
-    if (g.maxBatchingWindow && g.maxBatchingWindow.toSeconds() > 300) {
-      throw new Error(`${where}.maxBatchingWindow must be at most 5 minutes, got ${g.maxBatchingWindow.toHumanString()}`);
+    const window = g.maxBatchingWindow ?? Duration.millis(defaultBatchingWindowMs(plan.checkpoint));
+    const windowMs = window.toMilliseconds();
+    if (windowMs % 1000 !== 0) {
+      throw new Error(`${where}.maxBatchingWindow must be whole seconds (the event source mapping's unit), got ${windowMs} ms`);
+    }
+    if (windowMs > 300_000) {
+      throw new Error(`${where}.maxBatchingWindow must be at most 5 minutes, got ${window.toHumanString()}`);
+    }
+    const windowLimit = maxBatchingWindowMs(plan.checkpoint);
+    if (windowMs > windowLimit) {
+      throw new Error(
+        `${where}.maxBatchingWindow must be at most half of checkpoint.timeoutMs (${windowLimit} ms: a checkpoint's acks arrive about one window apart, and one with no ack for a whole timeoutMs is aborted), got ${window.toHumanString()}`,
+      );
     }
     if (g.reservedConcurrency !== undefined && (!Number.isInteger(g.reservedConcurrency) || g.reservedConcurrency < stage.parallelism)) {
       throw new Error(
@@ -124,7 +137,7 @@ export function resolveStageSettings(plan: Plan, given: Readonly<Record<string, 
       memorySize,
       timeout,
       batchSize,
-      ...(g.maxBatchingWindow ? { maxBatchingWindow: g.maxBatchingWindow } : {}),
+      maxBatchingWindow: window,
       ...(g.reservedConcurrency !== undefined ? { reservedConcurrency: g.reservedConcurrency } : {}),
     });
   }

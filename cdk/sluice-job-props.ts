@@ -9,6 +9,7 @@ import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type { Job } from '../shared/api/job.js';
+import { BATCHING } from './stage-batching.js';
 
 /** CloudWatch namespace of the metrics the functions publish (EMF). */
 export const METRICS_NAMESPACE = 'Sluice';
@@ -26,13 +27,20 @@ export interface SluiceMetricOptions {
 
 /** Settings of one stage's function and event source mapping. */
 export interface StageSettings {
-  /** @default 1024 (MB) */
+  /** @default 512 (MB): BATCHING.memorySize in cdk/stage-batching.ts says why and when to raise it */
   readonly memorySize?: number;
   /** @default Duration.seconds(60) */
   readonly timeout?: Duration;
-  /** records per invocation; @default 500 */
+  /** records per invocation (1–10,000; the mapping also invokes at 6 MB); @default 10,000 */
   readonly batchSize?: number;
-  /** how long the event source mapping gathers records before invoking; @default no batching window */
+  /**
+   * How long the event source mapping gathers records before invoking (whole seconds, at most half
+   * of `checkpoint.timeoutMs`). Every batch commits a lease position and reads its lease, so fewer
+   * batches cost less; every stage adds up to this much latency, and a barrier crosses each stage
+   * after up to one window. `Duration.seconds(0)` invokes as soon as a poll finds records.
+   * @default a fifth of the checkpoint interval, in whole seconds, at most 5 s and a quarter of
+   *   `checkpoint.timeoutMs` (none below a 5 s interval): 2 s at the default 10 s
+   */
   readonly maxBatchingWindow?: Duration;
   /**
    * Reserved concurrency of the stage function; at least the stage's parallelism (one invocation
@@ -42,10 +50,11 @@ export interface StageSettings {
   readonly reservedConcurrency?: number;
 }
 
+/** The defaults of `StageSettings` (the batching window's depends on the checkpoint interval: `defaultBatchingWindowMs`). */
 export const STAGE_DEFAULTS = {
-  memorySize: 1024,
+  memorySize: BATCHING.memorySize,
   timeout: Duration.seconds(60),
-  batchSize: 500,
+  batchSize: BATCHING.batchSize,
 } as const;
 
 /** Bucket prefixes the functions use; `state-blobs/` holds state rows too large for an item. */

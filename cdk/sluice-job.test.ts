@@ -221,9 +221,10 @@ describe('functions', () => {
       Timeout: 120,
       ReservedConcurrentExecutions: 4,
     });
-    template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'sluice-clickstream-s0', MemorySize: 1024, Timeout: 60 });
+    template.hasResourceProperties('AWS::Lambda::Function', { FunctionName: 'sluice-clickstream-s0', MemorySize: 512, Timeout: 60 });
     template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 100, MaximumBatchingWindowInSeconds: 2 });
-    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 500, MaximumBatchingWindowInSeconds: Match.absent() });
+    // s0 keeps the defaults: clickstream checkpoints every 2 s, too short for a window
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', { BatchSize: 10_000, MaximumBatchingWindowInSeconds: Match.absent() });
   });
 
   it('uses the prefix for every physical name', () => {
@@ -236,6 +237,16 @@ describe('functions', () => {
   });
 });
 
+/** a two-stage job (source, keyed) with the checkpoint settings given */
+function keyedJob(checkpoint: { intervalMs: number; timeoutMs?: number }) {
+  const j = defineJob('windows', { checkpoint });
+  j.source<{ id: string; n: number }>({ name: 'in', shards: 2 })
+    .keyBy((o) => o.id, { parallelism: 1 })
+    .reduce((a, b) => ({ ...b, n: a.n + b.n }), { name: 'sum' })
+    .sinkTo(dynamoUpsertSink({ name: 'totals', key: (o) => o.id, keyAttribute: 'id' }));
+  return j;
+}
+
 describe('event source mappings', () => {
   it('reads each stage input from TRIM_HORIZON, retries forever, bisects, reports partial failures', () => {
     const { template, job } = three;
@@ -246,7 +257,9 @@ describe('event source mappings', () => {
           FunctionName: { Ref: logicalId(job.stageFunctions.get(stage)!) },
           EventSourceArn: getAtt(job.streams.get(stage)!),
           StartingPosition: 'TRIM_HORIZON',
-          BatchSize: 500,
+          BatchSize: 10_000,
+          // a fifth of the 7 s between checkpoints (minPauseMs), in whole seconds
+          MaximumBatchingWindowInSeconds: 1,
           ParallelizationFactor: 1,
           BisectBatchOnFunctionError: true,
           FunctionResponseTypes: ['ReportBatchItemFailures'],
@@ -257,6 +270,25 @@ describe('event source mappings', () => {
         DependsOn: Match.arrayWith([logicalId(job.stageFunctions.get(stage)!.role!)]),
       });
     }
+  });
+
+  it('gathers records for a fifth of the time between checkpoints, at most 5 s and a quarter of checkpoint.timeoutMs', () => {
+    const windowOf = (checkpoint: { intervalMs: number; timeoutMs?: number }) => {
+      const { template } = synthJob(keyedJob(checkpoint));
+      const windows = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')).map((r) => (r.Properties as { MaximumBatchingWindowInSeconds?: number }).MaximumBatchingWindowInSeconds);
+      expect(new Set(windows).size).toBe(1);
+      return windows[0];
+    };
+    expect(windowOf({ intervalMs: 10_000 })).toBe(2);
+    expect(windowOf({ intervalMs: 60_000 })).toBe(5);
+    expect(windowOf({ intervalMs: 60_000, timeoutMs: 8_000 })).toBe(2);
+    expect(windowOf({ intervalMs: 4_000 })).toBeUndefined();
+  });
+
+  it('honours a stage\'s own window, zero included', () => {
+    const { template } = synthJob(keyedJob({ intervalMs: 10_000 }), { stageSettings: { s0: { maxBatchingWindow: Duration.seconds(0) }, s1: { maxBatchingWindow: Duration.seconds(7) } } });
+    const windows = Object.values(template.findResources('AWS::Lambda::EventSourceMapping')).map((r) => (r.Properties as { MaximumBatchingWindowInSeconds?: number }).MaximumBatchingWindowInSeconds);
+    expect(windows.sort()).toEqual([7, undefined]);
   });
 });
 
@@ -404,6 +436,17 @@ describe('validation', () => {
     expect(() => synthJob(clickstream, { stageSettings: { s1: { reservedConcurrency: 1 } } })).toThrow(
       /stageSettings.s1.reservedConcurrency must be .* parallelism \(2: one invocation per shard\), got 1/,
     );
+    expect(() => synthJob(clickstream, { stageSettings: { s1: { maxBatchingWindow: Duration.millis(1500) } } })).toThrow(
+      /stageSettings.s1.maxBatchingWindow must be whole seconds .* got 1500 ms/,
+    );
+  });
+
+  it('rejects a batching window a checkpoint\'s acks could not cross within its progress window', () => {
+    // clickstream's timeoutMs is 30 s: its acks may be at most 15 s apart
+    expect(() => synthJob(clickstream, { stageSettings: { s1: { maxBatchingWindow: Duration.seconds(16) } } })).toThrow(
+      /stageSettings.s1.maxBatchingWindow must be at most half of checkpoint.timeoutMs \(15000 ms: .*\), got 16 seconds/,
+    );
+    expect(() => synthJob(clickstream, { stageSettings: { s1: { maxBatchingWindow: Duration.seconds(15) } } })).not.toThrow();
   });
 
   it('rejects a job module that does not exist when it has to bundle', () => {

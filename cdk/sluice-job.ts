@@ -270,7 +270,8 @@ export class SluiceJob extends Construct {
         eventSourceArn: input.streamArn,
         startingPosition: lambda.StartingPosition.TRIM_HORIZON,
         batchSize: s.batchSize,
-        ...(s.maxBatchingWindow ? { maxBatchingWindow: s.maxBatchingWindow } : {}),
+        // fewer, larger batches: defaults and their reasons in stage-batching.ts
+        ...(s.maxBatchingWindow.toMilliseconds() > 0 ? { maxBatchingWindow: s.maxBatchingWindow } : {}),
         parallelizationFactor: 1,
         bisectBatchOnError: true,
         // a source whose credit window is full reports the first record it did not take as failed:

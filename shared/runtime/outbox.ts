@@ -11,7 +11,7 @@ import { SluiceError } from '../util/errors.js';
 import type { OutgoingRecord, ShardInfo, StagedOutput, UpsertWrite } from './ports.js';
 
 /** Kinesis takes 1 MiB per record; stay well below so a packet never needs splitting on retry. */
-const MAX_PACKET_BYTES = 512 * 1024;
+export const MAX_PACKET_BYTES = 512 * 1024;
 
 export interface Destination {
   /** stream name */
