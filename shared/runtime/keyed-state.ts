@@ -62,6 +62,8 @@ export class KeyedStateCache {
    */
   private readonly dirty = new Map<string, KeyEntry[]>();
   private pass = 0;
+  /** set once `load` replaced a cached entry (not marked detached): the dirty lists are then checked against the cache */
+  private replaced = false;
   /**
    * each operator's dirty entries of the last serialization, in key order: the next one's dirty set
    * is mostly the same keys, so only the keys new to it are sorted (and merged in)
@@ -184,7 +186,10 @@ export class KeyedStateCache {
           } else slotSet(e, i, name, fromStored(d, d.serializer.decode(bytes)));
         }
       }
-      this.opMap(id.operatorId).set(id.key, e);
+      const m = this.opMap(id.operatorId);
+      const size = m.size;
+      m.set(id.key, e);
+      if (m.size === size) this.replaced = true;
     }
     this.lastEntry = this.lastEntryKey = this.lastEntryOp = undefined;
   }
@@ -296,15 +301,18 @@ export class KeyedStateCache {
   /**
    * The dirty entries of an operator, each once, in list order: the key's current entry decides (a
    * handle kept past its entry's eviction wrote to an entry the cache no longer holds). Marks them
-   * with the pass it returns.
+   * with the pass it returns. An entry still in the cache is its key's current one: only detached
+   * entries are looked up.
    */
   private dirtyEntries(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const m = this.ops.get(operatorId);
     const pass = ++this.pass;
     const out: KeyEntry[] = [];
     if (!m) return out;
+    const replaced = this.replaced;
     for (let i = 0; i < list.length; i++) {
-      const e = m.get(list[i]!.key);
+      const x = list[i]!;
+      const e = replaced || x.detached ? m.get(x.key) : x;
       if (!e || e.pass === pass) continue;
       e.pass = pass;
       out.push(e);
@@ -431,6 +439,7 @@ export class KeyedStateCache {
       for (const e of entries) {
         taken.add(e.key);
         m.delete(e.key);
+        e.detached = true;
       }
       const rest = list.filter((e) => !taken.has(e.key));
       if (rest.length) this.dirty.set(operatorId, rest);
@@ -504,10 +513,11 @@ export class KeyedStateCache {
     for (const [op, m] of this.ops) {
       const list = this.dirty.get(op);
       const d = list ? new Set(list.map((e) => e.key)) : undefined;
-      for (const key of m.keys()) {
+      for (const [key, e] of m) {
         if (size - evicted <= limit) return evicted;
         if (d?.has(key)) continue;
         m.delete(key);
+        e.detached = true;
         evicted++;
       }
     }

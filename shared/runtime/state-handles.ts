@@ -46,6 +46,8 @@ export class KeyEntry {
   pass = 0;
   /** the serialization pass that found this entry in the previous pass's key order */
   placed = 0;
+  /** dropped from the cache (evicted, spilled): a handle kept past that may still write it, so it is no longer the key's entry */
+  detached = false;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
   /** the record (KeyedStateCache.record) that last saved this entry (what it saved is in the cache) */
