@@ -378,9 +378,58 @@ export interface DeltaRow {
 function writeRow(r: DeltaRow): boolean {
   room(1);
   out[w++] = 0x94;
-  if (!writeString(r.operatorId)) return false;
+  if (!writeRepeated(r.operatorId, rowOp)) return false;
   writeNumber(r.keyGroup);
-  return writeString(r.key) && (r.values.constructor === Object ? writeObject(r.values, 3) : writeValue(r.values, 3));
+  return writeString(r.key) && (r.values.constructor === Object ? writeRowValues(r.values) : writeValue(r.values, 3));
+}
+
+/**
+ * A delta row's values (a plain object of state name → bytes): what writeObject writes at the row's
+ * depth, with the state names' bytes copied from the last row's (an operator's rows repeat them).
+ */
+function writeRowValues(o: Readonly<Record<string, unknown>>): boolean {
+  room(3);
+  out[w++] = 0xde;
+  const sizeAt = w - at;
+  w += 2;
+  let size = 0;
+  for (const k in o) {
+    if (!hasOwn.call(o, k)) continue;
+    if (k === 'hasOwnProperty' || !writeRepeated(k, rowName)) return false;
+    const v = o[k];
+    if (v !== undefined && v !== null && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
+    else if (!writeValue(v, 4)) return false;
+    size++;
+  }
+  if (size > 0xffff) return false;
+  out[at + sizeAt] = size >> 8;
+  out[at + sizeAt + 1] = size & 0xff;
+  return true;
+}
+
+/** The last string written through it and its bytes: rows of one operator repeat its id and its state names. */
+interface StringCache {
+  s: string | undefined;
+  bytes: Uint8Array;
+}
+const rowOp: StringCache = { s: undefined, bytes: new Uint8Array(0) };
+const rowName: StringCache = { s: undefined, bytes: new Uint8Array(0) };
+
+/** writeString, copying the bytes of `cache`'s string when `s` is it. */
+function writeRepeated(s: string, cache: StringCache): boolean {
+  if (s !== cache.s) {
+    const from = w - at;
+    if (!writeString(s)) return false;
+    cache.s = s;
+    cache.bytes = out.slice(at + from, w);
+    return true;
+  }
+  const b = cache.bytes;
+  const n = b.length;
+  room(n);
+  for (let i = 0; i < n; i++) out[w + i] = b[i]!;
+  w += n;
+  return true;
 }
 
 /** Makes room for `n` more bytes, moving the value written so far to a larger chunk if needed. */
