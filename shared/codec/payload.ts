@@ -380,38 +380,11 @@ function writeRow(r: DeltaRow): boolean {
   out[w++] = 0x94;
   if (!writeRepeated(r.operatorId, rowOp)) return false;
   writeNumber(r.keyGroup);
-  return writeString(r.key) && (r.values.constructor === Object ? writeRowValues(r.values) : writeValue(r.values, 3));
+  return writeString(r.key) && (r.values.constructor === Object ? writeObject(r.values, 3, rowName) : writeValue(r.values, 3));
 }
 
-/**
- * A delta row's values (a plain object of state name → bytes): what writeObject writes at the row's
- * depth, with the state names' bytes copied from the last row's (an operator's rows repeat them).
- */
-function writeRowValues(o: Readonly<Record<string, unknown>>): boolean {
-  room(3);
-  out[w++] = 0xde;
-  const sizeAt = w - at;
-  w += 2;
-  let size = 0;
-  for (const k in o) {
-    if (!hasOwn.call(o, k)) continue;
-    if (k === 'hasOwnProperty' || !writeRepeated(k, rowName)) return false;
-    const v = o[k];
-    if (v !== undefined && v !== null && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
-    else if (!writeValue(v, 4)) return false;
-    size++;
-  }
-  if (size > 0xffff) return false;
-  out[at + sizeAt] = size >> 8;
-  out[at + sizeAt + 1] = size & 0xff;
-  return true;
-}
-
-/** The last string written through it and its bytes: rows of one operator repeat its id and its state names. */
-interface StringCache {
-  s: string | undefined;
-  bytes: Uint8Array;
-}
+/** The last string written through it and its bytes: a delta's rows repeat their operator's id and state names. */
+type StringCache = { s: string | undefined; bytes: Uint8Array };
 const rowOp: StringCache = { s: undefined, bytes: new Uint8Array(0) };
 const rowName: StringCache = { s: undefined, bytes: new Uint8Array(0) };
 
@@ -597,8 +570,8 @@ function writeArrayHeader(n: number): void {
   }
 }
 
-/** Always a map 16, its size written once the own keys are counted (msgpackr's plain-object writer). */
-function writeObject(o: Record<string, unknown>, depth: number): boolean {
+/** Always a map 16, its size written once the own keys are counted (msgpackr's plain-object writer); `names`: keys through writeRepeated. */
+function writeObject(o: Readonly<Record<string, unknown>>, depth: number, names?: StringCache): boolean {
   room(3);
   out[w++] = 0xde;
   // relative to the value's start: `room` may move the value to another chunk
@@ -609,7 +582,7 @@ function writeObject(o: Record<string, unknown>, depth: number): boolean {
     if (!hasOwn.call(o, k)) continue;
     // an own `hasOwnProperty` changes which keys msgpackr writes: leave such objects to it
     if (k === 'hasOwnProperty') return false;
-    if (!writeString(k)) return false;
+    if (!(names ? writeRepeated(k, names) : writeString(k))) return false;
     const v = o[k];
     // byte arrays (a delta's state values) without the generic dispatch: writeValue writes them alike
     if (v !== undefined && v !== null && depth + 1 < MAX_DEPTH && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
