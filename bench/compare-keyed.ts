@@ -144,4 +144,4 @@ const ratio = (i: number) => {
   const fast = geo((p) => fastest(col(p.after, i)) / fastest(col(p.before, i)));
   return `${total.toFixed(3)} (median of rounds ${med.toFixed(3)}, fastest tenth ${fast.toFixed(3)})`;
 };
-console.log(`after ÷ before, geometric mean of the two passes: data wall ${ratio(0)}; data CPU ${ratio(1)}; checkpoints wall ${ratio(2)}`);
+console.log(`after ÷ before, geometric mean of the two passes: data wall ${ratio(0)}; data CPU ${ratio(1)}; checkpoints wall ${ratio(2)}; checkpoints CPU ${ratio(3)}`);

@@ -11,11 +11,11 @@ describe('serializers', () => {
     const low = fc.nat(0x3ff).map((c) => String.fromCharCode(c));
     const text = fc.oneof(fc.string({ maxLength: 80 }), fc.string({ maxLength: 80, unit: low }), fc.string({ maxLength: 80, unit: 'binary' }), fc.string({ maxLength: 8, unit: fc.constantFrom('a', '\u0080', 'ÿ', '\ud800') }));
     fc.assert(
-      fc.property(fc.oneof(text, fc.jsonValue(), fc.double(), fc.constant(undefined)), (v) => {
+      fc.property(fc.oneof(text, fc.jsonValue(), fc.double(), fc.constant(undefined), fc.integer(), fc.integer({ min: -20, max: 20 }), fc.constantFrom(-0, 2 ** 31 - 1, -(2 ** 31), 2 ** 31, -(2 ** 31) - 1, 10, -10, 1e9, -1e9)), (v) => {
         expect(json.encode(v)).toEqual(utf8.encode(JSON.stringify(v) ?? ''));
         if (v !== undefined) expect(json.decode(json.encode(v))).toEqual(JSON.parse(JSON.stringify(v) ?? 'null'));
       }),
-      { numRuns: 500 },
+      { numRuns: 1500 },
     );
     fc.assert(fc.property(text, (s) => void expect(textSerializer.encode(s)).toEqual(utf8.encode(s))), { numRuns: 500 });
   });

@@ -378,9 +378,31 @@ export interface DeltaRow {
 function writeRow(r: DeltaRow): boolean {
   room(1);
   out[w++] = 0x94;
-  if (!writeString(r.operatorId)) return false;
+  if (!writeRepeated(r.operatorId, rowOp)) return false;
   writeNumber(r.keyGroup);
-  return writeString(r.key) && (r.values.constructor === Object ? writeObject(r.values, 3) : writeValue(r.values, 3));
+  return writeString(r.key) && (r.values.constructor === Object ? writeObject(r.values, 3, rowName) : writeValue(r.values, 3));
+}
+
+/** The last string written through it and its bytes: a delta's rows repeat their operator's id and state names. */
+type StringCache = { s: string | undefined; bytes: Uint8Array };
+const rowOp: StringCache = { s: undefined, bytes: new Uint8Array(0) };
+const rowName: StringCache = { s: undefined, bytes: new Uint8Array(0) };
+
+/** writeString, copying the bytes of `cache`'s string when `s` is it. */
+function writeRepeated(s: string, cache: StringCache): boolean {
+  if (s !== cache.s) {
+    const from = w - at;
+    if (!writeString(s)) return false;
+    cache.s = s;
+    cache.bytes = out.slice(at + from, w);
+    return true;
+  }
+  const b = cache.bytes;
+  const n = b.length;
+  room(n);
+  for (let i = 0; i < n; i++) out[w + i] = b[i]!;
+  w += n;
+  return true;
 }
 
 /** Makes room for `n` more bytes, moving the value written so far to a larger chunk if needed. */
@@ -548,8 +570,8 @@ function writeArrayHeader(n: number): void {
   }
 }
 
-/** Always a map 16, its size written once the own keys are counted (msgpackr's plain-object writer). */
-function writeObject(o: Record<string, unknown>, depth: number): boolean {
+/** Always a map 16, its size written once the own keys are counted (msgpackr's plain-object writer); `names`: keys through writeRepeated. */
+function writeObject(o: Readonly<Record<string, unknown>>, depth: number, names?: StringCache): boolean {
   room(3);
   out[w++] = 0xde;
   // relative to the value's start: `room` may move the value to another chunk
@@ -560,7 +582,7 @@ function writeObject(o: Record<string, unknown>, depth: number): boolean {
     if (!hasOwn.call(o, k)) continue;
     // an own `hasOwnProperty` changes which keys msgpackr writes: leave such objects to it
     if (k === 'hasOwnProperty') return false;
-    if (!writeString(k)) return false;
+    if (!(names ? writeRepeated(k, names) : writeString(k))) return false;
     const v = o[k];
     // byte arrays (a delta's state values) without the generic dispatch: writeValue writes them alike
     if (v !== undefined && v !== null && depth + 1 < MAX_DEPTH && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);

@@ -70,10 +70,17 @@ export async function readSnapshot(control: ControlStore, pointer: SnapshotPoint
  * The rows an instance snapshotted but has not applied to the state table yet, in front of the
  * table: reads of their keys are answered from here, with the checkpoint that wrote them (never
  * above the instance's epoch, so the zombie check of state-prefetch.ts still holds).
+ *
+ * Each snapshot's rows are kept as they came, in `compareRows` order; the index by key that reads
+ * need is built when something reads, and the table's rows are the snapshots' rows merged (later
+ * wins) — a checkpoint itself costs no map write per dirty key.
  */
 export class PendingRows implements Pick<StateStore, 'getRows'> {
-  /** operator → key → the row and the checkpoint that wrote it */
-  private readonly rows = new Map<string, Map<string, { row: StateRow; checkpointId: number }>>();
+  /** each snapshot's rows since the last application, oldest first, each in compareRows order without repeats */
+  private snapshots: Array<{ readonly n: number; readonly rows: readonly StateRow[] }> = [];
+  /** operator → key → the row and the checkpoint that wrote it, for the first `indexed` snapshots */
+  private readonly index = new Map<string, Map<string, { row: StateRow; checkpointId: number }>>();
+  private indexed = 0;
   private keys = 0;
   private refs: DeltaRef[] = [];
   /** the chain's delta bytes: a bound of the pending rows' (a key written again counts again) */
@@ -89,21 +96,43 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
 
   /** keys pending */
   get size(): number {
-    return this.keys;
+    return this.indexAll().keys;
   }
 
   async getRows(ids: readonly StateRowId[]): Promise<StateRow[]> {
-    if (!this.keys) return this.table.getRows(ids);
+    if (!this.snapshots.length) return this.table.getRows(ids);
+    const index = this.indexAll().index;
     const out: StateRow[] = [];
     const rest: StateRowId[] = [];
     for (const id of ids) {
-      const p = this.rows.get(id.operatorId)?.get(id.key);
+      const p = index.get(id.operatorId)?.get(id.key);
       // a cleared key's row (no values) says it has no state, whatever the table still holds
       if (p) out.push({ ...p.row, checkpointId: p.checkpointId });
       else rest.push(id);
     }
     if (rest.length) out.push(...(await this.table.getRows(rest)));
     return out;
+  }
+
+  /** Brings the index up to the last snapshot taken. */
+  private indexAll(): this {
+    for (; this.indexed < this.snapshots.length; this.indexed++) {
+      const { n, rows } = this.snapshots[this.indexed]!;
+      let op: Map<string, { row: StateRow; checkpointId: number }> | undefined;
+      let opId: string | undefined;
+      for (const row of rows) {
+        // rows come in operator order: one map lookup per operator
+        if (row.operatorId !== opId) {
+          opId = row.operatorId;
+          op = this.index.get(opId);
+          if (!op) this.index.set(opId, (op = new Map()));
+        }
+        const size = op!.size;
+        op!.set(row.key, { row, checkpointId: n });
+        this.keys += op!.size - size;
+      }
+    }
+    return this;
   }
 
   /**
@@ -134,24 +163,12 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
    */
   private async add(n: number, fence: number, ref: DeltaRef, delta: { rows: readonly StateRow[]; bytes: number }, force: boolean): Promise<void> {
     const { rows } = delta;
-    if (this.every <= 1 && !this.keys) {
+    if (this.every <= 1 && !this.snapshots.length) {
       await this.table.applyRows(n, fence, rows);
       this.restart(n);
       return;
     }
-    let op: Map<string, { row: StateRow; checkpointId: number }> | undefined;
-    let opId: string | undefined;
-    for (const row of rows) {
-      // rows come in operator order (compareRows): one map lookup per operator
-      if (row.operatorId !== opId) {
-        opId = row.operatorId;
-        op = this.rows.get(opId);
-        if (!op) this.rows.set(row.operatorId, (op = new Map()));
-      }
-      const size = op!.size;
-      op!.set(row.key, { row, checkpointId: n });
-      this.keys += op!.size - size;
-    }
+    this.snapshots.push({ n, rows: inOrder(rows) });
     this.bytes += delta.bytes;
     this.refs.push(ref);
     if (force || this.refs.length >= this.every || this.refs.length >= MAX_CHAIN || this.bytes >= this.maxBytes) await this.materialize(n, fence);
@@ -159,17 +176,54 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
 
   /** Applies every pending row as checkpoint n (the last snapshot taken) and starts an empty chain. */
   private async materialize(n: number, fence: number): Promise<void> {
-    const rows: StateRow[] = [];
-    for (const op of this.rows.values()) for (const p of op.values()) rows.push(p.row);
-    await this.table.applyRows(n, fence, rows.sort(compareRows));
+    let rows = this.snapshots[0]?.rows ?? [];
+    for (let i = 1; i < this.snapshots.length; i++) rows = mergeLaterWins(rows, this.snapshots[i]!.rows);
+    await this.table.applyRows(n, fence, rows);
     this.restart(n);
   }
 
   private restart(base: number): void {
-    this.rows.clear();
+    this.snapshots = [];
+    this.index.clear();
+    this.indexed = 0;
     this.keys = 0;
     this.refs = [];
     this.bytes = 0;
     this.base = base;
   }
+}
+
+/** Rows in compareRows order, each key once (the last of a key's rows wins): as given when they are already. */
+export function inOrder(rows: readonly StateRow[]): readonly StateRow[] {
+  let i = 1;
+  while (i < rows.length && compareRows(rows[i - 1]!, rows[i]!) < 0) i++;
+  if (i >= rows.length) return rows;
+  // rare (the snapshot writer sorts its rows): a stable sort keeps a key's rows in their order, the last is kept
+  const sorted = rows.slice().sort(compareRows);
+  const out: StateRow[] = [];
+  for (const r of sorted) {
+    if (out.length && compareRows(out[out.length - 1]!, r) === 0) out[out.length - 1] = r;
+    else out.push(r);
+  }
+  return out;
+}
+
+/** Two lists of rows in compareRows order as one, a key in both taking `later`'s row. */
+export function mergeLaterWins(earlier: readonly StateRow[], later: readonly StateRow[]): StateRow[] {
+  const out: StateRow[] = new Array(earlier.length + later.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < earlier.length && j < later.length) {
+    const c = compareRows(earlier[i]!, later[j]!);
+    if (c < 0) out[k++] = earlier[i++]!;
+    else {
+      if (c === 0) i++;
+      out[k++] = later[j++]!;
+    }
+  }
+  while (i < earlier.length) out[k++] = earlier[i++]!;
+  while (j < later.length) out[k++] = later[j++]!;
+  out.length = k;
+  return out;
 }

@@ -268,4 +268,17 @@ describe('KeyedStateCache', () => {
     expect(kept.dropped).toBe(true);
     expect(c.current('op2-process', 'c', 0).dropped).toBe(false);
   });
+
+  it('a key loaded again over its cached entry is serialized from the new entry, also when a handle of the old one writes it', () => {
+    // dirtyRows takes a listed entry as it is unless it left the cache: an entry replaced by `load` left it too
+    const c = cache();
+    const old = c.valueState('op2-process', 'a', 0, count);
+    c.valueState('op2-process', 'b', 0, count).update(1);
+    const id = { operatorId: 'op2-process', keyGroup: 0, key: 'a' };
+    c.load([id], [{ ...id, values: { count: enc(5) } }]);
+    old.update(9);
+    expect(c.valueState('op2-process', 'a', 0, count).value()).toBe(5);
+    c.valueState('op2-process', 'b', 0, count).update(2);
+    expect(c.dirtyRows().map((r) => [r.key, new TextDecoder().decode(r.values.count)])).toEqual([['a', '5'], ['b', '2']]);
+  });
 });

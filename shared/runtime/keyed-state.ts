@@ -300,7 +300,8 @@ export class KeyedStateCache {
   /**
    * The dirty entries of an operator, each once, in list order: the key's current entry decides (a
    * handle kept past its entry's eviction wrote to an entry the cache no longer holds). Marks them
-   * with the pass it returns.
+   * with the pass it returns. An entry still in the cache is its key's current one: only dropped
+   * entries are looked up.
    */
   private dirtyEntries(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const m = this.ops.get(operatorId);
@@ -308,7 +309,8 @@ export class KeyedStateCache {
     const out: KeyEntry[] = [];
     if (!m) return out;
     for (let i = 0; i < list.length; i++) {
-      const e = m.get(list[i]!.key);
+      const x = list[i]!;
+      const e = x.dropped ? m.get(x.key) : x;
       if (!e || e.pass === pass) continue;
       e.pass = pass;
       out.push(e);
