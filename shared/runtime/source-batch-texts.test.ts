@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { collectSink, job } from '../api/index.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
+import { encodeSourceControl } from '../codec/envelope.js';
 import type { PlanSource } from '../plan/plan.js';
 import type { StoredRecord } from './ports.js';
 import { batchTexts } from './source-decoding.js';
@@ -43,7 +44,22 @@ describe('a batch\'s texts decoded at once', () => {
     const ascii = fc.string({ unit: fc.integer({ min: 0, max: 0x7f }).map((c) => String.fromCharCode(c)), maxLength: 30 });
     fc.assert(
       fc.property(fc.array(ascii, { minLength: 1, maxLength: 10 }), layout, (texts, how) => {
-        expect(batchTexts(records(texts.map((t) => enc.encode(t)), how))).toEqual(texts);
+        // one starting with NUL is left out (as a control record would be), to be decoded alone
+        const want = texts.map((t) => (t.startsWith('\u0000') ? undefined : t));
+        expect(batchTexts(records(texts.map((t) => enc.encode(t)), how))).toEqual(want.some((t) => t !== undefined) ? want : undefined);
+      }),
+    );
+  });
+
+  it('leave out the control records among the data: the others keep their texts', () => {
+    const ascii = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), minLength: 1, maxLength: 30 });
+    const control = encodeSourceControl({ kind: 'barrier', checkpointId: 7, topology: [1, 2], savepoint: false, time: 1_767_225_600_000 });
+    expect([...control].some((b) => b >= 0x80)).toBe(true);
+    fc.assert(
+      fc.property(fc.array(fc.option(ascii, { nil: undefined }), { minLength: 1, maxLength: 10 }), layout, (texts, how) => {
+        fc.pre(texts.some((t) => t !== undefined));
+        // undefined: a control record there
+        expect(batchTexts(records(texts.map((t) => (t === undefined ? control : enc.encode(t))), how))).toEqual(texts);
       }),
     );
   });

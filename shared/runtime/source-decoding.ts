@@ -55,26 +55,31 @@ export function decodeUserRecord(bytes: Uint8Array, format: RecordFormat, text?:
  * when all of it is ASCII (then a record's text is the substring at its byte offsets, the very
  * string decoding it alone gives), else undefined. Any other byte (a multi-byte character, a
  * byte-order mark, invalid UTF-8) leaves every record to be decoded on its own, so one that is not
- * UTF-8 still fails alone, to the dead letters. Records whose data lie one after the other in one
- * buffer (`kinesisBatch` decodes a batch so) are read where they are, others copied together first.
+ * UTF-8 still fails alone, to the dead letters. A record starting with a NUL byte is left out (its
+ * text undefined): source control records (`\0SLUICE\0…`, whose varints are not ASCII) sit
+ * among the data. Records whose data lie one after the other in one buffer (`kinesisBatch` decodes
+ * a batch so) are read where they are, others copied together first.
  */
-export function batchTexts(records: readonly { readonly data: Uint8Array }[]): string[] | undefined {
+export function batchTexts(records: readonly { readonly data: Uint8Array }[]): Array<string | undefined> | undefined {
   const n = records.length;
-  if (n === 0) return undefined;
-  const first = records[0]!.data;
+  let first: Uint8Array | undefined;
   let total = 0;
   let adjacent = true;
   for (let i = 0; i < n; i++) {
     const d = records[i]!.data;
+    if (d[0] === 0) continue;
+    first ??= d;
     adjacent &&= d.buffer === first.buffer && d.byteOffset === first.byteOffset + total;
     total += d.length;
   }
+  if (!first) return undefined;
   let all: Uint8Array;
   if (adjacent) all = new Uint8Array(first.buffer, first.byteOffset, total);
   else {
     all = new Uint8Array(total);
     for (let i = 0, at = 0; i < n; i++) {
       const d = records[i]!.data;
+      if (d[0] === 0) continue;
       all.set(d, at);
       at += d.length;
     }
@@ -87,11 +92,12 @@ export function batchTexts(records: readonly { readonly data: Uint8Array }[]): s
   }
   // any byte ≥ 0x80 of valid UTF-8 makes fewer characters than bytes
   if (text.length !== total) return undefined;
-  const out = new Array<string>(n);
+  const out = new Array<string | undefined>(n);
   for (let i = 0, at = 0; i < n; i++) {
-    const end = at + records[i]!.data.length;
-    out[i] = text.substring(at, end);
-    at = end;
+    const d = records[i]!.data;
+    if (d[0] === 0) continue;
+    out[i] = text.substring(at, at + d.length);
+    at += d.length;
   }
   return out;
 }

@@ -65,7 +65,7 @@ export class SourceRecordReader {
   }
 
   /** Each record's text, decoded for the whole batch at once (`batchTexts`), for a JSON or text source. */
-  texts(records: readonly StoredRecord[]): string[] | undefined {
+  texts(records: readonly StoredRecord[]): Array<string | undefined> | undefined {
     return this.source.format === 'binary' ? undefined : batchTexts(records);
   }
 

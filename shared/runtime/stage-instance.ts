@@ -221,7 +221,7 @@ export class StageInstance {
   /** Processes records of the input shard, in shard order. */
   async processRecords(records: readonly StoredRecord[]): Promise<void> {
     if (this.source) {
-      // JSON or text decoded for the whole batch at once (skipped and control records included: it costs less than picking them out)
+      // JSON or text decoded for the whole batch at once (records already read included: cheaper than picking them out)
       const texts = this.sourceReader!.texts(records);
       for (let i = 0; i < records.length; i++) {
         const r = records[i]!;
