@@ -1,4 +1,5 @@
 import type { KinesisStreamRecord } from 'aws-lambda';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { kinesisBatch } from './operator.js';
 
@@ -29,5 +30,31 @@ describe('the stage function converts AWS\'s Kinesis event for the engine', () =
 
   it('refuses a batch that mixes shards (an event source mapping never sends one)', () => {
     expect(() => kinesisBatch({ Records: [record('shardId-000000000001', '1', 'a', 1), record('shardId-000000000002', '2', 'b', 1)] })).toThrow(expect.objectContaining({ code: 'BATCH_INVALID' }));
+  });
+
+  it('gives every record its own bytes, as Buffer.from decodes them, though one buffer holds the batch', () => {
+    fc.assert(
+      fc.property(fc.array(fc.uint8Array({ maxLength: 40 }), { minLength: 1, maxLength: 12 }), fc.boolean(), (datas, unpadded) => {
+        const records = datas.map((d, i) => {
+          const r = record('shardId-000000000001', String(1000 + i), '', 1);
+          const b64 = Buffer.from(d).toString('base64');
+          // the decoder takes base64 without its padding too; the bound must hold for both
+          return { ...r, kinesis: { ...r.kinesis, data: unpadded ? b64.replace(/=+$/, '') : b64 } };
+        });
+        const batch = kinesisBatch({ Records: records })!;
+        // read after the whole batch is decoded: a record written over by the next shows it
+        expect(batch.records.map((r) => [...r.data])).toEqual(datas.map((d) => [...d]));
+      }),
+    );
+  });
+
+  it('puts a batch\'s records one after the other in one buffer (a source decodes their text in one go there)', () => {
+    const batch = kinesisBatch({ Records: ['{"a":1}', '', 'xyz', '{"b":2}'].map((t, i) => record('shardId-000000000001', String(10 + i), t, 1)) })!;
+    let at = batch.records[0]!.data.byteOffset;
+    for (const r of batch.records) {
+      expect(r.data.buffer).toBe(batch.records[0]!.data.buffer);
+      expect(r.data.byteOffset).toBe(at);
+      at += r.data.length;
+    }
   });
 });

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
   DATA_KIND,
@@ -222,6 +223,56 @@ describe('packets', () => {
   // the packet is lost downstream (the whole packet becomes a "malformed packet" dead letter) and
   // the channel's barrier count can never be met. Fix: validate (or encode into a scratch writer)
   // before touching count and buffer, and have the source reject or normalise bad timestamps.
+  it('writes the bytes it wrote before data envelopes were added from their fields (a fixed sample, by digest)', () => {
+    // digest of these packets as written by the commit before `addData` (64c5a0c); any change to a
+    // data envelope's bytes (flags, deltas, the input) changes it
+    const data = fc.record(
+      {
+        kind: fc.constant('data' as const),
+        epoch: fc.oneof(nat, fc.nat({ max: 3 })),
+        seq: fc.oneof(nat, fc.nat({ max: 5 })),
+        keyGroup: fc.nat({ max: 32_767 }),
+        timestamp,
+        payload: fc.uint8Array({ maxLength: 100 }),
+        input: fc.option(fc.nat({ max: 300 }), { nil: undefined }),
+      },
+      { requiredKeys: ['kind', 'epoch', 'seq', 'keyGroup', 'timestamp', 'payload'] },
+    );
+    const env = fc.oneof(
+      { arbitrary: data, weight: 5 },
+      fc.record({ kind: fc.constant('watermark' as const), epoch: nat, watermark: fc.integer({ min: -(2 ** 51), max: 2 ** 51 }), idle: fc.boolean() }),
+      fc.record({ kind: fc.constant('barrier' as const), checkpointId: nat, count: nat, topology: fc.array(fc.nat({ max: 99 }), { maxLength: 4 }), savepoint: fc.boolean() }),
+    );
+    const h = createHash('sha256');
+    for (const envs of fc.sample(fc.array(env, { maxLength: 40 }), { seed: 42, numRuns: 500 })) {
+      const b = new PacketBuilder('p');
+      for (const e of envs) b.add(e);
+      h.update(b.finish());
+    }
+    expect(h.digest('hex')).toBe('d41606bbe6791205cd179ad46dc3475d0b3b47f3a54bfbc15a852b0d89a0efb4');
+  });
+
+  it('addData writes what add writes of the same envelope, and a bad field leaves the packet intact', () => {
+    const field = fc.record({ epoch: fc.nat({ max: 3 }), seq: fc.nat({ max: 5 }), keyGroup: fc.nat({ max: 300 }), timestamp, payload: fc.uint8Array({ maxLength: 80 }), input: fc.nat({ max: 2 }), bad: fc.boolean() });
+    fc.assert(
+      fc.property(fc.array(field, { maxLength: 30 }), (fs) => {
+        const byFields = new PacketBuilder('p');
+        const byObjects = new PacketBuilder('p');
+        for (const f of fs) {
+          if (f.bad) {
+            // a fractional timestamp cannot be written: nothing of it stays, and the next delta is from the last good one
+            expect(() => byFields.addData(f.epoch, f.seq, f.keyGroup, 0.5, f.payload, f.input)).toThrow(RangeError);
+            continue;
+          }
+          byFields.addData(f.epoch, f.seq, f.keyGroup, f.timestamp, f.payload, f.input);
+          byObjects.add({ kind: 'data', epoch: f.epoch, seq: f.seq, keyGroup: f.keyGroup, timestamp: f.timestamp, payload: f.payload, ...(f.input ? { input: f.input } : {}) });
+        }
+        expect(byFields.envelopes).toBe(byObjects.envelopes);
+        expect(byFields.finish()).toEqual(byObjects.finish());
+      }),
+    );
+  });
+
   it('an envelope that cannot be encoded leaves the packet intact', () => {
     const ok = (seq: number): DataEnvelope => ({ kind: 'data', epoch: 1, seq, keyGroup: 3, timestamp: 1_700_000_000_000, payload: new Uint8Array([1]) });
     const b = new PacketBuilder('p');

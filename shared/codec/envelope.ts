@@ -120,48 +120,58 @@ export class PacketBuilder {
 
   /** Adds an envelope; on a bad field it throws and leaves the packet as it was. */
   add(e: Envelope): void {
+    if (e.kind === 'data') this.addData(e.epoch, e.seq, e.keyGroup, e.timestamp, e.payload, e.input ?? 0);
+    else this.addControl(e);
+  }
+
+  /**
+   * Adds a data envelope from its fields (no envelope object: the outbox adds one per record); the
+   * same bytes as `add` of that envelope. On a bad field it throws and leaves the packet as it was.
+   */
+  addData(epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number): void {
     // its buffer went back to `spare` and may be another builder's now
     if (this.finished) throw new Error('PacketBuilder: add after finish');
+    const w = this.w;
+    const mark = w.length;
+    // the builder's state changes only once the envelope is written whole
+    try {
+      let h: number = KIND.data;
+      if (timestamp !== undefined) h |= F_TS;
+      if (epoch === this.lastEpoch) h |= F_SAME_EPOCH;
+      if (seq === this.lastSeq + 1 && epoch === this.lastEpoch) h |= F_NEXT_SEQ;
+      if (input) h |= F_INPUT;
+      w.byte(h);
+      if (!(h & F_SAME_EPOCH)) w.varint(epoch);
+      if (!(h & F_NEXT_SEQ)) w.varint(seq);
+      w.varint(keyGroup);
+      if (input) w.varint(input);
+      if (timestamp !== undefined) w.svarint(timestamp - this.lastTs);
+      w.bytes(payload);
+    } catch (err) {
+      w.length = mark;
+      throw err;
+    }
+    if (timestamp !== undefined) this.lastTs = timestamp;
+    this.lastEpoch = epoch;
+    this.lastSeq = seq;
+    this.count++;
+  }
+
+  private addControl(e: Exclude<Envelope, DataEnvelope>): void {
+    if (this.finished) throw new Error('PacketBuilder: add after finish');
     const mark = this.w.length;
-    // kept in locals, not an array: an envelope is added per record
-    const lastEpoch = this.lastEpoch;
-    const lastSeq = this.lastSeq;
-    const lastTs = this.lastTs;
     try {
       this.write(e);
       this.count++;
     } catch (err) {
       this.w.length = mark;
-      this.lastEpoch = lastEpoch;
-      this.lastSeq = lastSeq;
-      this.lastTs = lastTs;
       throw err;
     }
   }
 
-  private write(e: Envelope): void {
+  private write(e: Exclude<Envelope, DataEnvelope>): void {
     const w = this.w;
     switch (e.kind) {
-      case 'data': {
-        let h: number = KIND.data;
-        if (e.timestamp !== undefined) h |= F_TS;
-        if (e.epoch === this.lastEpoch) h |= F_SAME_EPOCH;
-        if (e.seq === this.lastSeq + 1 && e.epoch === this.lastEpoch) h |= F_NEXT_SEQ;
-        if (e.input) h |= F_INPUT;
-        w.byte(h);
-        if (!(h & F_SAME_EPOCH)) w.varint(e.epoch);
-        if (!(h & F_NEXT_SEQ)) w.varint(e.seq);
-        w.varint(e.keyGroup);
-        if (e.input) w.varint(e.input);
-        if (e.timestamp !== undefined) {
-          w.svarint(e.timestamp - this.lastTs);
-          this.lastTs = e.timestamp;
-        }
-        w.bytes(e.payload);
-        this.lastEpoch = e.epoch;
-        this.lastSeq = e.seq;
-        return;
-      }
       case 'barrier':
         w.byte(KIND.barrier | (e.savepoint ? F_SAVEPOINT : 0) | (e.reshard?.length ? F_RESHARD : 0));
         w.varint(e.checkpointId);

@@ -141,10 +141,20 @@ class DestinationBuffer {
     let b = channel.builder;
     if (!b) channel.builder = b = new PacketBuilder(this.producer);
     b.add(e);
-    if (b.size >= MAX_PACKET_BYTES) {
-      channel.done.push(b.finish());
-      channel.builder = undefined;
-    }
+    if (b.size >= MAX_PACKET_BYTES) this.close(channel, b);
+  }
+
+  /** `push` of a data envelope, from its fields (no envelope object per output). */
+  pushData(channel: Channel, epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number): void {
+    let b = channel.builder;
+    if (!b) channel.builder = b = new PacketBuilder(this.producer);
+    b.addData(epoch, seq, keyGroup, timestamp, payload, input);
+    if (b.size >= MAX_PACKET_BYTES) this.close(channel, b);
+  }
+
+  private close(channel: Channel, b: PacketBuilder): void {
+    channel.done.push(b.finish());
+    channel.builder = undefined;
   }
 
   /** Barrier counts of the epoch that ends: per channel, or per shard of the (new) layout when routed by key group. */
@@ -352,12 +362,12 @@ export class Outbox {
     const r = d.routing;
     if (r) {
       r.counts[keyGroup]!++;
-      d.push(r.groups[keyGroup]!, { kind: 'data', epoch: this.epoch, seq: r.seq++, keyGroup, timestamp, payload, input });
+      d.pushData(r.groups[keyGroup]!, this.epoch, r.seq++, keyGroup, timestamp, payload, input);
       this.dataOut++;
       return;
     }
     const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
-    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup, timestamp, payload, input });
+    d.pushData(ch, this.epoch, ch.seq++, keyGroup, timestamp, payload, input);
     this.dataOut++;
   }
 
@@ -374,13 +384,13 @@ export class Outbox {
       // round robin over key groups: whichever shard owns the group applies the record
       d.rr = (i + 1) % r.groups.length;
       r.counts[i]!++;
-      d.push(r.groups[i]!, { kind: 'data', epoch: this.epoch, seq: r.seq++, keyGroup: i, timestamp, payload, input });
+      d.pushData(r.groups[i]!, this.epoch, r.seq++, i, timestamp, payload, input);
       this.dataOut++;
       return;
     }
     d.rr = (i + 1) % d.channels.length;
     const ch = d.channels[i]!;
-    d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
+    d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input);
     this.dataOut++;
   }
 
@@ -396,11 +406,11 @@ export class Outbox {
       // one sequence number for every copy: a shard holding several key groups applies it once
       const seq = r.seq++;
       r.everywhere++;
-      for (let g = 0; g < r.groups.length; g++) d.push(r.groups[g]!, { kind: 'data', epoch: this.epoch, seq, keyGroup: g, timestamp, payload, input });
+      for (let g = 0; g < r.groups.length; g++) d.pushData(r.groups[g]!, this.epoch, seq, g, timestamp, payload, input);
       this.dataOut++;
       return;
     }
-    for (const ch of d.channels) d.push(ch, { kind: 'data', epoch: this.epoch, seq: ch.seq++, keyGroup: 0, timestamp, payload, input });
+    for (const ch of d.channels) d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input);
     this.dataOut += d.channels.length;
   }
 

@@ -35,15 +35,71 @@ export function userRecordsOf(data: Uint8Array, sequenceNumber: string, partitio
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-export function decodeUserRecord(bytes: Uint8Array, format: RecordFormat): unknown {
+/**
+ * A user record's value by the source's format. `text`, when given, is `bytes` decoded as UTF-8
+ * already (`batchTexts`): one decoding per batch instead of one per record.
+ */
+export function decodeUserRecord(bytes: Uint8Array, format: RecordFormat, text?: string): unknown {
   switch (format) {
     case 'json':
-      return JSON.parse(utf8.decode(bytes));
+      return JSON.parse(text ?? utf8.decode(bytes));
     case 'text':
-      return utf8.decode(bytes);
+      return text ?? utf8.decode(bytes);
     case 'binary':
       return bytes;
   }
+}
+
+/**
+ * The text of each record of a batch, decoded at once: their data, one after the other, as UTF-8
+ * when all of it is ASCII (then a record's text is the substring at its byte offsets, the very
+ * string decoding it alone gives), else undefined. Any other byte (a multi-byte character, a
+ * byte-order mark, invalid UTF-8) leaves every record to be decoded on its own, so one that is not
+ * UTF-8 still fails alone, to the dead letters. A record starting with a NUL byte is left out (its
+ * text undefined): source control records (`\0SLUICE\0…`, whose varints are not ASCII) sit
+ * among the data. Records whose data lie one after the other in one buffer (`kinesisBatch` decodes
+ * a batch so) are read where they are, others copied together first.
+ */
+export function batchTexts(records: readonly { readonly data: Uint8Array }[]): Array<string | undefined> | undefined {
+  const n = records.length;
+  let first: Uint8Array | undefined;
+  let total = 0;
+  let adjacent = true;
+  for (let i = 0; i < n; i++) {
+    const d = records[i]!.data;
+    if (d[0] === 0) continue;
+    first ??= d;
+    adjacent &&= d.buffer === first.buffer && d.byteOffset === first.byteOffset + total;
+    total += d.length;
+  }
+  if (!first) return undefined;
+  let all: Uint8Array;
+  if (adjacent) all = new Uint8Array(first.buffer, first.byteOffset, total);
+  else {
+    all = new Uint8Array(total);
+    for (let i = 0, at = 0; i < n; i++) {
+      const d = records[i]!.data;
+      if (d[0] === 0) continue;
+      all.set(d, at);
+      at += d.length;
+    }
+  }
+  let text: string;
+  try {
+    text = utf8.decode(all);
+  } catch {
+    return undefined;
+  }
+  // any byte ≥ 0x80 of valid UTF-8 makes fewer characters than bytes
+  if (text.length !== total) return undefined;
+  const out = new Array<string | undefined>(n);
+  for (let i = 0, at = 0; i < n; i++) {
+    const d = records[i]!.data;
+    if (d[0] === 0) continue;
+    out[i] = text.substring(at, at + d.length);
+    at += d.length;
+  }
+  return out;
 }
 
 /** What a source node adds to decoding: parsing the decoded value, and its event time. */
@@ -53,8 +109,8 @@ export interface SourceFunctions {
 }
 
 /** A user record's value: decoded by the source's format, then parsed. Throws on a bad record. */
-export function decodeSourceValue(bytes: Uint8Array, format: RecordFormat, fns: SourceFunctions | undefined): unknown {
-  const value = decodeUserRecord(bytes, format);
+export function decodeSourceValue(bytes: Uint8Array, format: RecordFormat, fns: SourceFunctions | undefined, text?: string): unknown {
+  const value = decodeUserRecord(bytes, format, text);
   return fns?.parse ? fns.parse(value) : value;
 }
 

@@ -10,7 +10,7 @@ import type { PlanSource } from '../plan/plan.js';
 import { errorMessage } from '../util/errors.js';
 import type { Push, RecordMeta } from './operator-context.js';
 import type { StoredRecord } from './ports.js';
-import { decodeSourceValue, eventTimeOf, isKplAggregated, userRecordsOf, type SourceFunctions } from './source-decoding.js';
+import { batchTexts, decodeSourceValue, eventTimeOf, isKplAggregated, userRecordsOf, type SourceFunctions } from './source-decoding.js';
 
 /**
  * The meta of the source record being pushed. One per instance, pointed at each user record in
@@ -64,16 +64,22 @@ export class SourceRecordReader {
     this.meta = new SourceRecordMeta(shardId);
   }
 
+  /** Each record's text, decoded for the whole batch at once (`batchTexts`), for a JSON or text source. */
+  texts(records: readonly StoredRecord[]): Array<string | undefined> | undefined {
+    return this.source.format === 'binary' ? undefined : batchTexts(records);
+  }
+
   /**
    * Pushes the user records of `r` (from `resume.from` of `resume.userRecords` when resuming after
-   * a failure) until one fails; returns that one, or undefined when all went through.
+   * a failure) until one fails; returns that one, or undefined when all went through. `text`: the
+   * record's data decoded already (`texts`).
    */
-  read(r: StoredRecord, resume?: SourceRecordFailure['resume']): SourceRecordFailure | undefined {
+  read(r: StoredRecord, resume?: SourceRecordFailure['resume'], text?: string): SourceRecordFailure | undefined {
     let records = resume?.userRecords;
     if (!records) {
       if (!this.source.deaggregate || !isKplAggregated(r.data)) {
         // the common case: one user record, the Kinesis record itself
-        const reason = this.pushOne(r, r.data, 0);
+        const reason = this.pushOne(r, r.data, 0, text);
         return reason === undefined ? undefined : { index: 0, bytes: r.data, reason, resume: NOTHING_LEFT };
       }
       try {
@@ -91,12 +97,12 @@ export class SourceRecordReader {
   }
 
   /** One user record through the chain; the reason it failed, else undefined. */
-  private pushOne(r: StoredRecord, bytes: Uint8Array, index: number): string | undefined {
+  private pushOne(r: StoredRecord, bytes: Uint8Array, index: number, text?: string): string | undefined {
     this.stats.recordsIn++;
     let value: unknown;
     let timestamp: number | undefined;
     try {
-      value = decodeSourceValue(bytes, this.source.format, this.fns);
+      value = decodeSourceValue(bytes, this.source.format, this.fns, text);
       timestamp = eventTimeOf(value, this.fns, r.approximateArrivalTimestamp);
     } catch (err) {
       return `cannot decode ${this.source.format} record: ${errorMessage(err)}`;
