@@ -16,7 +16,7 @@
  */
 import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
-import { pauseMsOf, ROUND } from '../shared/coordinator/loop.js';
+import { checkpointsPerRound, pauseMsOf, roundsByDefault } from '../shared/coordinator/loop.js';
 import type { PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 
@@ -118,7 +118,7 @@ export interface CostOptions {
   /** watchdog period in minutes; @default 5 */
   readonly watchdogMinutes?: number;
   readonly transitionsPerCheckpoint?: number;
-  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default false */
+  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default as SluiceJob: `roundsByDefault` */
   readonly expressCheckpoints?: boolean;
   /** the functions' log level (SluiceJob `logLevel`): Lambda's platform lines are sent at DEBUG and INFO only; @default 'WARN' */
   readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
@@ -194,9 +194,8 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const lines: MonthlyLine[] = [];
   const line = (service: string, item: string, quantity: number, unit: string, price: number) => lines.push({ service, item, quantity, unit, usd: quantity * price });
   const pauseS = pauseMsOf(plan.checkpoint) / 1000;
-  const express = o.expressCheckpoints ?? false;
-  // a round allocates the next checkpoint after each pause while it is younger than ROUND.allocateForMs
-  const perRound = express ? Math.max(1, Math.floor(ROUND.allocateForMs / 1000 / (pauseS + 1))) : 1;
+  const express = o.expressCheckpoints ?? roundsByDefault(plan.checkpoint);
+  const perRound = express ? checkpointsPerRound(plan.checkpoint) : 1;
   const transitions = express ? ROUND_STANDARD_TRANSITIONS / perRound : (o.transitionsPerCheckpoint ?? 3);
   // an idle coordinator takes no checkpoint; an active one one per pause (plus the commit, ~1 s)
   const checkpoints = active || !idle ? S / (pauseS + 1) : 0;

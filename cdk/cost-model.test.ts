@@ -69,12 +69,23 @@ describe('the cost model prices what the stack bills', () => {
     expect(path).toHaveLength(ROUND_STANDARD_TRANSITIONS);
     const p = planJob(clickstream);
     const plan = { ...p, checkpoint: { ...p.checkpoint, intervalMs: 10_000 } };
-    const standard = monthlyCost({ plan, eventsPerSecond: 1000 });
-    const express = monthlyCost({ plan, eventsPerSecond: 1000, expressCheckpoints: true });
+    const standard = monthlyCost({ plan, eventsPerSecond: 1000, expressCheckpoints: false });
+    const express = monthlyCost({ plan, eventsPerSecond: 1000 });
+    expect(express.expressCheckpoints).toBe(true);
     expect(express.transitionsPerCheckpoint).toBeLessThan(1);
     const sfn = (c: MonthlyCost) => byService(c).find(([s]) => s === 'Step Functions')![1];
     expect(sfn(standard)).toBeCloseTo(17.92, 1);
     expect(sfn(express)).toBeLessThan(5);
+  });
+
+  it('the default (rounds where allowed and cheaper, as the construct deploys) is the cheaper loop at every pause from 1 s to 70 s', () => {
+    const p = planJob(clickstream);
+    for (let s = 1; s <= 70; s++) {
+      const plan = { ...p, checkpoint: { ...p.checkpoint, intervalMs: s * 1000 } };
+      const usd = (expressCheckpoints?: boolean) => monthlyCost({ plan, eventsPerSecond: 1000, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) }).usd;
+      const cheaper = s <= 60 ? Math.min(usd(true), usd(false)) : usd(false);
+      expect(usd(), `${s} s`).toBeCloseTo(cheaper, 6);
+    }
   });
 });
 

@@ -353,7 +353,7 @@ export class SluiceJob extends Construct {
       logRetention,
       tracing,
       ...(props.coordinatorLogLevel ? { logLevel: props.coordinatorLogLevel } : {}),
-      ...(props.expressCheckpoints ? { expressCheckpoints: true } : {}),
+      ...(props.expressCheckpoints !== undefined ? { expressCheckpoints: props.expressCheckpoints } : {}),
     });
     this.stateMachine = this.coordinator.stateMachine;
     acknowledgeCoordinator(this.stateMachine, this.coordinator.rounds, this.coordinatorFunction, props);

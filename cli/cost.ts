@@ -30,7 +30,9 @@ export function addCostCommand(program: Command): void {
       if (!['DEBUG', 'INFO', 'WARN', 'ERROR'].includes(v)) throw new InvalidArgumentError(`--log-level must be DEBUG, INFO, WARN or ERROR, got "${v}"`);
       return v as 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
     }, 'WARN')
-    .option('--express', 'checkpoints in Express rounds (SluiceJob expressCheckpoints: true)')
+    // both spellings, so that neither given means the construct's default (commander leaves it unset)
+    .option('--express', 'checkpoints in Express rounds even where they cost more (SluiceJob expressCheckpoints: true); by default they run where they are allowed and cost less')
+    .option('--no-express', 'the Standard loop, three transitions per checkpoint (SluiceJob expressCheckpoints: false)')
     .option('--no-idle', 'the coordinator checkpoints even with no input (idleCoordinator: false)')
     .option('--json', 'print the estimate as JSON')
     .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; express?: boolean }) => {
@@ -45,12 +47,12 @@ export function addCostCommand(program: Command): void {
         idleCoordinator: o.idle,
         dashboard: o.dashboard ?? false,
         logLevel: o.logLevel,
-        expressCheckpoints: o.express ?? false,
+        ...(o.express !== undefined ? { expressCheckpoints: o.express } : {}),
       });
       if (o.json) {
         console.log(JSON.stringify(c, null, 2));
         return;
       }
-      console.log(`${plan.job} at ${o.rate} events/s, checkpoint every ${plan.checkpoint.intervalMs / 1000} s${o.express ? ' in Express rounds' : ''}, per month:\n${formatMonthlyCost(c)}`);
+      console.log(`${plan.job} at ${o.rate} events/s, checkpoint every ${plan.checkpoint.intervalMs / 1000} s${c.expressCheckpoints ? ' in Express rounds' : ' (Standard loop)'}, per month:\n${formatMonthlyCost(c)}`);
     });
 }
