@@ -39,6 +39,13 @@ describe('the cost model prices what the stack bills', () => {
     });
   }
 
+  it('prices the steady metrics the functions publish: two per stage and one of the coordinator, the detailed ones only with detailedMetrics', () => {
+    const plan = planJob(clickstream);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000 }), 'EMF custom metrics')).toBe(plan.stages.length * 2 + 1);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000, detailedMetrics: true }), 'EMF custom metrics')).toBe(plan.stages.length * 6 + 2);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 0 }), 'EMF custom metrics')).toBe(0);
+  });
+
   it('an idle job costs at most $1 a month beyond its shards', () => {
     const c = monthlyCost({ plan: planJob(clickstream), eventsPerSecond: 0 });
     expect(c.usd).toBeLessThanOrEqual(1);

@@ -152,6 +152,15 @@ export interface SluiceJobProps {
    * @default false
    */
   readonly dashboard?: boolean;
+  /**
+   * Publish the steady metrics an operator does not need every day too (shared/runtime/metric-names.ts
+   * DETAILED_METRICS: CacheHit, CheckpointKeys, CheckpointBytes and CheckpointDurationMs per stage,
+   * SinkValuesPublished), and graph them on the dashboard: $0.30 a month each per stage. Without it
+   * the checkpoint records `sluice status` prints hold each checkpoint's bytes, keys and duration,
+   * and the dashboard sets the stage functions' invocations beside CacheMiss.
+   * @default false
+   */
+  readonly detailedMetrics?: boolean;
   /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
   readonly tracing?: boolean;
   /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */

@@ -33,9 +33,10 @@ export function addCostCommand(program: Command): void {
     // both spellings, so that neither given means the construct's default (commander leaves it unset)
     .option('--express', 'checkpoints in Express rounds even where they cost more (SluiceJob expressCheckpoints: true); by default they run where they are allowed and cost less')
     .option('--no-express', 'the Standard loop, three transitions per checkpoint (SluiceJob expressCheckpoints: false)')
+    .option('--detailed-metrics', 'the steady metrics published only on request (SluiceJob detailedMetrics: true)')
     .option('--no-idle', 'the coordinator checkpoints even with no input (idleCoordinator: false)')
     .option('--json', 'print the estimate as JSON')
-    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; express?: boolean }) => {
+    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; express?: boolean; detailedMetrics?: boolean }) => {
       const plan = planJob(await loadJob(jobPath));
       const c = monthlyCost({
         plan,
@@ -47,6 +48,7 @@ export function addCostCommand(program: Command): void {
         idleCoordinator: o.idle,
         dashboard: o.dashboard ?? false,
         logLevel: o.logLevel,
+        detailedMetrics: o.detailedMetrics ?? false,
         ...(o.express !== undefined ? { expressCheckpoints: o.express } : {}),
       });
       if (o.json) {
