@@ -16,7 +16,7 @@
  */
 import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
-import { checkpointsPerRound, pauseMsOf, roundsByDefault } from '../shared/coordinator/loop.js';
+import { checkpointsPerRound, pauseMsOf, roundsByDefault, roundsRefusal } from '../shared/coordinator/loop.js';
 import { DETAILED_METRICS, STEADY_METRICS } from '../shared/runtime/metric-names.js';
 import type { PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
@@ -203,6 +203,9 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const lines: MonthlyLine[] = [];
   const line = (service: string, item: string, quantity: number, unit: string, price: number) => lines.push({ service, item, quantity, unit, usd: quantity * price });
   const pauseS = pauseMsOf(plan.checkpoint) / 1000;
+  // rounds the construct would refuse to deploy are not priced either
+  const refusal = o.expressCheckpoints ? roundsRefusal(plan.checkpoint) : undefined;
+  if (refusal) throw new Error(refusal);
   const express = o.expressCheckpoints ?? roundsByDefault(plan.checkpoint);
   const perRound = express ? checkpointsPerRound(plan.checkpoint) : 1;
   const transitions = express ? ROUND_STANDARD_TRANSITIONS / perRound : (o.transitionsPerCheckpoint ?? 3);

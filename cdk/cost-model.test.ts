@@ -93,6 +93,9 @@ describe('the cost model prices what the stack bills', () => {
       const cheaper = s <= 60 ? Math.min(usd(true), usd(false)) : usd(false);
       expect(usd(), `${s} s`).toBeCloseTo(cheaper, 6);
     }
+    // rounds the construct refuses are not priced either
+    const slow = { ...p, checkpoint: { ...p.checkpoint, intervalMs: 61_000 } };
+    expect(() => monthlyCost({ plan: slow, eventsPerSecond: 1000, expressCheckpoints: true })).toThrow(/pause of at most 60 s.*61 s/);
   });
 });
 
