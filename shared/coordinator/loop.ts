@@ -128,20 +128,20 @@ export function pauseMsOf(checkpoint: { readonly intervalMs: number; readonly mi
 /** The longest pause an Express round takes (its execution may run five minutes in all). */
 export const MAX_ROUND_PAUSE_MS = 60_000;
 
+type RoundSettings = { readonly intervalMs: number; readonly minPauseMs: number; readonly maxConcurrent?: number };
+
 /**
  * Why checkpoints under these settings cannot run in Express rounds, or undefined when they can: a
  * round keeps one checkpoint in flight and pauses at most MAX_ROUND_PAUSE_MS.
  */
 export function roundsRefusal(checkpoint: RoundSettings): string | undefined {
   if ((checkpoint.maxConcurrent ?? 1) > 1) return 'expressCheckpoints needs one checkpoint in flight (checkpoint.maxConcurrent 1)';
-  const pauseS = pauseMsOf(checkpoint) / 1000;
-  if (pauseS * 1000 > MAX_ROUND_PAUSE_MS) {
-    return `expressCheckpoints needs a pause of at most ${MAX_ROUND_PAUSE_MS / 1000} s (checkpoint.intervalMs, minPauseMs), got ${pauseS} s: at longer intervals the Standard loop costs less`;
+  const pauseMs = pauseMsOf(checkpoint);
+  if (pauseMs > MAX_ROUND_PAUSE_MS) {
+    return `expressCheckpoints needs a pause of at most ${MAX_ROUND_PAUSE_MS / 1000} s (checkpoint.intervalMs, minPauseMs), got ${pauseMs / 1000} s: at longer intervals the Standard loop costs less`;
   }
   return undefined;
 }
-
-type RoundSettings = { readonly intervalMs: number; readonly minPauseMs: number; readonly maxConcurrent?: number };
 
 /** Checkpoints a round allocates: one per pause and about a second of acks and commit, for ROUND.allocateForMs. */
 export function checkpointsPerRound(checkpoint: RoundSettings): number {
