@@ -17,7 +17,8 @@
  */
 import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
-import { pauseMsOf, ROUND } from '../shared/coordinator/loop.js';
+import { checkpointsPerRound, pauseMsOf, roundsByDefault, roundsRefusal } from '../shared/coordinator/loop.js';
+import { DETAILED_METRICS, STEADY_METRICS } from '../shared/runtime/metric-names.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 import { POLL_INTERVAL_MS } from '../cdk/stage-batching.js';
 import { activityOf, defaultBatching, type Batching, type StageRates } from './stage-activity.js';
@@ -54,8 +55,10 @@ export interface CostOptions {
   /** watchdog period in minutes; @default 5 */
   readonly watchdogMinutes?: number;
   readonly transitionsPerCheckpoint?: number;
-  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default false */
+  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default as SluiceJob: `roundsByDefault` */
   readonly expressCheckpoints?: boolean;
+  /** the steady metrics only SluiceJob `detailedMetrics` publishes; @default false */
+  readonly detailedMetrics?: boolean;
   /** the functions' log level (SluiceJob `logLevel`): Lambda's platform lines are sent at DEBUG and INFO only; @default 'WARN' */
   readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
 }
@@ -87,9 +90,15 @@ export interface MonthlyCost {
   readonly batchesPerSecond: number;
 }
 
-/** Metric names the functions publish: per stage and for the coordinator (functions/telemetry.ts, stage-runner). */
-const STAGE_METRICS = 6;
-const COORDINATOR_METRICS = 3;
+/**
+ * Metric names the functions publish in steady state, per stage and for the coordinator
+ * (shared/runtime/metric-names.ts); the rare ones (dead letters, cache misses, …) have data in
+ * few hours and are not counted.
+ */
+const steadyMetrics = (detailed: boolean) => ({
+  stage: STEADY_METRICS.stage.length + (detailed ? DETAILED_METRICS.stage.length : 0),
+  coordinator: STEADY_METRICS.coordinator.length + (detailed ? DETAILED_METRICS.coordinator.length : 0),
+});
 /** bytes Lambda writes per invocation (START, END, REPORT), sent at log levels DEBUG and INFO only (cdk/sluice-function.ts) */
 const PLATFORM_LOG_BYTES = 360;
 /**
@@ -141,9 +150,11 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const lines: MonthlyLine[] = [];
   const line = (service: string, item: string, quantity: number, unit: string, price: number) => lines.push({ service, item, quantity, unit, usd: quantity * price });
   const pauseS = pauseMsOf(plan.checkpoint) / 1000;
-  const express = o.expressCheckpoints ?? false;
-  // a round allocates the next checkpoint after each pause while it is younger than ROUND.allocateForMs
-  const perRound = express ? Math.max(1, Math.floor(ROUND.allocateForMs / 1000 / (pauseS + 1))) : 1;
+  // rounds the construct would refuse to deploy are not priced either
+  const refusal = o.expressCheckpoints ? roundsRefusal(plan.checkpoint) : undefined;
+  if (refusal) throw new Error(refusal);
+  const express = o.expressCheckpoints ?? roundsByDefault(plan.checkpoint);
+  const perRound = express ? checkpointsPerRound(plan.checkpoint) : 1;
   const transitions = express ? ROUND_STANDARD_TRANSITIONS / perRound : (o.transitionsPerCheckpoint ?? 3);
   // an idle coordinator takes no checkpoint; an active one one per pause (plus the commit, ~1 s)
   const checkpoints = active || !idle ? S / (pauseS + 1) : 0;
@@ -231,8 +242,9 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const logGb = ((platformLines ? invocations * PLATFORM_LOG_BYTES : 0) + emfDocuments * EMF_LOG_BYTES) / 1e9;
   line('CloudWatch', `Logs ingestion (${platformLines ? 'platform lines + ' : ''}one EMF document a minute per busy environment; ${level} level)`, logGb, 'GB', MORE_PRICES.logs.ingestedGb);
   line('CloudWatch', 'Logs storage (one month retention)', logGb, 'GB-month', MORE_PRICES.logs.storedGbMonth);
-  const metrics = active ? plan.stages.length * STAGE_METRICS + COORDINATOR_METRICS : 0; // billed per hour with data
-  line('CloudWatch', 'EMF custom metrics (dimensions service, job, stage)', metrics, 'metrics', MORE_PRICES.cloudwatch.customMetricMonth);
+  const named = steadyMetrics(o.detailedMetrics ?? false);
+  const metrics = active ? plan.stages.length * named.stage + named.coordinator : 0; // billed per hour with data
+  line('CloudWatch', `EMF custom metrics (${named.stage} per stage, ${named.coordinator} coordinator${o.detailedMetrics ? ', detailedMetrics' : ''}; dimensions service, job, stage)`, metrics, 'metrics', MORE_PRICES.cloudwatch.customMetricMonth);
   if (o.dashboard) line('CloudWatch', 'dashboard (dashboard: true)', 1, 'dashboards', MORE_PRICES.cloudwatch.dashboardMonth);
   line('CloudWatch', 'alarms on AWS metrics (iterator age and stalled shard per stage; coordinator failed)', plan.stages.length * 2 + 1, 'alarms', MORE_PRICES.cloudwatch.alarmMonth);
   // each Metrics Insights alarm is priced per series its query matches: CheckpointStalled,

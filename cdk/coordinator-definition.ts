@@ -31,7 +31,11 @@ export interface CoordinatorDefinitionOptions {
   readonly partition?: string;
   /** the job's module file, if known (only written into the unused entry files); @default a placeholder */
   readonly jobModule?: string;
-  /** checkpoints in Express rounds (SluiceJob `expressCheckpoints`); @default false */
+  /**
+   * checkpoints in Express rounds (SluiceJob `expressCheckpoints`). Explicit here, unlike SluiceJob's
+   * default (rounds where allowed): local runs take the Standard loop unless asked (`expressCheckpoints`
+   * of LocalRunOptions); @default false
+   */
   readonly expressCheckpoints?: boolean;
 }
 
@@ -95,7 +99,7 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
       jobModule: options.jobModule ?? join(work, 'job-module-not-given.ts'),
       entriesDir: join(work, 'entries'),
       ...(options.prefix !== undefined ? { prefix: options.prefix } : {}),
-      ...(options.expressCheckpoints ? { expressCheckpoints: true } : {}),
+      expressCheckpoints: options.expressCheckpoints ?? false,
     });
     const sluice = stack.job;
     const assembly = app.synth();

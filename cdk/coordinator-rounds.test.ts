@@ -6,13 +6,17 @@
  * loop's contract (shared/coordinator/loop.ts: begin, poll, commit, next).
  */
 import { createRequire } from 'node:module';
+import { Stack } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { collectSink, job as defineJob } from '../shared/api/index.js';
 import { LocalStepFunctions } from '../local/step-functions-local.js';
-import { coordinatorDefinition, type CoordinatorDefinition } from './coordinator-definition.js';
-import { ACK_POLL_SECONDS, COORDINATOR_STATES as S, pauseSeconds } from './coordinator-state-machine.js';
+import { coordinatorDefinition, newApp, type CoordinatorDefinition } from './coordinator-definition.js';
+import { ACK_POLL_SECONDS, COORDINATOR_STATES as S, CoordinatorStateMachine, pauseSeconds } from './coordinator-state-machine.js';
+import type { CheckpointSettings } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { synthJob } from './test-support.js';
 
@@ -56,6 +60,29 @@ describe('definitions', () => {
     const slow = defineJob('slow', { checkpoint: { intervalMs: 120_000 } });
     slow.source<{ k: string }>({ name: 'in', shards: 1 }).map((e) => e).sinkTo(collectSink('out'));
     expect(() => synthJob(slow, { expressCheckpoints: true })).toThrow(/pause of at most 60 s.*120 s/);
+  });
+
+  it('by default runs rounds where they are allowed and cost less, and the Standard loop elsewhere instead of throwing; false forces Standard', () => {
+    const stack = new Stack(newApp({ bundle: false }), 'S');
+    const fn = new lambda.Function(stack, 'F', { runtime: lambda.Runtime.NODEJS_22_X, handler: 'x', code: lambda.Code.fromInline('x') });
+    const base = planJob(clickstream).checkpoint;
+    const machine = (name: string, checkpoint: Partial<CheckpointSettings>, expressCheckpoints?: boolean) =>
+      new CoordinatorStateMachine(stack, name, { stateMachineName: name, coordinatorFunction: fn, checkpoint: { ...base, ...checkpoint }, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) });
+    const rounds = (m: CoordinatorStateMachine) => m.rounds !== undefined;
+    expect(rounds(machine('ten', { intervalMs: 10_000 }))).toBe(true);
+    expect(rounds(machine('fortynine', { intervalMs: 49_000 }))).toBe(true);
+    // two checkpoints a round: four Standard transitions and the round's duration cost more than six
+    expect(rounds(machine('fifty', { intervalMs: 50_000 }))).toBe(false);
+    expect(rounds(machine('fiftyForced', { intervalMs: 50_000 }, true))).toBe(true);
+    expect(rounds(machine('slow', { intervalMs: 120_000 }))).toBe(false);
+    expect(rounds(machine('concurrent', { intervalMs: 1000, maxConcurrent: 2 }))).toBe(false);
+    expect(rounds(machine('off', { intervalMs: 10_000 }, false))).toBe(false);
+    // the rounds keep no execution history: their failed steps are logged, with their data, to their own log group
+    const t = Template.fromStack(stack);
+    const roundsSm = Object.values(t.findResources('AWS::StepFunctions::StateMachine')).find((r) => r.Properties.StateMachineName === 'ten-rounds')!;
+    expect(roundsSm.Properties.StateMachineType).toBe('EXPRESS');
+    expect(roundsSm.Properties.LoggingConfiguration).toMatchObject({ Level: 'ERROR', IncludeExecutionData: true });
+    t.hasResourceProperties('AWS::Logs::LogGroup', { LogGroupName: '/aws/vendedlogs/states/ten-rounds', RetentionInDays: 30 });
   });
 });
 

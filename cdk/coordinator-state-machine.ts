@@ -3,7 +3,8 @@
  * constructs. `cdk deploy` deploys it, and the local runner executes the very same synthesized
  * definition (see `coordinator-definition.ts`), so there is no second copy of the loop to drift.
  *
- * One checkpoint in flight (the default): three billed transitions per checkpoint.
+ * One checkpoint in flight, the Standard loop (`expressCheckpoints: false`, or where rounds are not
+ * allowed or cost more): three billed transitions per checkpoint.
  *
  * ```
  * Init ─▶ Fresh | Resume ─▶ Allocate ─────▶ AwaitAcks ─────▶ Commit ──(heartbeat timeout = the pause)──▶ Allocate
@@ -19,7 +20,8 @@
  * allocated and injected, or parks it while no input arrives (shared/coordinator/loop.ts);
  * `Commit` heartbeats while it commits and then leaves its token to the heartbeat timeout, which is the pause. With
  * `checkpoint.maxConcurrent > 1` the workflow is Allocate → Inject → Settle → Full? → Pause →
- * Count → ContinueAsNew? as before.
+ * Count → ContinueAsNew? as before. By default (`roundsByDefault`) the checkpoints run in Express rounds
+ * (`roundsLoop`) where they are allowed and cost less.
  *
  * The payload of every task is a `CoordinatorTaskInput` (shared/coordinator/protocol.ts). The
  * workflow keeps its own state small: `{ iteration, ckpt?: { checkpointId }, error? }`.
@@ -33,7 +35,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
-import { pauseMsOf, type RoundEnd } from '../shared/coordinator/loop.js';
+import { pauseMsOf, roundsByDefault, roundsRefusal, type RoundEnd } from '../shared/coordinator/loop.js';
 import { ceilingMs } from '../shared/coordinator/timeouts.js';
 import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
@@ -107,13 +109,11 @@ export interface CoordinatorStateMachineProps {
    * an Express execution (`<stateMachineName>-rounds`) that waits for acks, commits, pauses and
    * allocates the next checkpoint, for up to ROUND.allocateForMs; a few Standard transitions per
    * round instead of three per checkpoint. Needs one checkpoint in flight and a pause of at most
-   * MAX_ROUND_PAUSE_SECONDS. @default false
+   * MAX_ROUND_PAUSE_MS: `true` throws otherwise, `false` keeps the Standard loop.
+   * @default `roundsByDefault`: rounds where they are allowed and cost less, else the Standard loop
    */
   readonly expressCheckpoints?: boolean;
 }
-
-/** The longest pause an Express round takes (its execution may run five minutes in all). */
-export const MAX_ROUND_PAUSE_SECONDS = 60;
 
 /** How often an Express round reads a checkpoint's acks while it waits for them. */
 export const ACK_POLL_SECONDS = 1;
@@ -220,14 +220,11 @@ export class CoordinatorStateMachine extends Construct {
       removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
     });
 
-    const concurrent = (checkpoint.maxConcurrent ?? 1) > 1;
-    if (props.expressCheckpoints) {
-      if (concurrent) throw new Error('expressCheckpoints needs one checkpoint in flight (checkpoint.maxConcurrent 1)');
-      if (pauseSeconds(checkpoint) > MAX_ROUND_PAUSE_SECONDS) {
-        throw new Error(`expressCheckpoints needs a pause of at most ${MAX_ROUND_PAUSE_SECONDS} s (checkpoint.intervalMs, minPauseMs), got ${pauseSeconds(checkpoint)} s: at longer intervals the Standard loop costs less`);
-      }
+    const refusal = roundsRefusal(checkpoint);
+    if (props.expressCheckpoints && refusal) throw new Error(refusal);
+    if (props.expressCheckpoints ?? roundsByDefault(checkpoint)) {
       this.rounds = this.roundsLoop(props, fresh, resume);
-    } else if (concurrent) {
+    } else if ((checkpoint.maxConcurrent ?? 1) > 1) {
       this.concurrentLoop(props, fresh, resume, checkpointId);
     } else {
       this.loop(props, fresh, resume, checkpointId);

@@ -42,6 +42,13 @@ describe('the cost model prices what the stack bills', () => {
     });
   }
 
+  it('prices the steady metrics the functions publish: two per stage and one of the coordinator, the detailed ones only with detailedMetrics', () => {
+    const plan = planJob(clickstream);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000 }), 'EMF custom metrics')).toBe(plan.stages.length * 2 + 1);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000, detailedMetrics: true }), 'EMF custom metrics')).toBe(plan.stages.length * 6 + 2);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 0 }), 'EMF custom metrics')).toBe(0);
+  });
+
   it('an idle job costs at most $1 a month beyond its shards', () => {
     const c = monthlyCost({ plan: planJob(clickstream), eventsPerSecond: 0 });
     expect(c.usd).toBeLessThanOrEqual(1);
@@ -72,12 +79,26 @@ describe('the cost model prices what the stack bills', () => {
     expect(path).toHaveLength(ROUND_STANDARD_TRANSITIONS);
     const p = planJob(clickstream);
     const plan = { ...p, checkpoint: { ...p.checkpoint, intervalMs: 10_000 } };
-    const standard = monthlyCost({ plan, eventsPerSecond: 1000 });
-    const express = monthlyCost({ plan, eventsPerSecond: 1000, expressCheckpoints: true });
+    const standard = monthlyCost({ plan, eventsPerSecond: 1000, expressCheckpoints: false });
+    const express = monthlyCost({ plan, eventsPerSecond: 1000 });
+    expect(express.expressCheckpoints).toBe(true);
     expect(express.transitionsPerCheckpoint).toBeLessThan(1);
     const sfn = (c: MonthlyCost) => byService(c).find(([s]) => s === 'Step Functions')![1];
     expect(sfn(standard)).toBeCloseTo(17.92, 1);
     expect(sfn(express)).toBeLessThan(5);
+  });
+
+  it('the default (rounds where allowed and cheaper, as the construct deploys) is the cheaper loop at every pause from 1 s to 70 s', () => {
+    const p = planJob(clickstream);
+    for (let s = 1; s <= 70; s++) {
+      const plan = { ...p, checkpoint: { ...p.checkpoint, intervalMs: s * 1000 } };
+      const usd = (expressCheckpoints?: boolean) => monthlyCost({ plan, eventsPerSecond: 1000, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) }).usd;
+      const cheaper = s <= 60 ? Math.min(usd(true), usd(false)) : usd(false);
+      expect(usd(), `${s} s`).toBeCloseTo(cheaper, 6);
+    }
+    // rounds the construct refuses are not priced either
+    const slow = { ...p, checkpoint: { ...p.checkpoint, intervalMs: 61_000 } };
+    expect(() => monthlyCost({ plan: slow, eventsPerSecond: 1000, expressCheckpoints: true })).toThrow(/pause of at most 60 s.*61 s/);
   });
 });
 

@@ -23,6 +23,10 @@ export interface MonitoredJob {
   readonly streams: ReadonlyMap<string, kinesis.IStream>;
   readonly stateMachine: sfn.IStateMachine;
   readonly iteratorAgeThresholdMs: number;
+  /** the functions publish DETAILED_METRICS too (SluiceJob `detailedMetrics`): the dashboard graphs them */
+  readonly detailedMetrics: boolean;
+  /** the Express workflow of the checkpoint rounds, when the checkpoints run in rounds */
+  readonly rounds?: sfn.IStateMachine;
 }
 
 /** One metric the functions publish for `jobName`, summed (by default) over every dimension set; see `SluiceJob.metric`. */
@@ -190,17 +194,25 @@ export function createDashboard(job: MonitoredJob, alarms: SluiceJobAlarms): clo
       }),
     );
   }
+  // the snapshots' duration and bytes are DETAILED_METRICS: by default each checkpoint's are in its record (`sluice status`)
+  const detailed = job.detailedMetrics;
+  const invocations = (label: string) =>
+    new cloudwatch.MathExpression({
+      expression: plan.stages.map((_, i) => `i${i}`).join(' + '),
+      usingMetrics: Object.fromEntries(plan.stages.map((s, i) => [`i${i}`, job.stageFunctions.get(s.id)!.metricInvocations({ period: Duration.minutes(1) })])),
+      label,
+      period: Duration.minutes(1),
+    });
   dashboard.addWidgets(
     new cloudwatch.GraphWidget({
       title: 'Checkpoints',
-      left: [
-        jobMetric(job.plan.job, 'CheckpointDurationMs', { aggregate: 'AVG', label: 'snapshot duration avg (ms)' }),
-        jobMetric(job.plan.job, 'CheckpointDurationMs', { aggregate: 'MAX', label: 'snapshot duration max (ms)' }),
-      ],
-      right: [
-        jobMetric(job.plan.job, 'CheckpointBytes', { label: 'delta bytes' }),
-        jobMetric(job.plan.job, 'CheckpointCompleted', { label: 'completed' }),
-      ],
+      left: detailed
+        ? [
+            jobMetric(job.plan.job, 'CheckpointDurationMs', { aggregate: 'AVG', label: 'snapshot duration avg (ms)' }),
+            jobMetric(job.plan.job, 'CheckpointDurationMs', { aggregate: 'MAX', label: 'snapshot duration max (ms)' }),
+          ]
+        : [jobMetric(job.plan.job, 'CheckpointCompleted', { label: 'completed' })],
+      right: detailed ? [jobMetric(job.plan.job, 'CheckpointBytes', { label: 'delta bytes' }), jobMetric(job.plan.job, 'CheckpointCompleted', { label: 'completed' })] : [],
       width: 8,
     }),
     new cloudwatch.GraphWidget({
@@ -208,13 +220,17 @@ export function createDashboard(job: MonitoredJob, alarms: SluiceJobAlarms): clo
       left: [
         jobMetric(job.plan.job, 'CheckpointFailed', { label: 'checkpoints failed/aborted' }),
         job.stateMachine.metricFailed({ period: Duration.minutes(1), label: 'coordinator executions failed' }),
+        ...(job.rounds ? [job.rounds.metricFailed({ period: Duration.minutes(1), label: 'checkpoint rounds failed (retried by the coordinator)' })] : []),
         jobMetric(job.plan.job, 'DeadLetters', { label: 'dead letters' }),
       ],
       width: 8,
     }),
     new cloudwatch.GraphWidget({
       title: 'State cache (invariant 5)',
-      left: [jobMetric(job.plan.job, 'CacheHit', { label: 'batches on a valid cache' }), jobMetric(job.plan.job, 'CacheMiss', { label: 'batches that restored' })],
+      left: [
+        detailed ? jobMetric(job.plan.job, 'CacheHit', { label: 'batches on a valid cache' }) : invocations('stage invocations (batches)'),
+        jobMetric(job.plan.job, 'CacheMiss', { label: 'batches that restored' }),
+      ],
       width: 8,
     }),
   );

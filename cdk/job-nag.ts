@@ -62,7 +62,7 @@ function acknowledgeRounds(stateMachine: sfn.StateMachine, rounds: sfn.StateMach
   if ((props.coordinatorLogLevel ?? 'ERROR') !== 'ALL') {
     Validations.of(rounds).acknowledge({
       id: 'AwsSolutions-SF1',
-      reason: 'The rounds log failed states and executions (ERROR); ALL logs about seven states per checkpoint with their data (about $1 a month at a 10 s interval), worth it while debugging (coordinatorLogLevel).',
+      reason: 'The rounds log failed states and executions (ERROR); ALL logs every state of every checkpoint with its data (about $1.5 a month at a 10 s interval), worth it while debugging (coordinatorLogLevel).',
     });
   }
   const fnLogicalId = logicalId(stack, coordinatorFunction);

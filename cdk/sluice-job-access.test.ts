@@ -120,21 +120,26 @@ describe('IAM, least privilege', () => {
     expect(stage.PublishKinesisSinks).toBeUndefined();
   });
 
-  it('the state machine may invoke the coordinator function only; the coordinator starts only its own workflow', () => {
+  it('the state machines may invoke the coordinator function only, the coordinator workflow start only its rounds; the coordinator starts only its own workflow', () => {
     const { template, job } = three;
-    const statements = attachedStatements(template, job.stateMachine.role);
-    const invoke = statements.filter((s) => actionsOf(s).includes('lambda:InvokeFunction'));
-    expect(invoke).toHaveLength(1);
-    expect(JSON.stringify(invoke[0]!.Resource)).toBe(
-      JSON.stringify([getAtt(job.coordinatorFunction), { 'Fn::Join': ['', [getAtt(job.coordinatorFunction), ':*']] }]),
-    );
-    expect(statements.filter((s) => actionsOf(s).includes('states:StartExecution'))).toHaveLength(0);
+    const rounds = job.coordinator.rounds!;
+    for (const role of [job.stateMachine.role, rounds.role]) {
+      const invoke = attachedStatements(template, role).filter((s) => actionsOf(s).includes('lambda:InvokeFunction'));
+      expect(invoke).toHaveLength(1);
+      expect(JSON.stringify(invoke[0]!.Resource)).toBe(
+        JSON.stringify([getAtt(job.coordinatorFunction), { 'Fn::Join': ['', [getAtt(job.coordinatorFunction), ':*']] }]),
+      );
+    }
+    const starts = attachedStatements(template, job.stateMachine.role).filter((s) => actionsOf(s).includes('states:StartExecution'));
+    expect(starts).toHaveLength(1);
+    expect(starts[0]!.Resource).toEqual({ Ref: logicalId(rounds) });
+    expect(attachedStatements(template, rounds.role).filter((s) => actionsOf(s).some((a) => a.startsWith('states:')))).toHaveLength(0);
     const start = inlineStatements(template, job.coordinatorFunction.role!).filter((s) => actionsOf(s).includes('states:StartExecution'));
     expect(start).toHaveLength(1);
     expect(JSON.stringify(start[0]!.Resource)).toContain(':stateMachine:sluice-orders-coordinator"');
   });
 
-  it('has no wildcard resource except the logs-delivery statement of the state machine role', () => {
+  it('has no wildcard resource except the logs-delivery statements of the state machines\' roles', () => {
     const { template } = three;
     const offenders: string[] = [];
     const resources = template.toJSON().Resources as Record<string, { Type: string; Properties: Record<string, unknown> }>;
@@ -150,9 +155,9 @@ describe('IAM, least privilege', () => {
         for (const a of actionsOf(st)) if (a.includes('*')) offenders.push(`${id}: action ${a}`);
       }
     }
-    expect(offenders).toHaveLength(1);
-    expect(offenders.every((o) => /CoordinatorRoleDefaultPolicy/.test(o))).toBe(true);
-    expect(offenders.join('\n')).toMatch(/logs:CreateLogDelivery/);
+    // the coordinator workflow's and its rounds'
+    expect(offenders).toHaveLength(2);
+    expect(offenders.every((o) => /Coordinator(Rounds)?RoleDefaultPolicy/.test(o) && /logs:CreateLogDelivery/.test(o))).toBe(true);
   });
 
 });

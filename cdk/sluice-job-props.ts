@@ -121,10 +121,12 @@ export interface SluiceJobProps {
   /**
    * Run the checkpoints in Express rounds of up to a few minutes each, started by the coordinator's
    * Standard execution, instead of three Standard transitions per checkpoint: at a 10 s interval
-   * about $3.5 a month of Step Functions instead of $17.92 (docs/cost.md). The rounds' steps are
-   * then in CloudWatch Logs (`coordinatorLogLevel`), not in Step Functions' execution history.
-   * Needs `checkpoint.maxConcurrent` 1 and a pause of at most a minute.
-   * @default false
+   * $4.40 a month of Step Functions instead of $17.92 (docs/cost.md). The rounds' steps are in
+   * CloudWatch Logs (`coordinatorLogLevel`: failed steps at ERROR, every step at ALL), not in Step
+   * Functions' execution history. `true` needs `checkpoint.maxConcurrent` 1 and a pause of at most a
+   * minute (the construct throws otherwise); `false` keeps the Standard loop.
+   * @default rounds where they are allowed and cost less (`roundsByDefault`: one checkpoint in
+   *   flight and a pause below 50 s), the Standard loop otherwise
    */
   readonly expressCheckpoints?: boolean;
   /** start the coordinator when the stack deploys (a custom resource running the watchdog once); @default true */
@@ -159,6 +161,15 @@ export interface SluiceJobProps {
    * @default false
    */
   readonly dashboard?: boolean;
+  /**
+   * Publish the steady metrics an operator does not need every day too (shared/runtime/metric-names.ts
+   * DETAILED_METRICS: CacheHit, CheckpointKeys, CheckpointBytes and CheckpointDurationMs per stage,
+   * SinkValuesPublished), and graph them on the dashboard: $0.30 a month each per stage. Without it
+   * the checkpoint records `sluice status` prints hold each checkpoint's bytes, keys and duration,
+   * and the dashboard sets the stage functions' invocations beside CacheMiss.
+   * @default false
+   */
+  readonly detailedMetrics?: boolean;
   /** X-Ray active tracing of every function and the workflow, with its permissions; @default false (no tracer at all) */
   readonly tracing?: boolean;
   /** level of the functions' structured logs (POWERTOOLS_LOG_LEVEL); @default 'WARN' (INFO adds a line per batch and task) */

@@ -5,7 +5,7 @@
  */
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { Stack } from 'aws-cdk-lib';
-import { Match } from 'aws-cdk-lib/assertions';
+import { Match, type Template } from 'aws-cdk-lib/assertions';
 import * as cw_actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -15,6 +15,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
+import { DETAILED_METRICS, DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import { buildApp } from './app.js';
 import { newApp } from './coordinator-definition.js';
 import { STAGE_DEFAULTS, SluiceJobStack } from './sluice-job.js';
@@ -324,23 +325,38 @@ describe('observability', () => {
     expect(click.job.dashboard).toBeUndefined();
   });
 
-  it('dashboard: true creates a dashboard with per-stage and per-job metrics', () => {
+  it('dashboard: true creates a dashboard with per-stage and per-job metrics, none of them one the functions publish only with detailedMetrics', () => {
     const { template } = synthJob(clickstream, { dashboard: true });
-    const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard'));
+    const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard')).replaceAll('\\"', '"');
     for (const needle of [
       "SELECT SUM(RecordsIn) FROM Sluice WHERE job = 'clickstream' AND stage = 's0'",
       "SELECT SUM(RecordsOut) FROM Sluice WHERE job = 'clickstream' AND stage = 's1'",
       'GetRecords.IteratorAgeMilliseconds',
-      "SELECT AVG(CheckpointDurationMs) FROM Sluice WHERE job = 'clickstream'",
-      "SELECT SUM(CheckpointBytes) FROM Sluice WHERE job = 'clickstream'",
+      "SELECT SUM(CheckpointCompleted) FROM Sluice WHERE job = 'clickstream'",
       "SELECT SUM(CheckpointFailed) FROM Sluice WHERE job = 'clickstream'",
       "SELECT SUM(DeadLetters) FROM Sluice WHERE job = 'clickstream'",
-      "SELECT SUM(CacheHit) FROM Sluice WHERE job = 'clickstream'",
       "SELECT SUM(CacheMiss) FROM Sluice WHERE job = 'clickstream'",
+      // the checkpoint rounds' failures (retried by the Standard execution)
+      'checkpoint rounds failed',
     ]) {
-      expect(body.replaceAll('\\"', '"')).toContain(needle);
+      expect(body).toContain(needle);
     }
+    for (const name of [...DETAILED_METRICS.stage, ...DETAILED_METRICS.coordinator]) expect(body).not.toContain(`(${name})`);
     template.hasResourceProperties('AWS::CloudWatch::Dashboard', { DashboardName: 'sluice-clickstream' });
+  });
+
+  it('detailedMetrics: true has every function publish the detailed metrics, and the dashboard graph them', () => {
+    const env = (t: Template) => Object.values(t.findResources('AWS::Lambda::Function')).map((f) => (f.Properties.Environment?.Variables ?? {}) as Record<string, string>);
+    const sluiceFunctions = (t: Template) => env(t).filter((v) => v.POWERTOOLS_METRICS_NAMESPACE === 'Sluice');
+    expect(sluiceFunctions(click.template).length).toBeGreaterThan(2);
+    for (const v of sluiceFunctions(click.template)) expect(v[DETAILED_METRICS_ENV]).toBeUndefined();
+    // no alarm watches a metric published only on request
+    const alarms = JSON.stringify(click.template.findResources('AWS::CloudWatch::Alarm'));
+    for (const name of [...DETAILED_METRICS.stage, ...DETAILED_METRICS.coordinator]) expect(alarms).not.toContain(name);
+    const { template } = synthJob(clickstream, { dashboard: true, detailedMetrics: true });
+    for (const v of sluiceFunctions(template)) expect(v[DETAILED_METRICS_ENV]).toBe('1');
+    const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard')).replaceAll('\\"', '"');
+    for (const needle of ['AVG(CheckpointDurationMs)', 'SUM(CheckpointBytes)', 'SUM(CacheHit)', 'SUM(CacheMiss)']) expect(body).toContain(needle);
   });
 
   it('alarms on the functions\' own iterator age and stalled shards, failed coordinator executions, failed and stalled checkpoints, dead letters', () => {

@@ -33,6 +33,7 @@ import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/
 import type { ResourceNames } from '../shared/plan/resources.js';
 import { LOOP_ENV } from '../shared/coordinator/loop.js';
 import { TRACING_ENV } from '../functions/telemetry.js';
+import { DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import { CoordinatorStateMachine } from './coordinator-state-machine.js';
 import { addCoordinatorStart, addJobOutputs, operateStatements, type JobParts } from './job-operations.js';
 import { REPO_ROOT, defaultEntriesDir, writeFunctionEntries } from './function-entry.js';
@@ -170,6 +171,7 @@ export class SluiceJob extends Construct {
       NODE_OPTIONS: '--enable-source-maps',
       [ENV.logLevel]: props.logLevel ?? 'WARN',
       ...(tracing ? { [TRACING_ENV]: '1' } : {}),
+      ...(props.detailedMetrics ? { [DETAILED_METRICS_ENV]: '1' } : {}),
       ...(idle ? { [LOOP_ENV.idle]: '1' } : {}),
     };
     const bucketStatements = (sid: string, actions: string[]): iam.PolicyStatement[] => [
@@ -354,7 +356,7 @@ export class SluiceJob extends Construct {
       logRetention,
       tracing,
       ...(props.coordinatorLogLevel ? { logLevel: props.coordinatorLogLevel } : {}),
-      ...(props.expressCheckpoints ? { expressCheckpoints: true } : {}),
+      ...(props.expressCheckpoints !== undefined ? { expressCheckpoints: props.expressCheckpoints } : {}),
     });
     this.stateMachine = this.coordinator.stateMachine;
     acknowledgeCoordinator(this.stateMachine, this.coordinator.rounds, this.coordinatorFunction, props);
@@ -382,6 +384,8 @@ export class SluiceJob extends Construct {
       streams: this.streams,
       stateMachine: this.stateMachine,
       iteratorAgeThresholdMs: this.iteratorAgeThresholdMs,
+      detailedMetrics: props.detailedMetrics ?? false,
+      ...(this.coordinator.rounds ? { rounds: this.coordinator.rounds } : {}),
     };
     this.alarms = createAlarms(monitored, props, idle);
     if (props.dashboard) this.dashboard = createDashboard(monitored, this.alarms);

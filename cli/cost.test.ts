@@ -9,8 +9,9 @@ const cost = async (...args: string[]) => JSON.parse((await run(process.execPath
 const usd = (c: MonthlyCost, service: string, item = '') => c.lines.filter((l) => l.service === service && l.item.includes(item)).reduce((a, l) => a + l.usd, 0);
 
 describe('sluice cost', () => {
-  it('prices Express rounds (--express) below the Standard loop, and the platform log lines only at --log-level INFO or DEBUG', async () => {
-    const [standard, express, info] = await Promise.all([cost('--rate', '1000'), cost('--rate', '1000', '--express'), cost('--rate', '1000', '--log-level', 'INFO')]);
+  it('prices Express rounds by default, the Standard loop with --no-express, and the platform log lines only at --log-level INFO or DEBUG', async () => {
+    const [standard, express, info] = await Promise.all([cost('--rate', '1000', '--no-express'), cost('--rate', '1000'), cost('--rate', '1000', '--log-level', 'INFO')]);
+    expect(standard.expressCheckpoints).toBe(false);
     expect(standard.transitionsPerCheckpoint).toBe(3);
     expect(express.expressCheckpoints).toBe(true);
     expect(express.transitionsPerCheckpoint).toBeLessThan(1);

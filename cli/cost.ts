@@ -40,13 +40,16 @@ export function addCostCommand(program: Command): void {
       if (!['DEBUG', 'INFO', 'WARN', 'ERROR'].includes(v)) throw new InvalidArgumentError(`--log-level must be DEBUG, INFO, WARN or ERROR, got "${v}"`);
       return v as 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
     }, 'WARN')
-    .option('--express', 'checkpoints in Express rounds (SluiceJob expressCheckpoints: true)')
+    // both spellings, so that neither given means the construct's default (commander leaves it unset)
+    .option('--express', 'checkpoints in Express rounds even where they cost more (SluiceJob expressCheckpoints: true); by default they run where they are allowed and cost less')
+    .option('--no-express', 'the Standard loop, three transitions per checkpoint (SluiceJob expressCheckpoints: false)')
+    .option('--detailed-metrics', 'the steady metrics published only on request (SluiceJob detailedMetrics: true)')
     .option('--batch-size <n>', 'records per stage invocation (SluiceJob stageSettings batchSize); default: SluiceJob\'s', integer('--batch-size', 1, 10_000))
     .option('--batching-window <s>', 'seconds the event source mappings gather records (stageSettings maxBatchingWindow; 0: none); default: SluiceJob\'s for the job\'s checkpoint interval', integer('--batching-window', 0, 300))
     .option('--memory <MB>', 'the stage functions\' memory (stageSettings memorySize); default: SluiceJob\'s', integer('--memory', 128, 10_240))
     .option('--no-idle', 'the coordinator checkpoints even with no input (idleCoordinator: false)')
     .option('--json', 'print the estimate as JSON')
-    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; express?: boolean; batchSize?: number; batchingWindow?: number; memory?: number }) => {
+    .action(async (jobPath: string, o: { rate: number; eventBytes: number; keys: number; onDemand?: boolean; dashboard?: boolean; customerKey?: boolean; idle: boolean; json?: boolean; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; express?: boolean; detailedMetrics?: boolean; batchSize?: number; batchingWindow?: number; memory?: number }) => {
       const plan = planJob(await loadJob(jobPath));
       const deployed = defaultBatching(plan);
       const batching = {
@@ -68,7 +71,8 @@ export function addCostCommand(program: Command): void {
         idleCoordinator: o.idle,
         dashboard: o.dashboard ?? false,
         logLevel: o.logLevel,
-        expressCheckpoints: o.express ?? false,
+        detailedMetrics: o.detailedMetrics ?? false,
+        ...(o.express !== undefined ? { expressCheckpoints: o.express } : {}),
         batching,
       });
       if (o.json) {
@@ -77,7 +81,7 @@ export function addCostCommand(program: Command): void {
       }
       const given = (v: number | undefined) => (v === undefined ? ' (default)' : '');
       console.log(
-        `${plan.job} at ${o.rate} events/s, checkpoint every ${plan.checkpoint.intervalMs / 1000} s${o.express ? ' in Express rounds' : ''}, per month:\n` +
+        `${plan.job} at ${o.rate} events/s, checkpoint every ${plan.checkpoint.intervalMs / 1000} s${c.expressCheckpoints ? ' in Express rounds' : ' (Standard loop)'}, per month:\n` +
           `stages: batchSize ${batching.batchSize.toLocaleString('en-US')}${given(o.batchSize)}, ` +
           `${batching.windowMs > 0 ? `${batching.windowMs / 1000} s window` : 'no window'}${o.batchingWindow === undefined ? ' (default: a fifth of the time between checkpoints, whole seconds, at most 5 s)' : ''}, ` +
           `${batching.memoryMb} MB${given(o.memory)}: ${c.batchesPerSecond.toFixed(2)} batches a second\n${formatMonthlyCost(c)}`,

@@ -4,6 +4,7 @@
  * written, and that counts an alarm watches are never held back.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { DETAILED_METRICS, DETAILED_METRICS_ENV, STEADY_METRICS } from '../shared/runtime/metric-names.js';
 import { METRICS_PERIOD_MS, PowertoolsTelemetry } from './telemetry.js';
 
 interface EmfDocument {
@@ -29,10 +30,12 @@ describe('PowertoolsTelemetry metrics', () => {
 
   const documents = (): EmfDocument[] =>
     lines.flatMap((l) => l.split('\n')).filter((l) => l.includes('"_aws"')).map((l) => JSON.parse(l) as EmfDocument);
-  const telemetry = (metricsPeriodMs?: number) => new PowertoolsTelemetry('job', 's0', { now: () => clock, ...(metricsPeriodMs !== undefined ? { metricsPeriodMs } : {}) });
+  const telemetry = (metricsPeriodMs?: number, detailedMetrics?: boolean) =>
+    new PowertoolsTelemetry('job', 's0', { now: () => clock, ...(metricsPeriodMs !== undefined ? { metricsPeriodMs } : {}), ...(detailedMetrics !== undefined ? { detailedMetrics } : {}) });
+  const names = (d: EmfDocument) => d._aws.CloudWatchMetrics.flatMap((m) => m.Metrics.map((x) => x.Name)).sort();
 
   it('sums the counts of many invocations into one document a minute, stamped with the first value\'s time', () => {
-    const t = telemetry();
+    const t = telemetry(undefined, true);
     for (let i = 0; i < 30; i++) {
       t.count('RecordsIn', 10);
       t.timing('CheckpointDurationMs', 100 + i);
@@ -69,6 +72,31 @@ describe('PowertoolsTelemetry metrics', () => {
     t.flush(true);
     expect(documents()).toHaveLength(2);
     expect(documents()[1]!.CheckpointCompleted).toBe(1);
+  });
+
+  it('publishes the steady names the detailed set leaves out only with detailedMetrics (the option or the construct\'s environment)', () => {
+    const every = [...STEADY_METRICS.stage, ...STEADY_METRICS.coordinator, ...DETAILED_METRICS.stage, ...DETAILED_METRICS.coordinator, 'CacheMiss', 'DeadLetters'];
+    const publish = (t: PowertoolsTelemetry) => {
+      for (const n of every) (n.endsWith('Ms') ? t.timing(n, 5) : t.count(n));
+      t.flush(true);
+      return names(documents().at(-1)!);
+    };
+    const steady = [...STEADY_METRICS.stage, ...STEADY_METRICS.coordinator, 'CacheMiss', 'DeadLetters'].sort();
+    expect(publish(telemetry())).toEqual(steady);
+    expect(publish(telemetry(undefined, true))).toEqual([...every].sort());
+    vi.stubEnv(DETAILED_METRICS_ENV, '1');
+    try {
+      expect(publish(telemetry())).toEqual([...every].sort());
+    } finally {
+      vi.unstubAllEnvs();
+    }
+    // only detailed names pending: nothing to write by default
+    const quiet = telemetry();
+    const before = documents().length;
+    quiet.count('CacheHit');
+    quiet.timing('CheckpointDurationMs', 3);
+    quiet.flush(true);
+    expect(documents()).toHaveLength(before);
   });
 
   it('writes every invocation with a period of 0', () => {

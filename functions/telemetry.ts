@@ -10,7 +10,9 @@
  * documents a month, $3 of log ingestion). A document carries the time its first value was counted;
  * what is pending waits for the next invocation of the environment, so an environment Lambda shuts
  * down loses at most its last minute of metrics. Counts an alarm watches (dead letters, failed or
- * stalled checkpoints, timer failures, reshards) are written at once.
+ * stalled checkpoints, timer failures, reshards) are written at once. The steady names that only
+ * `detailedMetrics` asks for are dropped here (shared/runtime/metric-names.ts): each would be another
+ * custom metric per stage at $0.30 a month.
  *
  * The tracer is loaded only when tracing is on: loading it loads the X-Ray SDK, which installs an
  * async hook with destroy tracking, and then every promise of the function pays for bookkeeping.
@@ -19,6 +21,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Tracer } from '@aws-lambda-powertools/tracer';
 import type { AwsClients } from '../shared/adapters/aws/clients.js';
+import { DETAILED_METRICS_ENV, publishesMetric } from '../shared/runtime/metric-names.js';
 import type { Telemetry } from '../shared/runtime/ports.js';
 
 /** '1' when the construct turned on active tracing (`tracing: true`); anything else: no tracer at all. */
@@ -41,6 +44,8 @@ export interface PowertoolsTelemetryOptions {
   readonly metricsPeriodMs?: number;
   /** @default Date.now */
   readonly now?: () => number;
+  /** publish the detailed names too (SluiceJob `detailedMetrics`); @default process.env.SLUICE_DETAILED_METRICS === '1' */
+  readonly detailedMetrics?: boolean;
 }
 
 export class PowertoolsTelemetry implements Telemetry {
@@ -56,6 +61,7 @@ export class PowertoolsTelemetry implements Telemetry {
   private readonly periodMs: number;
   private readonly now: () => number;
   private readonly serviceName: string;
+  private readonly detailed: boolean;
 
   constructor(job: string, stage: string, options: PowertoolsTelemetryOptions = {}) {
     this.logger = new Logger({ serviceName: `sluice-${job}`, persistentKeys: { job, stage } });
@@ -63,6 +69,7 @@ export class PowertoolsTelemetry implements Telemetry {
     this.serviceName = `sluice-${job}`;
     this.periodMs = options.metricsPeriodMs ?? METRICS_PERIOD_MS;
     this.now = options.now ?? Date.now;
+    this.detailed = options.detailedMetrics ?? process.env[DETAILED_METRICS_ENV] === '1';
   }
 
   /**
@@ -84,11 +91,13 @@ export class PowertoolsTelemetry implements Telemetry {
   }
 
   count(name: string, value = 1): void {
+    if (!publishesMetric(name, this.detailed)) return;
     this.pending(name);
     this.counts.set(name, (this.counts.get(name) ?? 0) + value);
   }
 
   timing(name: string, ms: number): void {
+    if (!publishesMetric(name, this.detailed)) return;
     this.pending(name);
     const values = this.timings.get(name) ?? [];
     values.push(ms);

@@ -28,7 +28,11 @@ export interface LocalRunOptions {
   readonly checkpointIntervalMs?: number;
   /** park the coordinator while no source shard holds input (as deployed by default); a source stage must then wake it (shared/coordinator/wake.ts); @default false */
   readonly idleCoordinator?: boolean;
-  /** run the checkpoints in Express rounds, as SluiceJob `expressCheckpoints` deploys them; @default false */
+  /**
+   * run the checkpoints in Express rounds, as SluiceJob deploys them by default where allowed; local
+   * runs keep the Standard loop unless asked, so their executions keep every step in their history;
+   * @default false
+   */
   readonly expressCheckpoints?: boolean;
   /** reuse running emulators instead of starting new ones (they are then not stopped) */
   readonly emulators?: LocalEmulators;

@@ -125,6 +125,38 @@ export function pauseMsOf(checkpoint: { readonly intervalMs: number; readonly mi
   return Math.max(1, Math.ceil(Math.max(checkpoint.intervalMs, checkpoint.minPauseMs) / 1000)) * 1000;
 }
 
+/** The longest pause an Express round takes (its execution may run five minutes in all). */
+export const MAX_ROUND_PAUSE_MS = 60_000;
+
+type RoundSettings = { readonly intervalMs: number; readonly minPauseMs: number; readonly maxConcurrent?: number };
+
+/**
+ * Why checkpoints under these settings cannot run in Express rounds, or undefined when they can: a
+ * round keeps one checkpoint in flight and pauses at most MAX_ROUND_PAUSE_MS.
+ */
+export function roundsRefusal(checkpoint: RoundSettings): string | undefined {
+  if ((checkpoint.maxConcurrent ?? 1) > 1) return 'expressCheckpoints needs one checkpoint in flight (checkpoint.maxConcurrent 1)';
+  const pauseMs = pauseMsOf(checkpoint);
+  if (pauseMs > MAX_ROUND_PAUSE_MS) {
+    return `expressCheckpoints needs a pause of at most ${MAX_ROUND_PAUSE_MS / 1000} s (checkpoint.intervalMs, minPauseMs), got ${pauseMs / 1000} s: at longer intervals the Standard loop costs less`;
+  }
+  return undefined;
+}
+
+/** Checkpoints a round allocates: one per pause and about a second of acks and commit, for ROUND.allocateForMs. */
+export function checkpointsPerRound(checkpoint: RoundSettings): number {
+  return Math.max(1, Math.floor(ROUND.allocateForMs / (pauseMsOf(checkpoint) + 1000)));
+}
+
+/**
+ * SluiceJob's default (`expressCheckpoints` unset): rounds where they are allowed and hold three
+ * checkpoints or more. With two (pauses of 50 to 60 s) a round's four Standard transitions and its
+ * duration cost more than the Standard loop's three transitions per checkpoint (docs/cost.md).
+ */
+export function roundsByDefault(checkpoint: RoundSettings): boolean {
+  return roundsRefusal(checkpoint) === undefined && checkpointsPerRound(checkpoint) >= 3;
+}
+
 export class CoordinatorLoop {
   private readonly now: () => Date;
   constructor(private readonly o: CoordinatorLoopOptions) {
