@@ -49,8 +49,8 @@ export interface CheckpointOptions {
   /**
    * every this many checkpoints an instance applies the state rows of its snapshots to the state
    * table; the checkpoints between write only their delta, and a restore folds the deltas since the
-   * last application (1–16; 1 writes the table at every checkpoint); @default about once a minute:
-   * ceil(60 s / the checkpoint interval), at most 16
+   * last application (1–16; 1 writes the table at every checkpoint); @default about every two minutes:
+   * ceil(120 s / the checkpoint interval), at most 16
    */
   readonly materializeEvery?: number;
 }

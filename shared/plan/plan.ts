@@ -139,7 +139,7 @@ export interface CheckpointSettings {
   readonly maxConcurrent?: number;
   /** a source shard's credit window (runtime/source-window.ts); absent = its default */
   readonly maxInFlightRecords?: number;
-  /** an instance applies its snapshots' rows to the state table every this many checkpoints (runtime/changelog.ts); absent = about once a minute */
+  /** an instance applies its snapshots' rows to the state table every this many checkpoints (runtime/changelog.ts); absent = about every two minutes */
   readonly materializeEvery?: number;
 }
 

@@ -1,7 +1,7 @@
 /**
  * Queryable state: read a running job's keyed state from outside, straight from the state table.
  * What it returns is the key's value as of the last checkpoint whose rows its instance applied to
- * the table: every `checkpoint.materializeEvery`-th one (about a minute by default; the checkpoints
+ * the table: every `checkpoint.materializeEvery`-th one (about every two minutes by default; the checkpoints
  * between write only their deltas, runtime/changelog.ts), at most one ahead of the last completed
  * checkpoint, never a half-applied mix (the reader decodes rows exactly as a restoring instance does).
  */

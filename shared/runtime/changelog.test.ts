@@ -128,9 +128,10 @@ describe('changelog state', () => {
     }
   });
 
-  it('materializes about once a minute by default, as the plan says otherwise', () => {
-    expect(materializeEvery({ intervalMs: 10_000, minPauseMs: 0 })).toBe(6);
-    expect(materializeEvery({ intervalMs: 60_000, minPauseMs: 0 })).toBe(1);
+  it('materializes about every two minutes by default, as the plan says otherwise', () => {
+    expect(materializeEvery({ intervalMs: 10_000, minPauseMs: 0 })).toBe(12);
+    expect(materializeEvery({ intervalMs: 60_000, minPauseMs: 0 })).toBe(2);
+    expect(materializeEvery({ intervalMs: 120_000, minPauseMs: 0 })).toBe(1);
     expect(materializeEvery({ intervalMs: 1_000, minPauseMs: 0 })).toBe(16);
     expect(materializeEvery({ intervalMs: 10_000, minPauseMs: 0, materializeEvery: 1 })).toBe(1);
   });

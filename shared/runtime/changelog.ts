@@ -21,14 +21,20 @@ import { SluiceError } from '../util/errors.js';
 import { compareRows } from './keyed-state.js';
 import type { ControlStore, DeltaRef, SnapshotPointer, StateRow, StateRowId, StateStore } from './ports.js';
 
-/** The table is written about this often when the plan does not say (as garbage collection runs: coordinator/gc.ts). */
-export const MATERIALIZE_PERIOD_MS = 60_000;
+/**
+ * The table is written about this often when the plan does not say. Each application writes the
+ * whole dirty state's packed items (most of a keyed stage's write units at 1 k events/s: docs/cost.md),
+ * while a longer chain costs only a restore's parallel delta reads and the pending rows' memory
+ * (bounded by MAX_PENDING_BYTES) — two minutes, well below the ten a changelog state backend
+ * usually materializes at, keeps the table (and queryable state) fresh.
+ */
+export const MATERIALIZE_PERIOD_MS = 120_000;
 /** pending rows beyond this many bytes are applied at the next snapshot, however soon */
 export const MAX_PENDING_BYTES = 4 * 1024 * 1024;
 /** deltas a chain may name: the pointer (in the lease item) grows by one reference per snapshot */
 const MAX_CHAIN = MAX_MATERIALIZE_EVERY;
 
-/** Every how many snapshots an instance applies its rows: the plan's `materializeEvery`, else about once a minute. */
+/** Every how many snapshots an instance applies its rows: the plan's `materializeEvery`, else about every two minutes. */
 export function materializeEvery(c: Pick<CheckpointSettings, 'intervalMs' | 'minPauseMs' | 'materializeEvery'>): number {
   if (c.materializeEvery !== undefined) return c.materializeEvery;
   return Math.min(MAX_CHAIN, Math.max(1, Math.ceil(MATERIALIZE_PERIOD_MS / Math.max(1, c.intervalMs, c.minPauseMs))));
