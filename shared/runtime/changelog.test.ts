@@ -2,9 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { MemoryControlStore } from '../adapters/memory/memory-ports.js';
 import { MemoryStateStore } from '../adapters/memory/memory-state.js';
 import { encodeDelta } from '../codec/snapshot.js';
-import { materializeEvery, PendingRows, readSnapshot } from './changelog.js';
+import { itemSize } from '../../bench/dynamo-size.js';
+import { chainEntry, chainOf, materializeEvery, PendingRows, readSnapshot } from './changelog.js';
 import { mulberry32 } from './random.js';
-import type { SnapshotPointer, StateRow } from './ports.js';
+import type { DeltaRef, SnapshotPointer, StateRow } from './ports.js';
 
 const utf8 = new TextEncoder();
 const row = (key: string, v?: string): StateRow => ({ operatorId: 'op', keyGroup: 1, key, values: v === undefined ? {} : { s: utf8.encode(v) } });
@@ -47,7 +48,7 @@ describe('changelog state', () => {
     await snapshot(control, pending, 2, [row('b')]);
     await snapshot(control, pending, 3, [row('a', 'a3'), row('c', 'c3')]);
     const pointer = (await control.readLease('i:s')).snapshot!;
-    expect(pointer.meta).toMatchObject({ base: 0, chain: [{ store: 'inline' }, { store: 'inline' }] });
+    expect(pointer.meta).toMatchObject({ base: 0, chain: [expect.stringMatching(/^i\d+:/), expect.stringMatching(/^i\d+:/)] });
     expect(table.asOf(3)).toEqual([]);
     // a new owner: one application of the folded rows as checkpoint 3, then an empty chain
     const next = new PendingRows(table, 5);
@@ -125,6 +126,43 @@ describe('changelog state', () => {
         }
         expect(pending.size).toBe(oracle.size);
       }
+    }
+  });
+
+  it('names each chain delta in a few bytes and reads it back as it was, for random refs and pointers', () => {
+    // the entries are relative to the pointer's own delta: any ref, in either store, with or without a shared prefix
+    for (let seed = 1; seed <= 200; seed++) {
+      const rnd = mulberry32(seed);
+      const pick = (n: number) => Math.floor(rnd() * n);
+      const key = () => ['delta#', 'deltas/', 'd', ''][pick(4)]! + 'x:y|'.slice(0, pick(5)) + String(pick(1000)).padStart(pick(13), '0') + ['', '.bin', ':', 'i1:'][pick(4)]!;
+      const ref = (): DeltaRef => ({ store: pick(2) ? 'inline' : 's3', key: key() });
+      const own = ref();
+      const chain = Array.from({ length: 1 + pick(16) }, ref);
+      const pointer = { checkpointId: 20, delta: own, meta: { base: 3, chain: chain.map((r) => chainEntry(r, own)) } } as SnapshotPointer;
+      expect(chainOf(pointer).chain).toEqual(chain);
+    }
+    // pointers written before the entries were strings name their deltas as objects
+    const old = { checkpointId: 5, delta: { store: 'inline', key: 'delta#i:s|000000000005' }, meta: { base: 2, chain: [{ store: 's3', key: 'deltas/i/s/000000000003.bin' }, { store: 'inline', key: 'delta#i:s|000000000004' }] } } as SnapshotPointer;
+    expect(chainOf(old).chain).toEqual([{ store: 's3', key: 'deltas/i/s/000000000003.bin' }, { store: 'inline', key: 'delta#i:s|000000000004' }]);
+    expect(() => chainOf({ ...old, meta: { base: 2, chain: ['x:1'] } } as SnapshotPointer)).toThrow(/malformed chain entry/);
+  });
+
+  it('keeps the lease item within one write unit with the longest chain, so each batch\'s position write costs one unit', () => {
+    // the deltas named as DynamoDBControlStore names them, for a long instance id; every lease attribute it writes
+    const instance = 'enrich-and-count-by-region:shardId-000000000017';
+    const inline = (n: number): DeltaRef => ({ store: 'inline', key: `delta#${instance}|${String(n).padStart(12, '0')}` });
+    const s3 = (n: number): DeltaRef => ({ store: 's3', key: `deltas/${instance.replace(':', '/')}/${String(n).padStart(12, '0')}.bin` });
+    for (const at of [inline, s3]) {
+      const n = 1_000_017;
+      const chain = Array.from({ length: 16 }, (_, i) => (i % 3 ? at : i % 2 ? s3 : inline)(n - 16 + i));
+      const pointer: SnapshotPointer = { checkpointId: n, delta: at(n), meta: { watermark: 1_764_000_000_000, base: n - 17, chain: chain.map((r) => chainEntry(r, at(n))) } } as SnapshotPointer;
+      const lease = {
+        pk: `lease#${instance}`, sk: 'lease', fence: 12, takenAt: '2026-12-03T15:00:00.000Z', wt: '6f1c2a9e-3b7d-4c1e-9a55-0d2f8e7b1c44',
+        lastPosition: '49659012345678901234567890123456789012345678901234567890', firstPosition: '49659012345678901234567890123456789012345678901234567890',
+        snapshot: JSON.stringify(pointer), snapshotAt: '2026-12-03T15:00:00.000Z',
+      };
+      expect(itemSize(lease)).toBeLessThanOrEqual(1024);
+      expect(chainOf(JSON.parse(lease.snapshot) as SnapshotPointer).chain).toEqual(chain);
     }
   });
 

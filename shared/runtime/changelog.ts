@@ -44,8 +44,39 @@ export function materializeEvery(c: Pick<CheckpointSettings, 'intervalMs' | 'min
 export interface ChainMeta {
   /** the last checkpoint whose rows this instance applied to the table before the chain */
   readonly base?: number;
-  /** the deltas of the snapshots after `base` and before the pointer's, oldest first */
-  readonly chain?: readonly DeltaRef[];
+  /**
+   * the deltas of the snapshots after `base` and before the pointer's, oldest first, each as
+   * `chainEntry` writes it (a pointer written before that holds DeltaRef objects: still read)
+   */
+  readonly chain?: ReadonlyArray<string | DeltaRef>;
+}
+
+/**
+ * A chain's delta as the pointer keeps it: `i` or `s` (its store), then, when it shares a prefix with
+ * the pointer's own delta in the same store (an instance's deltas differ only in their checkpoint
+ * number), that prefix's length and `:`, then the rest of its key. The pointer lives in the lease
+ * item, which every batch's position write rewrites: DynamoDB bills an update by the whole item's
+ * size (a unit per KB), and a dozen refs spelled out put the item past 1 KB.
+ */
+export function chainEntry(ref: DeltaRef, own: DeltaRef): string {
+  const store = ref.store === 'inline' ? 'i' : 's';
+  if (ref.store !== own.store) return `${store}:${ref.key}`;
+  let p = 0;
+  while (p < ref.key.length && ref.key.charCodeAt(p) === own.key.charCodeAt(p)) p++;
+  return `${store}${p}:${ref.key.slice(p)}`;
+}
+
+function chainRef(e: unknown, pointer: SnapshotPointer): DeltaRef {
+  const m = typeof e === 'string' ? /^([is])(\d*):/.exec(e) : null;
+  if (m) {
+    const store = m[1] === 'i' ? 'inline' : 's3';
+    const p = m[2] ? Number(m[2]) : 0;
+    if (p === 0 || (store === pointer.delta.store && p <= pointer.delta.key.length)) return { store, key: pointer.delta.key.slice(0, p) + (e as string).slice(m[0].length) };
+  }
+  // a pointer written before chain entries were strings holds DeltaRef objects
+  const o = e as Partial<DeltaRef> | null;
+  if (o && typeof o.key === 'string' && (o.store === 'inline' || o.store === 's3')) return { store: o.store, key: o.key };
+  throw new SluiceError(`snapshot pointer ${pointer.checkpointId} names a malformed chain entry ${JSON.stringify(e)}`, 'DELTA_CORRUPT');
 }
 
 /** The chain a pointer names (empty for a pointer without one: then only its own delta is needed). */
@@ -53,7 +84,7 @@ export function chainOf(pointer: SnapshotPointer): { base: number; chain: readon
   const { base, chain } = pointer.meta as ChainMeta;
   if (chain === undefined || !chain.length) return { base: pointer.checkpointId - 1, chain: [] };
   if (typeof base !== 'number' || !Array.isArray(chain)) throw new SluiceError(`snapshot pointer ${pointer.checkpointId} names a malformed chain`, 'DELTA_CORRUPT');
-  return { base, chain };
+  return { base, chain: chain.map((e) => chainRef(e, pointer)) };
 }
 
 const rowId = (r: StateRowId) => `${r.operatorId}\u0000${r.key}`;
@@ -158,7 +189,7 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
    * rows (`add`). The delta must be durable already.
    */
   async publish(control: ControlStore, instanceId: string, fence: number, pointer: SnapshotPointer, delta: { rows: readonly StateRow[]; bytes: number }, force: boolean): Promise<void> {
-    const chain: ChainMeta = this.refs.length ? { base: this.base, chain: [...this.refs] } : {};
+    const chain: ChainMeta = this.refs.length ? { base: this.base, chain: this.refs.map((r) => chainEntry(r, pointer.delta)) } : {};
     await control.publishSnapshot(instanceId, fence, { ...pointer, meta: { ...pointer.meta, ...chain } });
     await this.add(pointer.checkpointId, fence, pointer.delta, delta, force);
   }
