@@ -138,11 +138,11 @@ describe('changelog state', () => {
       const ref = (): DeltaRef => ({ store: pick(2) ? 'inline' : 's3', key: key() });
       const own = ref();
       const chain = Array.from({ length: 1 + pick(16) }, ref);
-      const pointer = { checkpointId: 20, delta: own, meta: { base: 3, chain: chain.map((r) => chainEntry(r, own)) } } as SnapshotPointer;
+      const pointer: SnapshotPointer = { checkpointId: 20, replayPoint: { from: 'start' }, delta: own, meta: { base: 3, chain: chain.map((r) => chainEntry(r, own)) } };
       expect(chainOf(pointer).chain).toEqual(chain);
     }
     // pointers written before the entries were strings name their deltas as objects
-    const old = { checkpointId: 5, delta: { store: 'inline', key: 'delta#i:s|000000000005' }, meta: { base: 2, chain: [{ store: 's3', key: 'deltas/i/s/000000000003.bin' }, { store: 'inline', key: 'delta#i:s|000000000004' }] } } as SnapshotPointer;
+    const old = { checkpointId: 5, replayPoint: { from: 'start' }, delta: { store: 'inline', key: 'delta#i:s|000000000005' }, meta: { base: 2, chain: [{ store: 's3', key: 'deltas/i/s/000000000003.bin' }, { store: 'inline', key: 'delta#i:s|000000000004' }] } } as SnapshotPointer;
     expect(chainOf(old).chain).toEqual([{ store: 's3', key: 'deltas/i/s/000000000003.bin' }, { store: 'inline', key: 'delta#i:s|000000000004' }]);
     expect(() => chainOf({ ...old, meta: { base: 2, chain: ['x:1'] } } as SnapshotPointer)).toThrow(/malformed chain entry/);
   });
@@ -155,7 +155,8 @@ describe('changelog state', () => {
     for (const at of [inline, s3]) {
       const n = 1_000_017;
       const chain = Array.from({ length: 16 }, (_, i) => (i % 3 ? at : i % 2 ? s3 : inline)(n - 16 + i));
-      const pointer: SnapshotPointer = { checkpointId: n, delta: at(n), meta: { watermark: 1_764_000_000_000, base: n - 17, chain: chain.map((r) => chainEntry(r, at(n))) } } as SnapshotPointer;
+      const replayPoint = { from: 'at', sequenceNumber: '49659012345678901234567890123456789012345678901234567891' } as const;
+      const pointer: SnapshotPointer = { checkpointId: n, replayPoint, delta: at(n), meta: { watermark: 1_764_000_000_000, base: n - 17, chain: chain.map((r) => chainEntry(r, at(n))) } };
       const lease = {
         pk: `lease#${instance}`, sk: 'lease', fence: 12, takenAt: '2026-12-03T15:00:00.000Z', wt: '6f1c2a9e-3b7d-4c1e-9a55-0d2f8e7b1c44',
         lastPosition: '49659012345678901234567890123456789012345678901234567890', firstPosition: '49659012345678901234567890123456789012345678901234567890',
