@@ -125,6 +125,8 @@ export class LocalJobRunner {
       // a round looks at the acks again after a moment, not after a whole interval
       if (def.rounds) roundWaits[COORDINATOR_STATES.ackWait] = Math.min(50, o.checkpointIntervalMs);
     }
+    // the local stages take their records with no batching window: a barrier needs no head start
+    if (def.rounds?.definition.States[COORDINATOR_STATES.barrierWait]) roundWaits[COORDINATOR_STATES.barrierWait] = 0;
     // the workflow's tasks run as the deployed coordinator function runs them (same loop, metrics, logs)
     let tasks: ReturnType<typeof coordinatorTasks> | undefined;
     const runTask = (payload: unknown) => {
