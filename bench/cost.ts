@@ -21,6 +21,7 @@ import { checkpointsPerRound, pauseMsOf, roundsByDefault, roundsRefusal } from '
 import { DETAILED_METRICS, STEADY_METRICS } from '../shared/runtime/metric-names.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 import { POLL_INTERVAL_MS } from '../cdk/stage-batching.js';
+import { ACK_POLL_SECONDS, barrierWaitMs } from '../cdk/ack-wait.js';
 import { activityOf, defaultBatching, type Batching, type StageRates } from './stage-activity.js';
 
 /** List prices this model needs beyond prices.ts (us-east-1, 2025 pages, not re-checked). */
@@ -114,16 +115,19 @@ const EMF_PERIOD_S = 60;
 export const ROUND_STANDARD_TRANSITIONS = 4;
 const EXPRESS_BILLED_GB = 64 / 1024;
 /**
- * An Express round's reads of a checkpoint's acks, one a second while they arrive, and one that
- * finds them all: the barrier's way is at most one window (or poll, about a second) per stage on the
- * job's longest path of stages (an assumption on the slow side: a barrier waits a whole window only
- * if it arrives just as one opens).
+ * An Express round's reads of a checkpoint's acks: it first reads them after the least time the
+ * barrier takes to the last stage (`barrierWaitMs`, a free Wait), then one a second while they
+ * arrive, and one finds them all. The barrier's way is taken at most one window (or poll, about a
+ * second) per stage on the job's longest path of stages (an assumption on the slow side: a barrier
+ * waits a whole window only if it arrives just as one opens); the reads cover what of it is left
+ * after the first wait.
  */
 export function ackReadsPerCheckpoint(plan: Plan, b: Batching): number {
   const hopS = Math.max(b.windowMs, POLL_INTERVAL_MS) / 1000;
   const depth = new Map<string, number>();
   for (const s of plan.stages) depth.set(s.id, 1 + (s.input.kind === 'exchange' ? Math.max(...s.input.fromStages.map((id) => depth.get(id) ?? 0)) : 0));
-  return 1 + Math.ceil(Math.max(...depth.values()) * hopS);
+  const waitedS = barrierWaitMs(plan, () => b.windowMs) / 1000;
+  return 1 + Math.ceil(Math.max(0, Math.max(...depth.values()) * hopS - waitedS) / ACK_POLL_SECONDS);
 }
 /**
  * coordinator DynamoDB units per checkpoint (allocate, begin's quiet check, inject — its members read,

@@ -6,7 +6,7 @@
  * loop's contract (shared/coordinator/loop.ts: begin, poll, commit, next).
  */
 import { createRequire } from 'node:module';
-import { Stack } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
@@ -15,10 +15,11 @@ import clickstream from '../examples/clickstream/job.js';
 import { collectSink, job as defineJob } from '../shared/api/index.js';
 import { LocalStepFunctions } from '../local/step-functions-local.js';
 import { coordinatorDefinition, newApp, type CoordinatorDefinition } from './coordinator-definition.js';
-import { ACK_POLL_SECONDS, COORDINATOR_STATES as S, CoordinatorStateMachine, pauseSeconds } from './coordinator-state-machine.js';
+import { ACK_POLL_SECONDS } from './ack-wait.js';
+import { COORDINATOR_STATES as S, CoordinatorStateMachine, pauseSeconds } from './coordinator-state-machine.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
-import { synthJob } from './test-support.js';
+import { synthJob, threeStageJob } from './test-support.js';
 
 type Validate = (definition: unknown) => { isValid: boolean; errors: Array<{ message: string }> };
 const aslValidator = createRequire(import.meta.url)('asl-validator') as Validate;
@@ -51,6 +52,33 @@ describe('definitions', () => {
     for (const st of states) expect(String(st.Resource ?? '')).not.toMatch(/waitForTaskToken|\.sync/);
     const waits = Object.entries(d.rounds!.definition.States).filter(([, st]) => st.Type === 'Wait').map(([name, st]) => [name, st.Seconds]);
     expect(waits).toEqual(expect.arrayContaining([[S.ackWait, ACK_POLL_SECONDS], [S.pause, pauseSeconds(planJob(clickstream).checkpoint)]]));
+  });
+
+  it('after allocating, the round first reads the acks once the barrier can have crossed the exchange hops: their windows on the longest path (a stage\'s own window counts; none without windows)', () => {
+    type States = Record<string, { Type: string; Seconds?: number; Next?: string; Choices?: Array<{ StringEquals?: string; Next: string }> }>;
+    const roundStates = (template: Template): States => {
+      const [express] = Object.values(template.findResources('AWS::StepFunctions::StateMachine', { Properties: { StateMachineType: 'EXPRESS' } }));
+      const parts = (express!.Properties.DefinitionString as { 'Fn::Join': [string, unknown[]] })['Fn::Join'][1];
+      // the tokens (partition, function ARN) read as 'aws'
+      const definition = JSON.parse(parts.map((x) => (typeof x === 'string' ? x : 'aws')).join('')) as { States: States };
+      expect(aslValidator(definition).errors).toEqual([]);
+      return definition.States;
+    };
+    const afterAllocating = (states: States) => states[S.allocated]!.Choices!.find((c) => c.StringEquals === 'allocated')!.Next;
+    // s0 (source) → s1 → s2: two exchange hops of the default 1 s window (a fifth of the 7 s pause)
+    const three = roundStates(synthJob(threeStageJob(), { expressCheckpoints: true }).template);
+    expect(afterAllocating(three)).toBe(S.barrierWait);
+    expect(three[S.barrierWait]).toMatchObject({ Type: 'Wait', Seconds: 2, Next: S.poll });
+    expect(three[S.ackWait]).toMatchObject({ Seconds: ACK_POLL_SECONDS, Next: S.poll });
+    const slowLast = roundStates(synthJob(threeStageJob(), { expressCheckpoints: true, stageSettings: { s2: { maxBatchingWindow: Duration.seconds(4) } } }).template);
+    expect(slowLast[S.barrierWait]!.Seconds).toBe(5);
+    // the source stage's window is not waited for: the barrier may land as one closes
+    const slowSource = roundStates(synthJob(threeStageJob(), { expressCheckpoints: true, stageSettings: { s0: { maxBatchingWindow: Duration.seconds(4) } } }).template);
+    expect(slowSource[S.barrierWait]!.Seconds).toBe(2);
+    // clickstream's 2 s interval makes no window: no wait before the first read
+    const click = roundStates(synthJob(clickstream, { expressCheckpoints: true }).template);
+    expect(click[S.barrierWait]).toBeUndefined();
+    expect(afterAllocating(click)).toBe(S.ackWait);
   });
 
   it('refuses several checkpoints in flight and pauses longer than a minute, naming the setting', () => {

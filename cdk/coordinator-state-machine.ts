@@ -34,6 +34,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
+import { ACK_POLL_SECONDS } from './ack-wait.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { pauseMsOf, roundsByDefault, roundsRefusal, type RoundEnd } from '../shared/coordinator/loop.js';
 import { ceilingMs } from '../shared/coordinator/timeouts.js';
@@ -65,6 +66,7 @@ export const COORDINATOR_STATES = {
   poll: 'Poll',
   polled: 'Polled?',
   ackWait: 'AckWait',
+  barrierWait: 'BarrierWait',
   more: 'More?',
   next: 'AllocateNext',
   allocated: 'Allocated?',
@@ -113,10 +115,9 @@ export interface CoordinatorStateMachineProps {
    * @default `roundsByDefault`: rounds where they are allowed and cost less, else the Standard loop
    */
   readonly expressCheckpoints?: boolean;
+  /** a round first reads a new checkpoint's acks this long after injecting it (`barrierWaitMs`); @default 0 */
+  readonly barrierWaitSeconds?: number;
 }
-
-/** How often an Express round reads a checkpoint's acks while it waits for them. */
-export const ACK_POLL_SECONDS = 1;
 
 /** The longest a commit may run (heartbeats and all) before its state times out and Allocate takes over. */
 export const COMMIT_TIMEOUT_SECONDS = 900;
@@ -323,14 +324,14 @@ export class CoordinatorStateMachine extends Construct {
    * ```
    *
    * The round (Express; no task tokens there) waits for n's acks by reading its record every
-   * ACK_POLL_SECONDS, commits n, pauses, and allocates the next checkpoint until it has run
-   * ROUND.allocateForMs; it ends with n open after ROUND.pollForMs (the next round waits on). Once
-   * n is a progress window old, the round's reads apply the coordinator's own rule (`overdue`,
-   * shared/coordinator/timeouts.ts): a stuck n is aborted, and the round pauses and goes on. A
-   * commit that failed twice is handed back: CommitAgain retries it for about a day, in the
-   * Standard execution's history. An
-   * Express execution runs at least once: a duplicate round is harmless because every task it runs
-   * is idempotent and allocate keeps one checkpoint in flight.
+   * ACK_POLL_SECONDS (the first time after barrierWaitSeconds, BarrierWait), commits n, pauses, and
+   * allocates the next checkpoint until it has run ROUND.allocateForMs; it ends with n open after
+   * ROUND.pollForMs (the next round waits on). Once n is a progress window old, the round's reads
+   * apply the coordinator's own rule (`overdue`, shared/coordinator/timeouts.ts): a stuck n is
+   * aborted, and the round pauses and goes on. A commit that failed twice is handed back:
+   * CommitAgain retries it for about a day, in the Standard execution's history. An Express
+   * execution runs at least once: a duplicate round is harmless because every task it runs is
+   * idempotent and allocate keeps one checkpoint in flight.
    */
   private roundsLoop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass): sfn.StateMachine {
     const { checkpoint, coordinatorFunction: fn } = props;
@@ -356,10 +357,7 @@ export class CoordinatorStateMachine extends Construct {
     });
     addServiceRetry(poll, 3);
     poll.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-    const ackWait = sfn.Wait.jsonPath(scope, S.ackWait, {
-      comment: 'Express has no task tokens: look at the acks again in a moment',
-      time: sfn.WaitTime.duration(Duration.seconds(ACK_POLL_SECONDS)),
-    });
+    const ackWait = sfn.Wait.jsonPath(scope, S.ackWait, { comment: 'Express has no task tokens: look at the acks again in a moment', time: sfn.WaitTime.duration(Duration.seconds(ACK_POLL_SECONDS)) });
     const commit = tasks.LambdaInvoke.jsonPath(scope, S.commit, {
       comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent); is there time for another checkpoint?',
       lambdaFunction: fn,
@@ -391,7 +389,9 @@ export class CoordinatorStateMachine extends Construct {
       .when(sfn.Condition.booleanEquals('$.poll.late', true), ends.late)
       .otherwise(ackWait);
     const more = sfn.Choice.jsonPath(scope, S.more).when(sfn.Condition.booleanEquals('$.commit.more', true), pause).otherwise(ends.budget);
-    const allocated = sfn.Choice.jsonPath(scope, S.allocated).when(sfn.Condition.stringEquals('$.end', 'allocated'), ackWait).otherwise(done);
+    // a new checkpoint's first read waits for its barrier to reach the last stage at the soonest (ack-wait.ts)
+    const firstWait = props.barrierWaitSeconds ? sfn.Wait.jsonPath(scope, S.barrierWait, { time: sfn.WaitTime.duration(Duration.seconds(props.barrierWaitSeconds)) }).next(poll) : ackWait;
+    const allocated = sfn.Choice.jsonPath(scope, S.allocated).when(sfn.Condition.stringEquals('$.end', 'allocated'), firstWait).otherwise(done);
     poll.next(polled);
     ackWait.next(poll);
     commit.next(more);

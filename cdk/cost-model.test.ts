@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
-import { byService, monthlyCost, ROUND_STANDARD_TRANSITIONS, type MonthlyCost } from '../bench/cost.js';
+import { ackReadsPerCheckpoint, byService, monthlyCost, ROUND_STANDARD_TRANSITIONS, type MonthlyCost } from '../bench/cost.js';
 import { keyedCountJob } from '../bench/jobs.js';
 import { runPipeline } from '../bench/pipeline.js';
 import { defaultBatching, fromMeter, stageFlows, type Batching } from '../bench/stage-activity.js';
@@ -86,6 +86,18 @@ describe('the cost model prices what the stack bills', () => {
     const sfn = (c: MonthlyCost) => byService(c).find(([s]) => s === 'Step Functions')![1];
     expect(sfn(standard)).toBeCloseTo(17.92, 1);
     expect(sfn(express)).toBeLessThan(5);
+  });
+
+  it('prices the ack reads a round makes after its first wait (free): what is left of the barrier\'s way on the slow side, one a second, and the one that finds them all', () => {
+    const p = planJob(clickstream);
+    const at = (intervalMs: number) => ({ ...p, checkpoint: { ...p.checkpoint, intervalMs } });
+    // two stages, 2 s windows: 4 s on the slow side, 2 s of them (one exchange hop) waited: reads at 2, 3 and 4 s
+    expect(ackReadsPerCheckpoint(at(10_000), defaultBatching(at(10_000)))).toBe(3);
+    expect(quantity(monthlyCost({ plan: at(10_000), eventsPerSecond: 1000 }), 'coordinator invocations (allocate, 3 ack reads, commit')).toBeGreaterThan(0);
+    // 5 s windows: 5 s waited of 10 s
+    expect(ackReadsPerCheckpoint(at(60_000), { ...defaultBatching(at(60_000)), windowMs: 5000 })).toBe(6);
+    // no window: no wait, a poll (about a second) per stage
+    expect(ackReadsPerCheckpoint(at(2_000), defaultBatching(at(2_000)))).toBe(3);
   });
 
   it('the default (rounds where allowed and cheaper, as the construct deploys) is the cheaper loop at every pause from 1 s to 70 s', () => {

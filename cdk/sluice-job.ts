@@ -34,6 +34,7 @@ import type { ResourceNames } from '../shared/plan/resources.js';
 import { LOOP_ENV } from '../shared/coordinator/loop.js';
 import { TRACING_ENV } from '../functions/telemetry.js';
 import { DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
+import { barrierWaitMs } from './ack-wait.js';
 import { CoordinatorStateMachine } from './coordinator-state-machine.js';
 import { addCoordinatorStart, addJobOutputs, operateStatements, type JobParts } from './job-operations.js';
 import { REPO_ROOT, defaultEntriesDir, writeFunctionEntries } from './function-entry.js';
@@ -353,6 +354,7 @@ export class SluiceJob extends Construct {
       stateMachineName: names.stateMachine,
       coordinatorFunction: this.coordinatorFunction,
       checkpoint: plan.checkpoint,
+      barrierWaitSeconds: barrierWaitMs(plan, (id) => settings.get(id)!.maxBatchingWindow.toMilliseconds()) / 1000,
       logRetention,
       tracing,
       ...(props.coordinatorLogLevel ? { logLevel: props.coordinatorLogLevel } : {}),

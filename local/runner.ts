@@ -32,7 +32,7 @@ import { Coordinator, type CheckpointRecord, type CommitTarget, type SavepointRe
 import { coordinatorTasks } from '../functions/coordinator.js';
 import type { RescaleRecord } from '../shared/coordinator/rescale.js';
 import { pauseMsOf, type LoopTaskInput } from '../shared/coordinator/loop.js';
-import { COORDINATOR_STATES, commitPauseOverride } from '../cdk/coordinator-state-machine.js';
+import { commitPauseOverride } from '../cdk/coordinator-state-machine.js';
 import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
@@ -44,6 +44,7 @@ import { SinkReader, type DeadLetterRecord } from './sink-readers.js';
 import type { LocalRunOptions } from './local-run-options.js';
 import { startCoordinatorSchedules } from './coordinator-schedules.js';
 import { ProducedPositions } from './produced-positions.js';
+import { localWaitOverrides } from './wait-overrides.js';
 import { instanceIdOf } from '../shared/runtime/stage-instance.js';
 import { LocalStageFunctions } from './stage-functions.js';
 
@@ -117,14 +118,7 @@ export class LocalJobRunner {
     this.ownEmulators = !o.emulators;
     this.emulators = o.emulators ?? (await startEmulators());
     const def = cachedCoordinatorDefinition(this.job, { prefix: this.names.prefix, region: this.emulators.region, ...(o.expressCheckpoints ? { expressCheckpoints: true } : {}) });
-    const waits: Record<string, number> = {};
-    const roundWaits: Record<string, number> = {};
-    if (o.checkpointIntervalMs !== undefined) {
-      for (const [name, st] of Object.entries(def.definition.States)) if (st.Type === 'Wait') waits[name] = o.checkpointIntervalMs;
-      for (const [name, st] of Object.entries(def.rounds?.definition.States ?? {})) if (st.Type === 'Wait') roundWaits[name] = o.checkpointIntervalMs;
-      // a round looks at the acks again after a moment, not after a whole interval
-      if (def.rounds) roundWaits[COORDINATOR_STATES.ackWait] = Math.min(50, o.checkpointIntervalMs);
-    }
+    const { waits, roundWaits } = localWaitOverrides(def, o.checkpointIntervalMs);
     // the workflow's tasks run as the deployed coordinator function runs them (same loop, metrics, logs)
     let tasks: ReturnType<typeof coordinatorTasks> | undefined;
     const runTask = (payload: unknown) => {
