@@ -96,6 +96,17 @@ describe.each(implementations)('delta objects contract: %s', (_name, open) => {
     expect([...(await s.deltas.listByInstance(ids)).get(ids[0]!)!.keys()]).toEqual([4]);
   });
 
+  it('reads every page of a listing over 1,000 keys, one request a page', async () => {
+    const s = await open();
+    const ids = Array.from({ length: 7 }, (_, i) => `s1:shardId-00000000000${i}`);
+    const keys = ids.flatMap((id) => Array.from({ length: 150 }, (_, k) => `deltas/${id.replace(':', '/')}/${String(k + 1).padStart(12, '0')}.bin`));
+    for (let i = 0; i < keys.length; i += 50) await Promise.all(keys.slice(i, i + 50).map((key) => s.putRaw(key)));
+    const before = s.listings();
+    const listed = await s.deltas.listByInstance(ids);
+    expect(s.listings() - before).toBeLessThanOrEqual(Math.ceil(keys.length / 1000));
+    for (const id of ids) expect(listed.get(id)!.size).toBe(150);
+  }, 60_000);
+
   it('leaves out what is under the prefix but no listed instance\'s delta, so GC never deletes it', async () => {
     const s = await open();
     const id = 's1:shardId-000000000000';
