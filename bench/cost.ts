@@ -18,6 +18,7 @@
 import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
 import { checkpointsPerRound, pauseMsOf, roundsByDefault, roundsRefusal } from '../shared/coordinator/loop.js';
+import { materializeEvery } from '../shared/runtime/changelog.js';
 import { DETAILED_METRICS, STEADY_METRICS } from '../shared/runtime/metric-names.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 import { POLL_INTERVAL_MS } from '../cdk/stage-batching.js';
@@ -166,7 +167,8 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const batching = o.batching ?? defaultBatching(plan);
   const a = active ? activityOf(plan, eps, { rates: o.rates, batching, eventBytes: o.eventBytes, checkpointsPerS: checkpoints / S, wakeUpReads: idle }) : undefined;
   // a commit collects garbage about once a minute (shared/coordinator/gc.ts collectsGarbage)
-  const gcRuns = checkpoints / Math.max(1, Math.ceil(GC_PERIOD_MS / (pauseS * 1000)));
+  const gcEvery = Math.max(1, Math.ceil(GC_PERIOD_MS / (pauseS * 1000)));
+  const gcRuns = checkpoints / gcEvery;
   const parkedRechecks = active || !idle ? 0 : HOURS_PER_MONTH; // Allocate's hourly re-check (IDLE_RECHECK_SECONDS)
   const sourceStages = plan.stages.filter((s) => s.input.kind === 'source');
   const innerStages = plan.stages.filter((s) => s.input.kind !== 'source');
@@ -234,7 +236,11 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
 
   // S3
   line('S3', 'PUT (deltas above 8 KB, dead letters)', (a?.s3Puts ?? 0) * S, 'requests', PRICES.s3.put);
-  line('S3', 'LIST: commit GC (about once a minute), one per instance', gcRuns * instances, 'requests', MORE_PRICES.s3.list);
+  // one listing of the job's deltas/ per run, a request per 1,000 keys; at most, every instance holds
+  // its retained window or chain (the longer) plus the checkpoints since the last run, all as objects
+  const gcListedKeys = instances * (Math.max(plan.checkpoint.retained, materializeEvery(plan.checkpoint)) + gcEvery);
+  const gcListPages = Math.max(1, Math.ceil(gcListedKeys / 1000));
+  line('S3', `LIST: commit GC (about once a minute), one listing of the job's deltas (${gcListPages} page${gcListPages > 1 ? 's' : ''} of 1,000 keys)`, gcRuns * gcListPages, 'requests', MORE_PRICES.s3.list);
   line('S3', 'storage (retained deltas, savepoints)', stateGb * (plan.checkpoint.retained + 1), 'GB-month', MORE_PRICES.s3.storedGbMonth);
 
   // CloudWatch

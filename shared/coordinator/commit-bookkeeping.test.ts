@@ -134,6 +134,26 @@ describe('garbage collection of deltas and records', () => {
     expect(left.filter((x) => x === 4)).toHaveLength(4);
   });
 
+  it('lists the delta objects of all the job\'s instances in one listing, and never deletes a key under the prefix that is no instance\'s delta', async () => {
+    const { coord, m } = setup({ retained: 1, shards: 3 });
+    const listings: Array<readonly string[]> = [];
+    const list = coord.ports.deltas.listByInstance.bind(coord.ports.deltas);
+    coord.ports.deltas.listByInstance = async (ids) => (listings.push(ids), list(ids));
+    for (let i = 0; i < 3; i++) await complete(coord, m, () => ({}), 10 * 1024);
+    await coord.gc();
+    for (let i = 0; i < 2; i++) await complete(coord, m, () => ({}), 10 * 1024);
+    const stray = ['deltas/notes.txt', 'deltas/other/shardId-000000000000/000000000001.bin'];
+    for (const id of listings[0]!) stray.push(`deltas/${id.replace(':', '/')}/.bin`, `deltas/${id.replace(':', '/')}/000000000001.bin.tmp`);
+    for (const key of stray) m.control.putDeltaObject(key, new Uint8Array(1));
+    listings.length = 0;
+    const r = await coord.gc();
+    // 3 source shards and 2 keyed instances: one listing for all 5
+    expect(listings).toHaveLength(1);
+    expect(listings[0]).toHaveLength(5);
+    expect(r).toEqual({ deleted: 2 * 5, kept: 5 });
+    for (const key of stray) expect(m.control.deltaKeys()).toContain(key);
+  });
+
   it('trims checkpoint records beyond the history, but keeps savepoints and retained ones', async () => {
     const { coord, m } = setup({ retained: 1 });
     await coord.requestSavepoint({ id: 'early' });

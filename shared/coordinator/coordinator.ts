@@ -362,24 +362,27 @@ export class Coordinator {
     const latest = completed.length ? completed[completed.length - 1]! : 0;
     let deleted = 0;
     let kept = 0;
+    const instances: Array<{ id: string; pointer: SnapshotPointer | undefined; inline: number[] }> = [];
     for (const stage of this.plan.stages) {
-      const shards = await this.ports.shards.allShards(this.names.streamOf(stage));
-      for (const shard of shards) {
+      for (const shard of await this.ports.shards.allShards(this.names.streamOf(stage))) {
         const id = instanceIdOf(stage.id, shard.shardId);
-        const pointer = await this.store.snapshotPointer(id);
         // small deltas inline in the control table, large ones as objects
-        const inline = await this.store.inlineDeltas(id);
-        const objects = await this.ports.deltas.list(id);
-        const needs = { retained, pointer: pointer?.checkpointId, base: pointer && chainOf(pointer).base, latestCompleted: latest };
-        const del = deltasToDelete([...inline, ...objects.keys()], needs);
-        for (const k of del) {
-          if (inline.includes(k)) await this.store.deleteInlineDelta(id, k);
-          const key = objects.get(k);
-          if (key) await this.ports.deltas.delete(key);
-          deleted++;
-        }
-        kept += inline.length + objects.size - del.length;
+        instances.push({ id, pointer: await this.store.snapshotPointer(id), inline: await this.store.inlineDeltas(id) });
       }
+    }
+    // one listing for the whole job (after the pointers were read, as each instance's was before)
+    const objectsOf = await this.ports.deltas.listByInstance(instances.map((i) => i.id));
+    for (const { id, pointer, inline } of instances) {
+      const objects = objectsOf.get(id) ?? new Map<number, string>();
+      const needs = { retained, pointer: pointer?.checkpointId, base: pointer && chainOf(pointer).base, latestCompleted: latest };
+      const del = deltasToDelete([...inline, ...objects.keys()], needs);
+      for (const k of del) {
+        if (inline.includes(k)) await this.store.deleteInlineDelta(id, k);
+        const key = objects.get(k);
+        if (key) await this.ports.deltas.delete(key);
+        deleted++;
+      }
+      kept += inline.length + objects.size - del.length;
     }
     // checkpoint records beyond the history
     for (const c of all.slice(0, Math.max(0, all.length - CHECKPOINT_HISTORY))) {

@@ -31,14 +31,14 @@ export function deltasToDelete(existing: readonly number[], needs: DeltaNeeds): 
   return [...new Set(existing)].filter((k) => !deltaNeeded(k, needs)).sort((a, b) => a - b);
 }
 
-/** A commit collects garbage at most about this often: each run lists every instance's deltas. */
+/** A commit collects garbage at most about this often: each run reads every instance's pointer and deltas. */
 export const GC_PERIOD_MS = 60_000;
 
 /**
  * Whether the commit of checkpoint n collects garbage: every `ceil(GC_PERIOD_MS / pauseMs)`-th
- * checkpoint id, so a job pays one LIST and two reads per instance a minute rather than per
- * checkpoint. Checkpoints that take longer than the pause come far less often than that (a short
- * pause and 10 s checkpoints: one every 200 ids is once in half an hour, and deltas and records
+ * checkpoint id, so a job pays one LIST (for all its instances) and two reads per instance a
+ * minute rather than per checkpoint. Checkpoints that take longer than the pause come far less
+ * often than that (a short pause and 10 s checkpoints: one every 200 ids is once in half an hour, and deltas and records
  * pile up meanwhile), so a commit also collects when n was open across a GC_PERIOD_MS boundary
  * (`open`: its start and its commit, ms since the epoch). Collecting less often is safe: a delta no
  * checkpoint needs stays unneeded (the retained window and the pointers only move forward), it is

@@ -179,8 +179,12 @@ export interface StreamScaler {
 
 /** Deltas too large for the control table, as objects. */
 export interface DeltaObjects {
-  /** The instance's delta objects: checkpoint id → object key. */
-  list(instanceId: string): Promise<Map<number, string>>;
+  /**
+   * Each of `instanceIds`' delta objects (instance → checkpoint id → object key), from one listing
+   * of the job's whole delta prefix (its pages), not one per instance: a key that is not one of
+   * these instances' deltas is left out.
+   */
+  listByInstance(instanceIds: readonly string[]): Promise<Map<string, Map<number, string>>>;
   delete(key: string): Promise<void>;
 }
 

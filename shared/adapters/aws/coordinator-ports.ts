@@ -16,7 +16,7 @@ import type { ShardInfo, SnapshotPointer } from '../../runtime/ports.js';
 import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
 import { DynamoCheckpointStore } from './dynamo-checkpoint-store.js';
-import { deltaObjectPrefix } from './dynamo-control-store.js';
+import { DELTA_OBJECTS_PREFIX, groupDeltaKeys } from '../delta-keys.js';
 import { KinesisShardDirectory } from './kinesis.js';
 import { savepointPrefix, writeSavepoint } from './savepoints.js';
 import { describeStreamSummary } from './stream-mode.js';
@@ -66,19 +66,16 @@ export class S3DeltaObjects implements DeltaObjects {
     private readonly bucket: string,
   ) {}
 
-  async list(instanceId: string): Promise<Map<number, string>> {
-    const objects = new Map<number, string>();
-    const prefix = deltaObjectPrefix(instanceId);
+  async listByInstance(instanceIds: readonly string[]): Promise<Map<string, Map<number, string>>> {
+    const keys: string[] = [];
     let token: string | undefined;
     do {
-      const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ...(token ? { ContinuationToken: token } : {}) }));
-      for (const o of r.Contents ?? []) {
-        const k = Number(o.Key!.slice(prefix.length).replace(/\.bin$/, ''));
-        if (Number.isInteger(k)) objects.set(k, o.Key!);
-      }
+      // up to 1,000 keys a page: a job's retained deltas usually fit one request
+      const r = await this.clients.s3.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: DELTA_OBJECTS_PREFIX, ...(token ? { ContinuationToken: token } : {}) }));
+      for (const o of r.Contents ?? []) if (o.Key) keys.push(o.Key);
       token = r.IsTruncated ? r.NextContinuationToken : undefined;
     } while (token);
-    return objects;
+    return groupDeltaKeys(keys, instanceIds);
   }
 
   async delete(key: string): Promise<void> {

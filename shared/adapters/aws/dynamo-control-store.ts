@@ -12,6 +12,7 @@ import type { AwsClients } from './clients.js';
 import { withThrottleRetry } from './clients.js';
 import { controlKey, pad } from './dynamo-checkpoint-store.js';
 import { newWriteToken, ownConditionalWrite, WRITE_TOKEN } from './own-write.js';
+import { deltaObjectPrefix } from '../delta-keys.js';
 
 export { pad } from './dynamo-checkpoint-store.js';
 
@@ -22,8 +23,7 @@ export { pad } from './dynamo-checkpoint-store.js';
  */
 export const INLINE_DELTA_LIMIT = 8 * 1024;
 
-/** Where an instance's large deltas live in the bucket (`<prefix><n, padded>.bin`). */
-export const deltaObjectPrefix = (instanceId: string) => `deltas/${instanceId.replace(':', '/')}/`;
+export { deltaObjectPrefix } from '../delta-keys.js';
 
 function toLease(item: Record<string, unknown> | undefined): Lease {
   return {

@@ -31,6 +31,7 @@ import type { ResourceNames } from '../../plan/resources.js';
 import { savepointPrefix, writeSavepointFiles } from '../../codec/savepoint.js';
 import type { AnnouncedBarrier, ShardInfo, SnapshotPointer, StateRow } from '../../runtime/ports.js';
 import { compareSeq } from '../../runtime/positions.js';
+import { groupDeltaKeys } from '../delta-keys.js';
 import { putRecordsUntilAccepted } from '../put-records.js';
 import { serviceCall, type MemoryFaults } from './memory-faults.js';
 import { memoryKinesisApi, memoryRetry } from './memory-kinesis.js';
@@ -38,8 +39,6 @@ import { ackSetComplete, type MemoryCheckpoint, type MemoryControlStore, type Me
 
 const pad = (n: number) => String(n).padStart(12, '0');
 const inlineDeltaKey = (instanceId: string, n: number) => `delta#${instanceId}|${pad(n)}`;
-const deltaObjectPrefix = (instanceId: string) => `deltas/${instanceId.replace(':', '/')}/`;
-
 
 type Mutable<T> = { -readonly [K in keyof T]: T[K] };
 
@@ -403,15 +402,8 @@ export class MemoryDeltaObjects implements DeltaObjects {
     private readonly faults: MemoryFaults = {},
   ) {}
 
-  async list(instanceId: string): Promise<Map<number, string>> {
-    const prefix = deltaObjectPrefix(instanceId);
-    const out = new Map<number, string>();
-    for (const key of this.control.deltaKeys()) {
-      if (!key.startsWith(prefix)) continue;
-      const k = Number(key.slice(prefix.length).replace(/\.bin$/, ''));
-      if (Number.isInteger(k)) out.set(k, key);
-    }
-    return out;
+  async listByInstance(instanceIds: readonly string[]): Promise<Map<string, Map<number, string>>> {
+    return serviceCall(this.faults, 'deltas.list', { size: instanceIds.length }, () => groupDeltaKeys(this.control.deltaKeys(), instanceIds));
   }
 
   async delete(key: string): Promise<void> {

@@ -33,6 +33,8 @@ export type PortOp =
   | 'checkpoints.openNext'
   | 'checkpoints.createRescale'
   | 'checkpoints.takeIdle'
+  /** one listing of the bucket's delta objects (the coordinator's GC) */
+  | 'deltas.list'
   /** one PutRecords/PutRecord request (service hooks only) */
   | 'kinesis.putRecords'
   /** one GetRecords page (service hooks only) */

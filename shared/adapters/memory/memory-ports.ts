@@ -293,6 +293,11 @@ export class MemoryControlStore implements ControlStore {
     return [...this.inlineDeltas.keys(), ...this.s3Deltas.keys()];
   }
 
+  /** Stores an object under the bucket's delta prefix as is (tests: keys no instance wrote). */
+  putDeltaObject(key: string, bytes: Uint8Array): void {
+    this.s3Deltas.set(key, new Uint8Array(bytes));
+  }
+
   deleteDelta(key: string): void {
     this.inlineDeltas.delete(key);
     this.s3Deltas.delete(key);
