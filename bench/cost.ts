@@ -135,6 +135,8 @@ export function ackReadsPerCheckpoint(plan: Plan, b: Batching): number {
  * the topology it fixes and its mark —, await, commit, close), measured by reading loop.ts/coordinator.ts
  */
 const COORDINATOR_WRU = 11;
+/** write units of deleting one checkpoint record (coordinator.ts gc: those past CHECKPOINT_HISTORY) */
+const CHECKPOINT_RECORD_DELETE_WRU = 1;
 const COORDINATOR_RRU = 15;
 const COORDINATOR_TASK_S = ASSUMPTIONS.coordinatorTaskMs / 1000;
 /**
@@ -220,6 +222,10 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   line('DynamoDB', 'coordinator writes', checkpoints * COORDINATOR_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * (COORDINATOR_RRU + (express ? ackReads : 0)) + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'commit GC (about once a minute): a lease read and a delta query per instance', gcRuns * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
+  // a DeleteItem is billed by the deleted item's size, as its write was: every inline delta is
+  // deleted once, and each checkpoint's record once it falls out of the history (its task token is
+  // gone by then: under 1 KB)
+  line('DynamoDB', 'commit GC deletes: each inline delta once, each checkpoint record past the history', (a?.inlineDeltaWru ?? 0) * S + checkpoints * CHECKPOINT_RECORD_DELETE_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
   const stateGb = (keys * STATE_BYTES_PER_KEY) / 1e9 + 0.001;
   line('DynamoDB', 'storage (state, control, sinks)', stateGb, 'GB-month', MORE_PRICES.dynamodb.storedGbMonth);
   line('DynamoDB', 'point-in-time recovery', stateGb, 'GB-month', MORE_PRICES.dynamodb.pitrGbMonth);

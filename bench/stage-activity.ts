@@ -47,6 +47,8 @@ export interface StageRates {
     /** seconds waiting on the requests made per checkpoint (state, deltas, pointers, acks, sinks, S3) */
     readonly ioS: number;
     readonly wru: number;
+    /** of `wru`, the deltas kept inline in the control table (the commit's GC deletes each once, billed by its size) */
+    readonly inlineDeltaWru: number;
     readonly rru: number;
     readonly s3Puts: number;
     /** bytes an event takes in a packed record between two stages */
@@ -85,6 +87,7 @@ export function fromMeter(r: PipelineResult, plan: Plan): StageRates {
       cpuS: r.stages.reduce((a, s) => a + s.cpuMs, 0) / 1000 / r.events,
       ioS: perEventIo / r.events,
       wru: perEventWru / r.events,
+      inlineDeltaWru: u('dynamodb.write.delta') / r.events,
       rru: (u('dynamodb.read.state') + u('dynamodb.read.delta')) / r.events,
       s3Puts: m.sum('s3.put').requests / r.events,
       packedBytes: hops ? m.get('kinesis.put.data').bytes / r.events / hops : 0,
@@ -107,7 +110,7 @@ export function fromMeter(r: PipelineResult, plan: Plan): StageRates {
  */
 export const MEASURED: StageRates = {
   stages: 2,
-  perEvent: { cpuS: 15e-6, ioS: 8.1e-6, wru: 2930e-6, rru: 417e-6, s3Puts: 100e-6, packedBytes: 34 },
+  perEvent: { cpuS: 15e-6, ioS: 8.1e-6, wru: 2930e-6, inlineDeltaWru: 200e-6, rru: 417e-6, s3Puts: 100e-6, packedBytes: 34 },
   perBatch: { wru: 1, rru: 1, ioS: 0.01, putIoS: 0.024 },
 };
 
@@ -202,6 +205,8 @@ export interface Activity {
   readonly positionWru: number;
   /** state, deltas, pointers, acks, takeovers, sinks */
   readonly eventWru: number;
+  /** of those, the inline deltas: as many WRU again when the commit's GC deletes them */
+  readonly inlineDeltaWru: number;
   /** lease reads, one per batch */
   readonly leaseRru: number;
   /** state misses, deltas */
@@ -241,6 +246,7 @@ export function activityOf(plan: Plan, eps: number, o: ActivityOptions): Activit
     interStagePutUnits: interStagePutUnits(plan, flows, eps, rates.perEvent.packedBytes),
     positionWru: batches * rates.perBatch.wru,
     eventWru: events * rates.perEvent.wru,
+    inlineDeltaWru: events * rates.perEvent.inlineDeltaWru,
     leaseRru: batches * rates.perBatch.rru,
     eventRru: events * rates.perEvent.rru,
     s3Puts: events * rates.perEvent.s3Puts,

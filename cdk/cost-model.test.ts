@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { ackReadsPerCheckpoint, byService, monthlyCost, ROUND_STANDARD_TRANSITIONS, type MonthlyCost } from '../bench/cost.js';
 import { keyedCountJob } from '../bench/jobs.js';
+import { SECONDS_PER_MONTH } from '../bench/prices.js';
 import { runPipeline } from '../bench/pipeline.js';
 import { defaultBatching, fromMeter, stageFlows, type Batching } from '../bench/stage-activity.js';
 import { coordinatorDefinition } from './coordinator-definition.js';
@@ -139,6 +140,15 @@ describe('the cost model prices the stages\' batch settings', () => {
     expect(fourS.batchesPerSecond).toBeCloseTo(0.75, 6);
     for (const item of perBatch) expect(quantity(fourS, item)).toBeCloseTo(quantity(oneS, item) / 4, 0);
     expect(quantity(fourS, 'writes: stage functions')).toBe(quantity(oneS, 'writes: stage functions'));
+  });
+
+  it('prices the commit GC\'s deletes: each inline delta once more (a delete is billed by the item\'s size), one write per checkpoint record past the history', () => {
+    const c = at({ batchSize: 10_000, windowMs: 2000, memoryMb: 512 });
+    const inline = c.lines.find((l) => l.item.startsWith('commit GC deletes'));
+    expect(inline).toBeDefined();
+    // the default rates: 200 WRU of inline deltas per million events, at 1,000 events/s over 2 stages
+    expect(inline!.quantity).toBeCloseTo(200e-6 * 1000 * (p.stages.length / 2) * SECONDS_PER_MONTH + c.checkpointsPerMonth, -3);
+    expect(inline!.quantity).toBeGreaterThan(c.checkpointsPerMonth);
   });
 
   it('a batch size below what a window gathers splits it: 500 events a second per source shard in batches of 100', () => {
