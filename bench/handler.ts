@@ -22,7 +22,7 @@ import type { PlanStage } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { resourceNames } from '../shared/plan/resources.js';
 import { PackedStateStore } from '../shared/runtime/packed-state.js';
-import type { OutgoingRecord, RuntimePorts, StateRow, StateStore, StoredRecord } from '../shared/runtime/ports.js';
+import type { OutgoingRecord, RuntimePorts, StateStore, StoredRecord } from '../shared/runtime/ports.js';
 import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
 import { createStageRunner } from '../shared/runtime/stage-runner.js';
 import { handleKinesisBatch } from '../functions/operator.js';

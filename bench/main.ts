@@ -20,7 +20,7 @@ import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
 import { FairCount, FairSource, FairWindow } from './fair-loops.js';
 import { measureKeyedPath, measureSourcePath, type PathFigures } from './handler.js';
-import { e2eJob, keyedCountEmitJob, keyedCountJob, makeEvents, makeEventsOf, windowEmitJob, type KeyDistribution } from './jobs.js';
+import { keyedCountEmitJob, keyedCountJob, makeEvents, makeEventsOf, windowEmitJob, type KeyDistribution } from './jobs.js';
 import { NEXMARK_QUERIES, runNexmark, type NexmarkFigures } from './nexmark.js';
 import { runPipeline, type PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, PRICES } from './prices.js';

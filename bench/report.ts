@@ -1,6 +1,5 @@
 /** What a bench run prints and writes: the summary line, the table and the SVG chart of its figures. */
 import { byService, type MonthlyCost } from './cost.js';
-import { KB } from './dynamo-size.js';
 import type { PathFigures } from './handler.js';
 import type { BenchResults, CheckpointScenario } from './main.js';
 import { FLINK_FLOOR_PER_MONTH, PRICES } from './prices.js';

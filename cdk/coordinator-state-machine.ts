@@ -190,7 +190,7 @@ export class CoordinatorStateMachine extends Construct {
 
   constructor(scope: Construct, id: string, props: CoordinatorStateMachineProps) {
     super(scope, id);
-    const { checkpoint, coordinatorFunction: fn } = props;
+    const { checkpoint } = props;
     const S = COORDINATOR_STATES;
     if (!Number.isInteger(checkpoint.continueAsNewAfter) || checkpoint.continueAsNewAfter < 1) {
       throw new Error(`checkpoint.continueAsNewAfter must be a positive integer, got ${checkpoint.continueAsNewAfter}`);

@@ -5,7 +5,6 @@
 import { Match } from 'aws-cdk-lib/assertions';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
-import * as s3 from 'aws-cdk-lib/aws-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { job as defineJob, kinesisSink, s3FileSink } from '../shared/api/index.js';

@@ -20,7 +20,7 @@ import { buildApp } from './app.js';
 import { newApp } from './coordinator-definition.js';
 import { STAGE_DEFAULTS, SluiceJobStack } from './sluice-job.js';
 import { EXAMPLE_MODULE, getAtt, inlineStatements, logicalId, referenceJobs, synthJob, threeStageJob } from './test-support.js';
-import type { Statement, SynthedJob } from './test-support.js';
+import type { SynthedJob } from './test-support.js';
 
 let click: SynthedJob;
 let three: SynthedJob;

@@ -13,7 +13,7 @@ import { putRecordsUntilAccepted, type PutEntry } from '../shared/adapters/put-r
 import { describePlan, planToMermaid, planToSvg } from '../shared/plan/describe.js';
 import { planJob } from '../shared/plan/planner.js';
 import { addCostCommand } from './cost.js';
-import { addLifecycleCommands, formatCheckpoints } from './lifecycle.js';
+import { addLifecycleCommands } from './lifecycle.js';
 import { addOperateCommands } from './operate.js';
 import { loadJob } from './load-job.js';
 import { registerInitCommand } from './init.js';

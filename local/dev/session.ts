@@ -12,7 +12,7 @@ import { CountingTelemetry } from '../../shared/adapters/telemetry.js';
 import type { CheckpointRecord } from '../../shared/coordinator/coordinator.js';
 import type { Plan } from '../../shared/plan/plan.js';
 import { planJob } from '../../shared/plan/planner.js';
-import { defaultPrefix, ENV, resourceNames } from '../../shared/plan/resources.js';
+import { defaultPrefix, ENV } from '../../shared/plan/resources.js';
 import { QueryableState } from '../../shared/query/queryable-state.js';
 import { startEmulators, type LocalEmulators } from '../emulators.js';
 import type { LocatedDeadLetter, LocalJobRunner } from '../runner.js';

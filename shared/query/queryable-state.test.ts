@@ -4,15 +4,18 @@ import { MemoryJobRunner } from '../testing/memory-job-runner.js';
 import { materializeEvery } from '../runtime/changelog.js';
 import { QueryableState } from './queryable-state.js';
 
+const t = Date.UTC(2026, 0, 1);
+
+/** clickstream on the twins, fed `n` clicks of ann on /cart 5 ms apart, then `more` */
+function clicksOf(n: number, ...more: Array<{ userId: string; url: string; ts: number }>): MemoryJobRunner {
+  const r = new MemoryJobRunner(clickstream, { seed: 4 });
+  r.produce('clicks', [...Array.from({ length: n }, (_, i) => ({ userId: 'ann', url: '/cart', ts: t + 5 * i })), ...more]);
+  return r;
+}
+
 describe('queryable state', () => {
   it('reads the value the last application of rows to the table wrote for a key, by operator and state name', async () => {
-    const r = new MemoryJobRunner(clickstream, { seed: 4 });
-    const t = Date.UTC(2026, 0, 1);
-    r.produce('clicks', [
-      { userId: 'ann', url: '/cart', ts: t },
-      { userId: 'ann', url: '/cart', ts: t + 5 },
-      { userId: 'bob', url: '/', ts: t + 9 },
-    ]);
+    const r = clicksOf(2, { userId: 'bob', url: '/', ts: t + 9 });
     await r.drain();
     const q = new QueryableState(clickstream, r.mem.ports.state);
     // the rows reach the table every materializeEvery-th checkpoint (runtime/changelog.ts)
@@ -25,12 +28,7 @@ describe('queryable state', () => {
   });
 
   it('sees the final state of a bounded input at once: an instance that finished applies every row it kept pending', async () => {
-    const r = new MemoryJobRunner(clickstream, { seed: 4 });
-    const t = Date.UTC(2026, 0, 1);
-    r.produce('clicks', [
-      { userId: 'ann', url: '/cart', ts: t },
-      { userId: 'ann', url: '/cart', ts: t + 5 },
-    ]);
+    const r = clicksOf(2);
     r.endOfInput();
     await r.drain();
     const q = new QueryableState(clickstream, r.mem.ports.state);

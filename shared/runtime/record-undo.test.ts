@@ -34,7 +34,7 @@ interface Ev {
 const tally: ValueStateDescriptor<{ n: number; sum: number }> = { name: 'tally', kind: 'value', serializer: jsonSerializer() };
 const count: ValueStateDescriptor<number> = { name: 'count', kind: 'value', serializer: jsonSerializer() };
 
-const source = (name: string) => ({ name: 'ev', shards: 1, timestamp: (e: Ev) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) }) as const;
+const source = (name: string) => ({ name, shards: 1, timestamp: (e: Ev) => e.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) }) as const;
 
 async function run(j: ReturnType<typeof job>, events: readonly Ev[]) {
   const r = new MemoryJobRunner(j, { batchSize: 4 });

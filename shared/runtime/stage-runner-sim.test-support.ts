@@ -14,7 +14,6 @@
  * stage-runner-sim-zombies.test-support.ts, the property tests' seeded scenarios in
  * stage-runner-sim-scenario.test-support.ts.
  */
-import { it } from 'vitest';
 import { collectSink, dynamoUpsertSink, job, valueState } from '../api/index.js';
 import type { Job } from '../api/job.js';
 import {
@@ -35,7 +34,6 @@ import { planJob } from '../plan/planner.js';
 import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import { FencedError } from '../util/errors.js';
 import type { RuntimePorts, StoredRecord } from './ports.js';
-import { compareSeq } from './positions.js';
 import { checkCommitted, checkFinal, checkPublished, checkStateReads, oracle, skippedBefore, watchStateReads, type StateRead } from './stage-runner-sim-checks.test-support.js';
 import { StageRunner, type BatchOutcome, type StageRunnerOptions } from './stage-runner.js';
 

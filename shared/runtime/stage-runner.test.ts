@@ -3,11 +3,9 @@
  * fault the driver (stage-runner-sim.test-support.ts) plays at a chosen point.
  */
 import { describe, expect, it } from 'vitest';
-import { job } from '../api/index.js';
 import { withHooks } from '../adapters/memory/memory-ports.js';
 import { decodePacket } from '../codec/envelope.js';
 import type { RuntimePorts } from './ports.js';
-import { StageRunner } from './stage-runner.js';
 import { instanceIdOf } from './stage-instance.js';
 import { InjectedCrash, sim, expectNoErrors, type Env } from './stage-runner-sim.test-support.js';
 import { zombie } from './stage-runner-sim-zombies.test-support.js';
