@@ -98,10 +98,10 @@ describe('definitions', () => {
       new CoordinatorStateMachine(stack, name, { stateMachineName: name, coordinatorFunction: fn, checkpoint: { ...base, ...checkpoint }, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) });
     const rounds = (m: CoordinatorStateMachine) => m.rounds !== undefined;
     expect(rounds(machine('ten', { intervalMs: 10_000 }))).toBe(true);
-    expect(rounds(machine('fortynine', { intervalMs: 49_000 }))).toBe(true);
-    // two checkpoints a round: four Standard transitions and the round's duration cost more than six
-    expect(rounds(machine('fifty', { intervalMs: 50_000 }))).toBe(false);
-    expect(rounds(machine('fiftyForced', { intervalMs: 50_000 }, true))).toBe(true);
+    expect(rounds(machine('fiftytwo', { intervalMs: 52_000 }))).toBe(true);
+    // three checkpoints a round: four Standard transitions and the round's duration cost more than nine
+    expect(rounds(machine('fiftythree', { intervalMs: 53_000 }))).toBe(false);
+    expect(rounds(machine('fiftythreeForced', { intervalMs: 53_000 }, true))).toBe(true);
     expect(rounds(machine('slow', { intervalMs: 120_000 }))).toBe(false);
     expect(rounds(machine('concurrent', { intervalMs: 1000, maxConcurrent: 2 }))).toBe(false);
     expect(rounds(machine('off', { intervalMs: 10_000 }, false))).toBe(false);

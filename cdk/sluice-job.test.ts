@@ -14,6 +14,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
+import { COORDINATOR_TIMEOUT_MS } from '../shared/coordinator/loop.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { DETAILED_METRICS, DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import { buildApp } from './app.js';
@@ -198,6 +199,8 @@ describe('functions', () => {
       FunctionName: 'sluice-orders-coordinator',
       Runtime: 'nodejs22.x',
       Architectures: ['arm64'],
+      // the rounds' budget (ROUND) leaves a commit this timeout before Express's five minutes
+      Timeout: COORDINATOR_TIMEOUT_MS / 1000,
       Environment: { Variables: Match.objectLike({ SLUICE_PREFIX: 'sluice-orders', SLUICE_STAGE: Match.absent(), SLUICE_STATE_MACHINE_ARN: Match.anyValue() }) },
     });
     // three stages, the coordinator, and CDK's provider of the start-on-deploy custom resource

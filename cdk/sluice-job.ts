@@ -31,7 +31,7 @@ import type { Plan } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
 import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/resources.js';
 import type { ResourceNames } from '../shared/plan/resources.js';
-import { LOOP_ENV } from '../shared/coordinator/loop.js';
+import { COORDINATOR_TIMEOUT_MS, LOOP_ENV } from '../shared/coordinator/loop.js';
 import { TRACING_ENV } from '../functions/telemetry.js';
 import { DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import { barrierWaitMs } from './ack-wait.js';
@@ -341,7 +341,8 @@ export class SluiceJob extends Construct {
       description: truncate(`Sluice ${plan.job} checkpoint coordinator tasks`, 256),
       entry: entries.coordinator,
       memorySize: 512,
-      timeout: Duration.seconds(60),
+      // a round's commit must fit in an Express execution after its last read of the acks
+      timeout: Duration.millis(COORDINATOR_TIMEOUT_MS),
       role: coordinatorRole,
       logGroup: coordinatorLogs,
       logLevel: props.logLevel ?? 'WARN',

@@ -49,13 +49,21 @@ export type LoopTaskInput =
   /** an Express round, after the pause: allocate and inject the next checkpoint, or end the round */
   | { readonly action: 'next'; readonly iteration: number; readonly roundStartedAt: string };
 
+/** An Express execution is stopped after five minutes. */
+export const EXPRESS_LIMIT_MS = 300_000;
+
+/** The coordinator function's timeout (SluiceJob): the longest one task of a round can take. */
+export const COORDINATOR_TIMEOUT_MS = 60_000;
+
 /**
- * Checkpoints in Express rounds (`expressCheckpoints`): an Express execution may run five minutes,
- * so a round allocates no checkpoint after `allocateForMs`, and stops waiting for acks after
- * `pollForMs` (it ends with the checkpoint open; the next round waits on). A commit that starts by
- * then has the rest of the five minutes: a function runs at most one (its timeout).
+ * Checkpoints in Express rounds (`expressCheckpoints`): a round allocates no checkpoint after
+ * `allocateForMs`, and stops waiting for acks after `pollForMs` (it ends with the checkpoint open;
+ * the next round waits on). A commit that starts by then still has a whole function timeout before
+ * EXPRESS_LIMIT_MS. Each round costs four Standard transitions, so the longer it allocates, the
+ * fewer rounds: 212 s hold four checkpoints at pauses up to 52 s (roundsByDefault), and the 23 s
+ * after leave the last checkpoint's barrier time to cross the stages before the round ends late.
  */
-export const ROUND = { allocateForMs: 150_000, pollForMs: 210_000 } as const;
+export const ROUND = { allocateForMs: 212_000, pollForMs: EXPRESS_LIMIT_MS - COORDINATOR_TIMEOUT_MS - 5_000 } as const;
 
 /** How an Express round ended (the Standard execution's `Rounded?` state branches on it). */
 export type RoundEnd = 'allocated' | 'late' | 'budget' | 'idle' | 'rotate' | 'commit' | 'failed';
@@ -149,12 +157,12 @@ export function checkpointsPerRound(checkpoint: RoundSettings): number {
 }
 
 /**
- * SluiceJob's default (`expressCheckpoints` unset): rounds where they are allowed and hold three
- * checkpoints or more. With two (pauses of 50 to 60 s) a round's four Standard transitions and its
+ * SluiceJob's default (`expressCheckpoints` unset): rounds where they are allowed and hold four
+ * checkpoints or more. With three (pauses of 53 to 60 s) a round's four Standard transitions and its
  * duration cost more than the Standard loop's three transitions per checkpoint (docs/cost.md).
  */
 export function roundsByDefault(checkpoint: RoundSettings): boolean {
-  return roundsRefusal(checkpoint) === undefined && checkpointsPerRound(checkpoint) >= 3;
+  return roundsRefusal(checkpoint) === undefined && checkpointsPerRound(checkpoint) >= 4;
 }
 
 export class CoordinatorLoop {

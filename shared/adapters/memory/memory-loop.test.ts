@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { collectSink, job } from '../../api/index.js';
-import { CoordinatorLoop, ROUND } from '../../coordinator/loop.js';
+import { COORDINATOR_TIMEOUT_MS, CoordinatorLoop, EXPRESS_LIMIT_MS, ROUND } from '../../coordinator/loop.js';
 import { CoordinatorWake, LOOP_ERRORS } from '../../coordinator/wake.js';
 import { MemoryJobRunner } from '../../testing/memory-job-runner.js';
 import { memoryLoopPorts, type MemoryWorkflow } from './checkpoint-store.js';
@@ -70,7 +70,10 @@ describe('the coordinator loop on the in-memory twins', () => {
     expect(await loop.run({ action: 'next', iteration: 1, roundStartedAt: round })).toEqual({ iteration: 1, ckpt: { checkpointId: 1 }, end: 'idle' });
     expect(await ports.store.idleToken()).toBeUndefined();
 
-    // out of time: no allocation after ROUND.allocateForMs, no more waiting after ROUND.pollForMs
+    // out of time: no allocation after ROUND.allocateForMs, no more waiting after ROUND.pollForMs,
+    // which leaves a commit begun then the coordinator function's whole timeout inside the round's five minutes
+    expect(ROUND.allocateForMs).toBeLessThan(ROUND.pollForMs);
+    expect(ROUND.pollForMs + COORDINATOR_TIMEOUT_MS).toBeLessThanOrEqual(EXPRESS_LIMIT_MS);
     r.produce('in', [{ k: 'c' }]);
     const old = (ms: number) => new Date(t - ms).toISOString();
     expect(await loop.run({ action: 'commit', checkpointId: 1, roundStartedAt: old(ROUND.allocateForMs) })).toMatchObject({ more: false });
