@@ -19,7 +19,7 @@ import type { Plan } from '../shared/plan/plan.js';
 import { GC_PERIOD_MS } from '../shared/coordinator/gc.js';
 import { checkpointsPerRound, pauseMsOf, roundsByDefault, roundsRefusal } from '../shared/coordinator/loop.js';
 import { materializeEvery } from '../shared/runtime/changelog.js';
-import { DETAILED_METRICS, STEADY_METRICS } from '../shared/runtime/metric-names.js';
+import { DETAILED_METRICS, STEADY_METRICS, WATCHED_METRICS, watchedMetrics } from '../shared/runtime/metric-names.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 import { POLL_INTERVAL_MS } from '../cdk/stage-batching.js';
 import { ACK_POLL_SECONDS, barrierWaitMs } from '../cdk/ack-wait.js';
@@ -97,9 +97,9 @@ export interface MonthlyCost {
  * (shared/runtime/metric-names.ts); the rare ones (dead letters, cache misses, …) have data in
  * few hours and are not counted.
  */
-const steadyMetrics = (detailed: boolean) => ({
+const steadyMetrics = (detailed: boolean, watched: readonly string[]) => ({
   stage: STEADY_METRICS.stage.length + (detailed ? DETAILED_METRICS.stage.length : 0),
-  coordinator: STEADY_METRICS.coordinator.length + (detailed ? DETAILED_METRICS.coordinator.length : 0),
+  coordinator: STEADY_METRICS.coordinator.length + (detailed ? DETAILED_METRICS.coordinator.length + WATCHED_METRICS.coordinator.length : watched.length),
 });
 /** bytes Lambda writes per invocation (START, END, REPORT), sent at log levels DEBUG and INFO only (cdk/sluice-function.ts) */
 const PLATFORM_LOG_BYTES = 360;
@@ -258,7 +258,7 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const logGb = ((platformLines ? invocations * PLATFORM_LOG_BYTES : 0) + emfDocuments * EMF_LOG_BYTES) / 1e9;
   line('CloudWatch', `Logs ingestion (${platformLines ? 'platform lines + ' : ''}one EMF document a minute per busy environment; ${level} level)`, logGb, 'GB', MORE_PRICES.logs.ingestedGb);
   line('CloudWatch', 'Logs storage (one month retention)', logGb, 'GB-month', MORE_PRICES.logs.storedGbMonth);
-  const named = steadyMetrics(o.detailedMetrics ?? false);
+  const named = steadyMetrics(o.detailedMetrics ?? false, watchedMetrics({ idleCoordinator: idle, dashboard: o.dashboard ?? false }));
   const metrics = active ? plan.stages.length * named.stage + named.coordinator : 0; // billed per hour with data
   line('CloudWatch', `EMF custom metrics (${named.stage} per stage, ${named.coordinator} coordinator${o.detailedMetrics ? ', detailedMetrics' : ''}; dimensions service, job, stage)`, metrics, 'metrics', MORE_PRICES.cloudwatch.customMetricMonth);
   if (o.dashboard) line('CloudWatch', 'dashboard (dashboard: true)', 1, 'dashboards', MORE_PRICES.cloudwatch.dashboardMonth);

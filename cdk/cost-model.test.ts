@@ -43,9 +43,11 @@ describe('the cost model prices what the stack bills', () => {
     });
   }
 
-  it('prices the steady metrics the functions publish: two per stage and one of the coordinator, the detailed ones only with detailedMetrics', () => {
+  it('prices the steady metrics the functions publish: two per stage, the coordinator\'s completed checkpoints only where an alarm or the dashboard reads them, the detailed ones only with detailedMetrics', () => {
     const plan = planJob(clickstream);
-    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000 }), 'EMF custom metrics')).toBe(plan.stages.length * 2 + 1);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000 }), 'EMF custom metrics')).toBe(plan.stages.length * 2);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000, idleCoordinator: false }), 'EMF custom metrics')).toBe(plan.stages.length * 2 + 1);
+    expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000, dashboard: true }), 'EMF custom metrics')).toBe(plan.stages.length * 2 + 1);
     expect(quantity(monthlyCost({ plan, eventsPerSecond: 1000, detailedMetrics: true }), 'EMF custom metrics')).toBe(plan.stages.length * 6 + 2);
     expect(quantity(monthlyCost({ plan, eventsPerSecond: 0 }), 'EMF custom metrics')).toBe(0);
   });

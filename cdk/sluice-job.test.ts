@@ -16,7 +16,7 @@ import clickstream from '../examples/clickstream/job.js';
 import { dynamoUpsertSink, job as defineJob } from '../shared/api/index.js';
 import { COORDINATOR_TIMEOUT_MS } from '../shared/coordinator/loop.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
-import { DETAILED_METRICS, DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
+import { DETAILED_METRICS, DETAILED_METRICS_ENV, publishesMetric, WATCHED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import { buildApp } from './app.js';
 import { newApp } from './coordinator-definition.js';
 import { STAGE_DEFAULTS, SluiceJobStack } from './sluice-job.js';
@@ -360,6 +360,22 @@ describe('observability', () => {
     for (const v of sluiceFunctions(template)) expect(v[DETAILED_METRICS_ENV]).toBe('1');
     const body = JSON.stringify(template.findResources('AWS::CloudWatch::Dashboard')).replaceAll('\\"', '"');
     for (const needle of ['AVG(CheckpointDurationMs)', 'SUM(CheckpointBytes)', 'SUM(CacheHit)', 'SUM(CacheMiss)']) expect(body).toContain(needle);
+  });
+
+  it('every Sluice metric an alarm or the dashboard reads is one the functions publish, whatever the options', () => {
+    const env = (t: Template) => Object.values(t.findResources('AWS::Lambda::Function')).map((f) => (f.Properties.Environment?.Variables ?? {}) as Record<string, string>);
+    for (const options of [{}, { idleCoordinator: false }, { dashboard: true }, { dashboard: true, idleCoordinator: false }, { detailedMetrics: true, dashboard: true }]) {
+      const { template } = synthJob(clickstream, options);
+      const read = JSON.stringify([template.findResources('AWS::CloudWatch::Alarm'), template.findResources('AWS::CloudWatch::Dashboard')]).replaceAll('\\"', '"');
+      const names = new Set([...read.matchAll(/(?:SUM|AVG|MAX|MIN)\((\w+)\) FROM Sluice/g)].map((m) => m[1]!));
+      expect(names.size, JSON.stringify(options)).toBeGreaterThan(0);
+      const publishers = env(template).filter((v) => v.POWERTOOLS_METRICS_NAMESPACE === 'Sluice');
+      const published = (name: string) =>
+        publishers.some((v) => publishesMetric(name, v[DETAILED_METRICS_ENV] === '1', new Set((v[WATCHED_METRICS_ENV] ?? '').split(','))));
+      for (const name of names) expect(published(name), `${name} with ${JSON.stringify(options)}`).toBe(true);
+    }
+    // and nothing is published for nobody: by default (the coordinator idles, no dashboard) no completed-checkpoint count
+    expect(env(click.template).some((v) => WATCHED_METRICS_ENV in v)).toBe(false);
   });
 
   it('alarms on the functions\' own iterator age and stalled shards, failed coordinator executions, failed and stalled checkpoints, dead letters', () => {

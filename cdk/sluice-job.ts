@@ -33,7 +33,7 @@ import { ENV, defaultPrefix, resourceNames, sanitizeName } from '../shared/plan/
 import type { ResourceNames } from '../shared/plan/resources.js';
 import { COORDINATOR_TIMEOUT_MS, LOOP_ENV } from '../shared/coordinator/loop.js';
 import { TRACING_ENV } from '../functions/telemetry.js';
-import { DETAILED_METRICS_ENV } from '../shared/runtime/metric-names.js';
+import { DETAILED_METRICS_ENV, WATCHED_METRICS_ENV, watchedMetrics } from '../shared/runtime/metric-names.js';
 import { barrierWaitMs } from './ack-wait.js';
 import { CoordinatorStateMachine } from './coordinator-state-machine.js';
 import { addCoordinatorStart, addJobOutputs, operateStatements, type JobParts } from './job-operations.js';
@@ -336,6 +336,9 @@ export class SluiceJob extends Construct {
       ...kmsStatements(),
       ...importedKeyStatements('ImportedKeys', [...this.sourceKeys.values(), ...plan.sinks.flatMap((k) => (k.kind === 'kinesis' && this.sinkKeys.has(k.name) ? [this.sinkKeys.get(k.name)!] : []))]),
     ]);
+    // the coordinator publishes CheckpointCompleted only where an alarm or the dashboard reads it
+    const watched = watchedMetrics({ idleCoordinator: idle, dashboard: props.dashboard ?? false });
+    const watchedEnv: Record<string, string> = watched.length > 0 ? { [WATCHED_METRICS_ENV]: watched.join(',') } : {};
     this.coordinatorFunction = sluiceFunction(this, 'Function-coordinator', {
       functionName: names.coordinatorFunction,
       description: truncate(`Sluice ${plan.job} checkpoint coordinator tasks`, 256),
@@ -346,7 +349,7 @@ export class SluiceJob extends Construct {
       role: coordinatorRole,
       logGroup: coordinatorLogs,
       logLevel: props.logLevel ?? 'WARN',
-      environment: { ...baseEnv, [LOOP_ENV.stateMachineArn]: stateMachineArn },
+      environment: { ...baseEnv, [LOOP_ENV.stateMachineArn]: stateMachineArn, ...watchedEnv },
       ...(tracing ? { tracing: lambda.Tracing.ACTIVE } : {}),
     });
     acknowledgeRuntime(this.coordinatorFunction);

@@ -4,7 +4,7 @@
  * written, and that counts an alarm watches are never held back.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { DETAILED_METRICS, DETAILED_METRICS_ENV, STEADY_METRICS } from '../shared/runtime/metric-names.js';
+import { DETAILED_METRICS, DETAILED_METRICS_ENV, STEADY_METRICS, WATCHED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import { METRICS_PERIOD_MS, PowertoolsTelemetry } from './telemetry.js';
 
 interface EmfDocument {
@@ -66,12 +66,12 @@ describe('PowertoolsTelemetry metrics', () => {
     t.flush();
     expect(documents()).toHaveLength(1);
     expect(documents()[0]!.RecordsIn).toBe(3);
-    t.count('CheckpointCompleted');
+    t.count('RecordsOut');
     t.flush();
     expect(documents()).toHaveLength(1);
     t.flush(true);
     expect(documents()).toHaveLength(2);
-    expect(documents()[1]!.CheckpointCompleted).toBe(1);
+    expect(documents()[1]!.RecordsOut).toBe(1);
   });
 
   it('publishes the steady names the detailed set leaves out only with detailedMetrics (the option or the construct\'s environment)', () => {
@@ -97,6 +97,24 @@ describe('PowertoolsTelemetry metrics', () => {
     quiet.timing('CheckpointDurationMs', 3);
     quiet.flush(true);
     expect(documents()).toHaveLength(before);
+  });
+
+  it('publishes the watched names (CheckpointCompleted) only where the construct says an alarm or the dashboard reads them', () => {
+    const completed = (t: PowertoolsTelemetry) => {
+      t.count('CheckpointCompleted');
+      t.count('RecordsIn');
+      t.flush(true);
+      return documents().at(-1)!.CheckpointCompleted;
+    };
+    expect(completed(telemetry())).toBeUndefined();
+    expect(completed(telemetry(undefined, true))).toBe(1);
+    expect(completed(new PowertoolsTelemetry('job', 'coordinator', { watchedMetrics: ['CheckpointCompleted'] }))).toBe(1);
+    vi.stubEnv(WATCHED_METRICS_ENV, 'CheckpointCompleted');
+    try {
+      expect(completed(telemetry())).toBe(1);
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 
   it('writes every invocation with a period of 0', () => {

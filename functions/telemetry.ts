@@ -21,7 +21,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Tracer } from '@aws-lambda-powertools/tracer';
 import type { AwsClients } from '../shared/adapters/aws/clients.js';
-import { DETAILED_METRICS_ENV, publishesMetric } from '../shared/runtime/metric-names.js';
+import { DETAILED_METRICS_ENV, publishesMetric, WATCHED_METRICS_ENV } from '../shared/runtime/metric-names.js';
 import type { Telemetry } from '../shared/runtime/ports.js';
 
 /** '1' when the construct turned on active tracing (`tracing: true`); anything else: no tracer at all. */
@@ -46,6 +46,8 @@ export interface PowertoolsTelemetryOptions {
   readonly now?: () => number;
   /** publish the detailed names too (SluiceJob `detailedMetrics`); @default process.env.SLUICE_DETAILED_METRICS === '1' */
   readonly detailedMetrics?: boolean;
+  /** the watched names an alarm or the dashboard reads (metric-names.ts); @default process.env.SLUICE_WATCHED_METRICS, comma-separated */
+  readonly watchedMetrics?: readonly string[];
 }
 
 export class PowertoolsTelemetry implements Telemetry {
@@ -62,6 +64,7 @@ export class PowertoolsTelemetry implements Telemetry {
   private readonly now: () => number;
   private readonly serviceName: string;
   private readonly detailed: boolean;
+  private readonly watched: ReadonlySet<string>;
 
   constructor(job: string, stage: string, options: PowertoolsTelemetryOptions = {}) {
     this.logger = new Logger({ serviceName: `sluice-${job}`, persistentKeys: { job, stage } });
@@ -70,6 +73,7 @@ export class PowertoolsTelemetry implements Telemetry {
     this.periodMs = options.metricsPeriodMs ?? METRICS_PERIOD_MS;
     this.now = options.now ?? Date.now;
     this.detailed = options.detailedMetrics ?? process.env[DETAILED_METRICS_ENV] === '1';
+    this.watched = new Set(options.watchedMetrics ?? (process.env[WATCHED_METRICS_ENV] ?? '').split(',').filter(Boolean));
   }
 
   /**
@@ -91,13 +95,13 @@ export class PowertoolsTelemetry implements Telemetry {
   }
 
   count(name: string, value = 1): void {
-    if (!publishesMetric(name, this.detailed)) return;
+    if (!publishesMetric(name, this.detailed, this.watched)) return;
     this.pending(name);
     this.counts.set(name, (this.counts.get(name) ?? 0) + value);
   }
 
   timing(name: string, ms: number): void {
-    if (!publishesMetric(name, this.detailed)) return;
+    if (!publishesMetric(name, this.detailed, this.watched)) return;
     this.pending(name);
     const values = this.timings.get(name) ?? [];
     values.push(ms);

@@ -14,8 +14,28 @@
 /** Published in steady state by default (the cost model counts these): per stage, and by the coordinator. */
 export const STEADY_METRICS = {
   stage: ['RecordsIn', 'RecordsOut'],
+  coordinator: [],
+} as const;
+
+/**
+ * Steady names published only while something reads them: an alarm or the dashboard the construct
+ * made (`watchedMetrics`), or `detailedMetrics`. Completed checkpoints are otherwise in the
+ * checkpoint records (`sluice status`).
+ */
+export const WATCHED_METRICS = {
   coordinator: ['CheckpointCompleted'],
 } as const;
+
+/** The WATCHED_METRICS the construct's alarms or dashboard read, comma-separated. */
+export const WATCHED_METRICS_ENV = 'SLUICE_WATCHED_METRICS';
+
+/**
+ * Which WATCHED_METRICS a deployment reads: the "no checkpoint completed" alarm, made only when the
+ * coordinator never idles (an idle one completes none on purpose), and the dashboard.
+ */
+export function watchedMetrics(o: { readonly idleCoordinator: boolean; readonly dashboard: boolean }): string[] {
+  return !o.idleCoordinator || o.dashboard ? [...WATCHED_METRICS.coordinator] : [];
+}
 
 /** Steady names published only with `detailedMetrics`, per stage and by the coordinator. */
 export const DETAILED_METRICS = {
@@ -27,8 +47,14 @@ export const DETAILED_METRICS = {
 export const DETAILED_METRICS_ENV = 'SLUICE_DETAILED_METRICS';
 
 const DETAILED: ReadonlySet<string> = new Set([...DETAILED_METRICS.stage, ...DETAILED_METRICS.coordinator]);
+const WATCHED: ReadonlySet<string> = new Set(WATCHED_METRICS.coordinator);
 
-/** Whether a function publishes `name`: every name but the detailed ones, which only with `detailed`. */
-export function publishesMetric(name: string, detailed: boolean): boolean {
-  return detailed || !DETAILED.has(name);
+/**
+ * Whether a function publishes `name`: every name but the detailed ones, which only with
+ * `detailed`, and the watched ones, which only when `watched` (or `detailed`) has them.
+ */
+export function publishesMetric(name: string, detailed: boolean, watched: ReadonlySet<string> = new Set()): boolean {
+  if (detailed) return true;
+  if (WATCHED.has(name)) return watched.has(name);
+  return !DETAILED.has(name);
 }
