@@ -214,9 +214,12 @@ export class CoordinatorLoop {
       return { continuedAsNew: arn };
     }
     await this.awaitRunningCommit();
-    if (this.o.idle && (await this.quiet())) {
+    const sources = this.o.idle ? await this.quietSources() : undefined;
+    if (sources) {
       await this.store.parkIdle(token, this.now().toISOString());
-      // input that arrived while the token was being parked found no token: look once more
+      // a source batch's position write returns its lease item: the token there tells it to wake us (wake.ts)
+      await this.store.markParked(sources, token);
+      // input whose position write came before its lease's mark was in its shard before that: look once more
       if (await this.quiet()) {
         this.o.telemetry?.log('info', 'coordinator idle: no input since the last checkpoint');
         return { idle: true };
@@ -320,25 +323,33 @@ export class CoordinatorLoop {
    * but control records. Anything unknown (a shard without a replay point) counts as input.
    */
   async quiet(): Promise<boolean> {
+    return (await this.quietSources()) !== undefined;
+  }
+
+  /** `quiet`, with the source instances it looked at (the ones a park marks), or undefined when not quiet. */
+  private async quietSources(): Promise<string[] | undefined> {
     const state = await this.store.readState();
     const last = state.last;
-    if (!last) return false;
-    if (state.open.length || state.stopping !== undefined) return false;
-    if ((await this.store.getSavepointRequest()) || (await this.store.getRescale())) return false;
+    if (!last) return undefined;
+    if (state.open.length || state.stopping !== undefined) return undefined;
+    if ((await this.store.getSavepointRequest()) || (await this.store.getRescale())) return undefined;
     const ck = await this.store.getCheckpoint(last);
-    if (ck?.status !== 'COMPLETED' || !ck.instances) return false;
+    if (ck?.status !== 'COMPLETED' || !ck.instances) return undefined;
     const instances = ck.instances as Record<string, { replayPoint?: { from: string; sequenceNumber?: string } }>;
+    const looked: string[] = [];
     for (const stage of this.o.plan.stages) {
       if (stage.input.kind !== 'source') continue;
       const stream = this.o.names.streamOf(stage);
       const shards = await this.o.ports.shards.openShards(stream);
       for (const shard of shards) {
-        const rp = instances[instanceIdOf(stage.id, shard.shardId)]?.replayPoint;
-        if (rp?.from !== 'after' || !rp.sequenceNumber) return false;
-        if (await this.inputAfter(stream, shard.shardId, rp.sequenceNumber)) return false;
+        const id = instanceIdOf(stage.id, shard.shardId);
+        const rp = instances[id]?.replayPoint;
+        if (rp?.from !== 'after' || !rp.sequenceNumber) return undefined;
+        if (await this.inputAfter(stream, shard.shardId, rp.sequenceNumber)) return undefined;
+        looked.push(id);
       }
     }
-    return true;
+    return looked;
   }
 
   /** Whether the shard holds a data record after the sequence number (a few pages at most). */
