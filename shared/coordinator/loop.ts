@@ -5,8 +5,9 @@
  * - `begin` (the `Allocate` state, a task-token task): allocates checkpoint n and injects its
  *   barrier, then answers its own token with `{ iteration, ckpt: { checkpointId } }`. When the
  *   job is quiet (no source shard holds a record after the barrier of the last committed
- *   checkpoint) it answers nothing: the token is parked in the control table and the workflow
- *   waits without a transition until a stage function sees input and fails the token with
+ *   checkpoint) it answers nothing: the token is parked in the control table (and left on each
+ *   source lease item, whose position write hands it to the next batch) and the workflow waits
+ *   without a transition until a stage function sees input and fails the token with
  *   `Sluice.InputArrived` (caught back to `Allocate`; see wake.ts), or the state's own timeout.
  *   After `continueAsNewAfter` checkpoints it starts a fresh execution and fails the token with
  *   `Sluice.ContinuedAsNew` (caught to `Done`), so no Choice or counter state is on the path.
