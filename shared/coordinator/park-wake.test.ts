@@ -72,6 +72,38 @@ describe('parking the idle coordinator on the source leases', () => {
     expect(workflow.failed).toHaveLength(1);
   });
 
+  it('a batch that died after its position write leaves the token on its lease: the retry wakes the coordinator', async () => {
+    const { r, loop, workflow } = setup();
+    await committedInput(r, ['a', 'b', 'c', 'd']);
+    expect(await loop.run({ action: 'begin', taskToken: 'park-1' })).toEqual({ idle: true });
+    let died = false;
+    r.mem.faults.after = async (op) => {
+      if (op === 'control.commitPosition' && !died) {
+        died = true;
+        throw new Error('the function dies after its position write');
+      }
+    };
+    r.produce('in', [{ k: 'late' }]);
+    await expect(r.runUntilIdle()).rejects.toThrow('dies after its position write');
+    expect(workflow.failed).toEqual([]);
+    // the mapping hands the batch over again: its position is committed already, the token is still on the lease
+    await r.runUntilIdle();
+    expect(workflow.failed.map((f) => f.taskToken)).toEqual(['park-1']);
+  });
+
+  it('an instance newer than the park (a reshard\'s child) reads the parked token on its first position', async () => {
+    const { r, loop, workflow, ops } = setup();
+    await committedInput(r, ['a', 'b', 'c', 'd']);
+    expect(await loop.run({ action: 'begin', taskToken: 'park-1' })).toEqual({ idle: true });
+    const stream = r.names.streamOf(r.plan.stages[0]!);
+    r.mem.kinesis.reshard(stream, 3);
+    ops.length = 0;
+    r.produce('in', [{ k: 'x' }, { k: 'y' }, { k: 'z' }]);
+    await r.runUntilIdle();
+    expect(workflow.failed.map((f) => f.taskToken)).toEqual(['park-1']);
+    expect(ops.filter((op) => op === 'checkpoints.idleToken').length).toBeGreaterThan(0);
+  });
+
   it('a park racing a source batch never leaves the coordinator parked while input waits (seeded interleavings)', async () => {
     let parkedWithInput = 0;
     let woken = 0;
