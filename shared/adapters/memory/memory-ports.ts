@@ -221,13 +221,11 @@ export class MemoryControlStore implements ControlStore {
 
   async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<string | undefined> {
     return serviceCall(this.faults, 'control.commitPosition', { instanceId }, () => {
-      let parked: string | undefined;
       this.fenced(instanceId, fence, (item) => {
         item.lastPosition = lastPosition;
         item.firstPosition ??= firstPosition;
-        parked = item.parked;
       });
-      return parked;
+      return this.leases.get(instanceId)!.parked;
     });
   }
 
@@ -240,9 +238,7 @@ export class MemoryControlStore implements ControlStore {
   /** Removes the park mark if it is still `taskToken` (MemoryCheckpointStore.clearParked). */
   clearParked(instanceId: string, taskToken: string): void {
     const item = this.leases.get(instanceId);
-    if (item?.parked !== taskToken) return;
-    const { parked: _, ...rest } = item;
-    this.leases.set(instanceId, rest);
+    if (item?.parked === taskToken) this.leases.set(instanceId, { ...item, parked: undefined });
   }
 
   private fenced(instanceId: string, fence: number, update: (item: LeaseItem) => void): void {
