@@ -167,7 +167,7 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const checkpoints = active || !idle ? S / (pauseS + 1) : 0;
   const rounds = express ? checkpoints / perRound : 0;
   const batching = o.batching ?? defaultBatching(plan);
-  const a = active ? activityOf(plan, eps, { rates: o.rates, batching, eventBytes: o.eventBytes, checkpointsPerS: checkpoints / S, wakeUpReads: idle }) : undefined;
+  const a = active ? activityOf(plan, eps, { rates: o.rates, batching, eventBytes: o.eventBytes, checkpointsPerS: checkpoints / S }) : undefined;
   // a commit collects garbage about once a minute (shared/coordinator/gc.ts collectsGarbage)
   const gcEvery = Math.max(1, Math.ceil(GC_PERIOD_MS / (pauseS * 1000)));
   const gcRuns = checkpoints / gcEvery;
@@ -201,7 +201,7 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   // Lambda
   line('Lambda', `stage invocations (ESM batches: ${batchingWords(batching)})`, (a?.stageInvocations ?? 0) * S, 'requests', PRICES.lambda.request);
   line('Lambda', `stage GB-s (${batching.memoryMb} MB): CPU and each checkpoint's requests`, (a?.eventGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
-  line('Lambda', `stage GB-s (${batching.memoryMb} MB): waiting on each batch's lease, position, PutRecords and wake-up`, (a?.batchGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
+  line('Lambda', `stage GB-s (${batching.memoryMb} MB): waiting on each batch's lease, position and PutRecords`, (a?.batchGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
   const ackReads = ackReadsPerCheckpoint(plan, batching);
   const perCheckpointTasks = express ? 2 + ackReads : 3;
   const coordInvocations = checkpoints * perCheckpointTasks + parkedRechecks;
@@ -218,7 +218,9 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   const keyedStages = plan.stages.filter((s) => s.input.kind === 'exchange').length;
   const reloads = active ? HOURS_PER_MONTH / ENVIRONMENT_LIFETIME_HOURS : 0;
   line('DynamoDB', `reads: state read back by a replaced environment (once per ${ENVIRONMENT_LIFETIME_HOURS} h per keyed stage)`, reloads * keyedStages * Math.ceil((keys * STATE_BYTES_PER_KEY) / 4096), 'RRU', PRICES.dynamodb.readRequestUnit);
-  line('DynamoDB', 'reads: idle item after each source batch (wake-up)', idle ? (a?.sourceInvocations ?? 0) * S : 0, 'RRU', PRICES.dynamodb.readRequestUnit);
+  // a source batch learns from its position write's response whether the coordinator is parked (no read);
+  // each park leaves the token on every source lease: once per hourly re-check while idle, never at a steady rate
+  line('DynamoDB', 'writes: the parked token on each source lease (per park; up to 2 WRU: a task token takes up to 1 KB)', idle ? parkedRechecks * sourceShards * 2 : 0, 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'coordinator writes', checkpoints * COORDINATOR_WRU, 'WRU', PRICES.dynamodb.writeRequestUnit);
   line('DynamoDB', 'coordinator reads (+ watchdog)', checkpoints * (COORDINATOR_RRU + (express ? ackReads : 0)) + parkedRechecks * 6 + watchdogRuns * 2, 'RRU', PRICES.dynamodb.readRequestUnit);
   line('DynamoDB', 'commit GC (about once a minute): a lease read and a delta query per instance', gcRuns * instances * 2, 'RRU', PRICES.dynamodb.readRequestUnit);

@@ -220,8 +220,9 @@ export function meterPorts(ports: RuntimePorts, meter: Meter, stateTable?: Memor
         meter.leaseWrite('pointer', id, { snapshot: JSON.stringify(pointer), snapshotAt: ISO });
       },
       async commitPosition(id, fence, pos) {
-        await control.commitPosition(id, fence, pos);
+        const parked = await control.commitPosition(id, fence, pos);
         meter.leaseWrite('position', id, { lastPosition: pos });
+        return parked;
       },
       async ack(n, id) {
         meter.ack(n, id);

@@ -5,7 +5,8 @@
  *   bytes between stages, and the time spent waiting on those requests;
  * - per batch: the lease position each batch commits (one UpdateItem: how an environment knows its
  *   cache is still the lease's, docs/guarantees.md), the lease read, the PutRecords of a stage that
- *   feeds another, the idle item a source batch reads (the wake-up), and the time waiting on them.
+ *   feeds another, and the time waiting on them. (Whether the coordinator is parked comes back with
+ *   the position write: no request of its own.)
  *
  * A metered in-process run (bench/pipeline.ts) gives both parts (`fromMeter`); the batches come from
  * the job's event source mapping settings (`stageFlows`), not from how often that run polled: Lambda
@@ -194,11 +195,9 @@ export interface Activity {
   readonly batching: Batching;
   readonly flows: readonly StageFlow[];
   readonly stageInvocations: number;
-  /** invocations of the source stages (each one reads the idle item: wake.ts) */
-  readonly sourceInvocations: number;
   /** GB-s of CPU and of the requests made per event (per checkpoint) */
   readonly eventGbSeconds: number;
-  /** GB-s waiting on each batch's own requests: lease, position, PutRecords, wake-up */
+  /** GB-s waiting on each batch's own requests: lease, position, PutRecords */
   readonly batchGbSeconds: number;
   readonly interStagePutUnits: number;
   /** lease positions, one per batch */
@@ -219,8 +218,6 @@ export interface ActivityOptions {
   readonly batching?: Batching;
   readonly eventBytes?: number;
   readonly checkpointsPerS: number;
-  /** the idle coordinator: every source batch reads the idle item */
-  readonly wakeUpReads: boolean;
 }
 
 export function activityOf(plan: Plan, eps: number, o: ActivityOptions): Activity {
@@ -229,20 +226,17 @@ export function activityOf(plan: Plan, eps: number, o: ActivityOptions): Activit
   const flows = stageFlows(plan, eps, b, { eventBytes: o.eventBytes ?? 200, packedBytes: rates.perEvent.packedBytes, checkpointsPerS: o.checkpointsPerS });
   const sum = (f: (x: StageFlow) => boolean) => flows.filter(f).reduce((a, x) => a + x.batchesPerShardS * x.shards, 0);
   const batches = sum(() => true);
-  const sourceBatches = sum((x) => x.source);
   const feedingBatches = sum((x) => x.feeds);
   const events = eps * (plan.stages.length / rates.stages);
   const gb = b.memoryMb / 1024;
   // below a full vCPU (1,769 MB) CPU time stretches as memory shrinks, so its GB-s do not change
   const cpuGbS = events * rates.perEvent.cpuS * (Math.max(ASSUMPTIONS.fullVcpuMb, b.memoryMb) / 1024);
-  const wakeIoS = o.wakeUpReads ? sourceBatches * (ASSUMPTIONS.dynamoMs / 1000) : 0;
   return {
     batching: b,
     flows,
     stageInvocations: batches,
-    sourceInvocations: sourceBatches,
     eventGbSeconds: cpuGbS + events * rates.perEvent.ioS * gb,
-    batchGbSeconds: (batches * rates.perBatch.ioS + feedingBatches * rates.perBatch.putIoS + wakeIoS) * gb,
+    batchGbSeconds: (batches * rates.perBatch.ioS + feedingBatches * rates.perBatch.putIoS) * gb,
     interStagePutUnits: interStagePutUnits(plan, flows, eps, rates.perEvent.packedBytes),
     positionWru: batches * rates.perBatch.wru,
     eventWru: events * rates.perEvent.wru,

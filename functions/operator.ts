@@ -8,12 +8,11 @@ import { createAwsClients } from '../shared/adapters/aws/clients.js';
 import { awsCoordinatorWake } from '../shared/adapters/aws/coordinator-ports.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import { LOOP_ENV } from '../shared/coordinator/loop.js';
-import { hasInput } from '../shared/coordinator/wake.js';
 import type { Job } from '../shared/api/job.js';
 import { planJob, stageById } from '../shared/plan/planner.js';
 import { ENV, resourceNames } from '../shared/plan/resources.js';
 import type { StoredRecord } from '../shared/runtime/ports.js';
-import { createStageRunner, type StageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner, type BatchOutcome, type StageRunner } from '../shared/runtime/stage-runner.js';
 import { optionalEnv, requireEnv } from '../shared/util/config.js';
 import { SluiceError } from '../shared/util/errors.js';
 import { PowertoolsTelemetry } from './telemetry.js';
@@ -32,17 +31,16 @@ export function operatorHandler(job: Job): OperatorHandler {
   const ports = createAwsPorts(plan, names, clients, telemetry, bucket ? { bucket } : {});
   const runner = createStageRunner({ job, plan, stage, names, ports });
   // a source stage wakes a coordinator parked while no input arrived (shared/coordinator/wake.ts)
-  const wake = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? awsCoordinatorWake(names, clients) : undefined;
+  const waker = stage.input.kind === 'source' && optionalEnv(LOOP_ENV.idle) === '1' ? awsCoordinatorWake(names, clients) : undefined;
+  // best effort: a missed wake-up is caught by the parked task's own re-check
+  const wake: BatchWake | undefined = waker
+    ? (instanceId, cue) => waker.afterBatch(instanceId, cue).catch((err: unknown) => telemetry.log('warn', 'could not wake the coordinator', { error: String(err) }))
+    : undefined;
   return async (event, context) => {
     if (context) telemetry.logger.addContext(context);
     try {
       await tracing;
-      const out = await handleKinesisBatch(runner, event);
-      if (wake && hasInput(event)) {
-        // best effort: a missed wake-up is caught by the parked task's own re-check
-        await wake.afterInput().catch((err: unknown) => telemetry.log('warn', 'could not wake the coordinator', { error: String(err) }));
-      }
-      return out;
+      return await handleKinesisBatch(runner, event, wake);
     } finally {
       telemetry.flush();
     }
@@ -98,8 +96,12 @@ export function kinesisBatch(event: KinesisStreamEvent): { shardId: string; reco
  * source whose window is full takes only part of the batch: the first record it did not take is
  * reported as failed, and the mapping (ReportBatchItemFailures) hands the batch over again from there.
  */
-export async function handleKinesisBatch(runner: StageRunner, event: KinesisStreamEvent): Promise<KinesisStreamBatchResponse> {
+/** A source stage's wake-up of a parked coordinator after a batch that calls for one (`BatchOutcome.wake`, coordinator/wake.ts). */
+export type BatchWake = (instanceId: string, cue: NonNullable<BatchOutcome['wake']>) => Promise<unknown>;
+
+export async function handleKinesisBatch(runner: StageRunner, event: KinesisStreamEvent, wake?: BatchWake): Promise<KinesisStreamBatchResponse> {
   const batch = kinesisBatch(event);
   const out = batch ? await runner.run(batch.shardId, batch.records) : undefined;
+  if (wake && out?.wake) await wake(out.instanceId, out.wake);
   return { batchItemFailures: out?.heldFrom !== undefined ? [{ itemIdentifier: out.heldFrom }] : [] };
 }

@@ -7,6 +7,7 @@
 import type { KinesisStreamEvent } from 'aws-lambda';
 import { handleKinesisBatch } from '../functions/operator.js';
 import type { AwsClients } from '../shared/adapters/aws/clients.js';
+import { awsCoordinatorWake } from '../shared/adapters/aws/coordinator-ports.js';
 import { createAwsPorts } from '../shared/adapters/aws/ports.js';
 import type { CollectRegistry } from '../shared/adapters/memory/collect-registry.js';
 import type { CountingTelemetry } from '../shared/adapters/telemetry.js';
@@ -58,6 +59,9 @@ export class LocalStageFunctions {
       const envs: Env[] = [];
       for (let i = 0; i < count; i++) envs.push({ id: `${stage.id}-env${i}`, runner: this.newRunner(stage, `${stage.id}-env${i}`) });
       this.envs.set(stage.id, envs);
+      // as the deployed source function does: a batch that calls for it wakes a parked coordinator
+      const waker = o.idleCoordinator && stage.input.kind === 'source' ? awsCoordinatorWake(this.x.names, this.x.stageClients) : undefined;
+      const wake = waker ? (id: string, cue: { readonly token?: string }) => waker.afterBatch(id, cue) : undefined;
       const environments = envs.map((e): ExecutionEnvironment => {
         const handler: KinesisHandler = async (event: KinesisStreamEvent) => {
           this.invocations++;
@@ -66,7 +70,7 @@ export class LocalStageFunctions {
             e.runner = this.newRunner(stage, e.id);
             this.x.telemetry.count('EnvironmentsRecycled');
           }
-          return handleKinesisBatch(e.runner, event);
+          return handleKinesisBatch(e.runner, event, wake);
         };
         const reset = () => {
           e.runner = this.newRunner(stage, e.id);

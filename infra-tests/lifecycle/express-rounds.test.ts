@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import job from '../../examples/clickstream/job.js';
 import { sleep } from '../../shared/adapters/aws/clients.js';
 import { LocalJobRunner } from '../../local/runner.js';
-import { parked, until, wakeAfterSourceInput } from './idle-wake.js';
+import { parked, until } from './idle-wake.js';
 
 const event = (i: number) => new TextEncoder().encode(JSON.stringify({ userId: `u${i % 3}`, url: `/product/${i % 4}`, ts: 1_793_534_400_000 + i }));
 
@@ -35,7 +35,6 @@ describe('checkpoints in Express rounds on the emulated stack', () => {
         }
         return run(input);
       },
-      wrapHandler: wakeAfterSourceInput(() => runner),
     });
   }, 120_000);
 

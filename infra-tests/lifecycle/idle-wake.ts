@@ -1,26 +1,11 @@
 /**
- * What the idle-coordinator tests share: the wake-up a deployed source stage function does after a
- * batch with input, whether the coordinator is parked, and a wait for a condition that says what
- * the coordinator did meanwhile when it fails.
+ * What the idle-coordinator tests share: whether the coordinator is parked, and a wait for a
+ * condition that says what the coordinator did meanwhile when it fails. (The local runner's source
+ * functions wake a parked coordinator as the deployed ones do, with `idleCoordinator`.)
  */
 import { sleep } from '../../shared/adapters/aws/clients.js';
-import { awsCoordinatorWake } from '../../shared/adapters/aws/coordinator-ports.js';
 import { DynamoCheckpointStore } from '../../shared/adapters/aws/dynamo-checkpoint-store.js';
-import { hasInput } from '../../shared/coordinator/wake.js';
-import type { LocalJobRunner, LocalRunOptions } from '../../local/runner.js';
-
-/** A `wrapHandler` doing what functions/operator.ts does after a source batch: wake a parked coordinator. */
-export function wakeAfterSourceInput(runner: () => LocalJobRunner | undefined): NonNullable<LocalRunOptions['wrapHandler']> {
-  return (handler, { stage }) =>
-    stage.input.kind !== 'source'
-      ? handler
-      : async (event) => {
-          const out = await handler(event);
-          const r = runner();
-          if (r && hasInput(event)) await awsCoordinatorWake(r.names, r.clients).afterInput();
-          return out;
-        };
-}
+import type { LocalJobRunner } from '../../local/runner.js';
 
 /** Whether the coordinator parked its Allocate token (idle) and no waker has taken it yet. */
 export async function parked(runner: LocalJobRunner): Promise<boolean> {

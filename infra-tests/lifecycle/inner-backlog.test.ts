@@ -19,7 +19,6 @@ import { chaosJob, OUTPUTS_SINK, SOURCE_NAME } from '../chaos/job.js';
 import { expectedFrom } from '../chaos/oracle.js';
 import { judgeSinks } from '../chaos/run.js';
 import { dataRecords } from '../soak/barrier-travel.js';
-import { wakeAfterSourceInput } from './idle-wake.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const RECORDS = 300;
@@ -45,8 +44,6 @@ describe('a stage slower per record than its input', () => {
   let runner: LocalJobRunner;
   const input = Array.from({ length: RECORDS }, (_, i) => inputRecord({ id: `ib-${String(i).padStart(5, '0')}`, key: `k${i % 11}`, value: 1 + (i % 7) }, `pk-${i % 37}`));
   const count = { taken: 0, consumed: 0, consuming: 0, maxQueued: 0, held: 0 };
-  // what the source function does after a batch with input (functions/operator.ts)
-  const wake = wakeAfterSourceInput(() => runner);
 
   beforeAll(async () => {
     emulators = await startEmulators();
@@ -62,7 +59,7 @@ describe('a stage slower per record than its input', () => {
       wrapHandler: (handler, ctx) =>
         ctx.stage.id === 's0'
           ? async (event: KinesisStreamEvent, ...rest: unknown[]) => {
-              const out = await (wake(handler, ctx) as Handler)(event, ...rest);
+              const out = await (handler as Handler)(event, ...rest);
               count.taken += takenData(event, out);
               if (out?.batchItemFailures?.length) count.held++;
               count.maxQueued = Math.max(count.maxQueued, count.taken - count.consumed - count.consuming);

@@ -229,7 +229,7 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         commitPosition: async (id, fence, last, first) => {
           await maybeStall(env, 'commitPosition');
           try {
-            await control.commitPosition(id, fence, last, first);
+            return await control.commitPosition(id, fence, last, first);
           } catch (err) {
             observeFenced(err);
             throw err;

@@ -5,8 +5,9 @@
  * - `begin` (the `Allocate` state, a task-token task): allocates checkpoint n and injects its
  *   barrier, then answers its own token with `{ iteration, ckpt: { checkpointId } }`. When the
  *   job is quiet (no source shard holds a record after the barrier of the last committed
- *   checkpoint) it answers nothing: the token is parked in the control table and the workflow
- *   waits without a transition until a stage function sees input and fails the token with
+ *   checkpoint) it answers nothing: the token is parked in the control table (and left on each
+ *   source lease item, whose position write hands it to the next batch) and the workflow waits
+ *   without a transition until a stage function sees input and fails the token with
  *   `Sluice.InputArrived` (caught back to `Allocate`; see wake.ts), or the state's own timeout.
  *   After `continueAsNewAfter` checkpoints it starts a fresh execution and fails the token with
  *   `Sluice.ContinuedAsNew` (caught to `Done`), so no Choice or counter state is on the path.
@@ -222,9 +223,12 @@ export class CoordinatorLoop {
       return { continuedAsNew: arn };
     }
     await this.awaitRunningCommit();
-    if (this.o.idle && (await this.quiet())) {
+    const sources = this.o.idle ? await this.quietSources() : undefined;
+    if (sources) {
       await this.store.parkIdle(token, this.now().toISOString());
-      // input that arrived while the token was being parked found no token: look once more
+      // a source batch's position write returns its lease item: the token there tells it to wake us (wake.ts)
+      await this.store.markParked(sources, token);
+      // input whose position write came before its lease's mark was in its shard before that: look once more
       if (await this.quiet()) {
         this.o.telemetry?.log('info', 'coordinator idle: no input since the last checkpoint');
         return { idle: true };
@@ -328,25 +332,33 @@ export class CoordinatorLoop {
    * but control records. Anything unknown (a shard without a replay point) counts as input.
    */
   async quiet(): Promise<boolean> {
+    return (await this.quietSources()) !== undefined;
+  }
+
+  /** `quiet`, with the source instances it looked at (the ones a park marks), or undefined when not quiet. */
+  private async quietSources(): Promise<string[] | undefined> {
     const state = await this.store.readState();
     const last = state.last;
-    if (!last) return false;
-    if (state.open.length || state.stopping !== undefined) return false;
-    if ((await this.store.getSavepointRequest()) || (await this.store.getRescale())) return false;
+    if (!last) return undefined;
+    if (state.open.length || state.stopping !== undefined) return undefined;
+    if ((await this.store.getSavepointRequest()) || (await this.store.getRescale())) return undefined;
     const ck = await this.store.getCheckpoint(last);
-    if (ck?.status !== 'COMPLETED' || !ck.instances) return false;
+    if (ck?.status !== 'COMPLETED' || !ck.instances) return undefined;
     const instances = ck.instances as Record<string, { replayPoint?: { from: string; sequenceNumber?: string } }>;
+    const looked: string[] = [];
     for (const stage of this.o.plan.stages) {
       if (stage.input.kind !== 'source') continue;
       const stream = this.o.names.streamOf(stage);
       const shards = await this.o.ports.shards.openShards(stream);
       for (const shard of shards) {
-        const rp = instances[instanceIdOf(stage.id, shard.shardId)]?.replayPoint;
-        if (rp?.from !== 'after' || !rp.sequenceNumber) return false;
-        if (await this.inputAfter(stream, shard.shardId, rp.sequenceNumber)) return false;
+        const id = instanceIdOf(stage.id, shard.shardId);
+        const rp = instances[id]?.replayPoint;
+        if (rp?.from !== 'after' || !rp.sequenceNumber) return undefined;
+        if (await this.inputAfter(stream, shard.shardId, rp.sequenceNumber)) return undefined;
+        looked.push(id);
       }
     }
-    return true;
+    return looked;
   }
 
   /** Whether the shard holds a data record after the sequence number (a few pages at most). */

@@ -137,6 +137,10 @@ export interface CheckpointStore {
   idleToken(): Promise<string | undefined>;
   /** Deletes the parked token if it is still `taskToken`; true for the one call that did. */
   takeIdle(taskToken: string): Promise<boolean>;
+  /** Leaves the parked token on each instance's lease item (one that exists): its next position write returns it. */
+  markParked(instanceIds: readonly string[], taskToken: string): Promise<void>;
+  /** Removes the token from the instance's lease item if it is still `taskToken` (a later park's stays). */
+  clearParked(instanceId: string, taskToken: string): Promise<void>;
   loopState(): Promise<LoopState>;
   markCommitting(n: number, at: string): Promise<void>;
   /** Clears the commit marker if it is still n's. */

@@ -36,6 +36,8 @@ export interface Lease {
    */
   readonly firstPosition?: string;
   readonly snapshot: SnapshotPointer | undefined;
+  /** the task token of a coordinator parked while the job was quiet, left on a source instance's lease (coordinator/wake.ts) */
+  readonly parked?: string;
 }
 
 /** Leases, snapshot pointers and deltas of instances; checkpoint acks. */
@@ -52,8 +54,11 @@ export interface ControlStore {
   readDelta(ref: DeltaRef): Promise<Uint8Array>;
   /** makes a snapshot the instance's current one, if `fence` still holds the lease (FencedError otherwise) */
   publishSnapshot(instanceId: string, fence: number, pointer: SnapshotPointer): Promise<void>;
-  /** records the last processed position, if `fence` still holds the lease (FencedError otherwise) */
-  commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void>;
+  /**
+   * records the last processed position, if `fence` still holds the lease (FencedError otherwise);
+   * returns the parked coordinator's token the lease carries, if any (`Lease.parked`), from the same write
+   */
+  commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<string | undefined>;
   /** adds the instance to checkpoint n's ack set; `completedBy` is true when the set is now complete (so the caller wakes the coordinator) */
   ack(checkpointId: number, instanceId: string): Promise<{ readonly completedBy: boolean; readonly taskToken?: string }>;
 }

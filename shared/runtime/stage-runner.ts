@@ -50,6 +50,12 @@ export interface BatchOutcome {
    * as the batch's first failure, so the mapping hands it over again
    */
   readonly heldFrom?: string;
+  /**
+   * a source batch with input on a lease that carries a parked coordinator's token (`token`), or
+   * on the instance's first position (no token: it may be newer than the park): the stage function
+   * wakes the coordinator (coordinator/wake.ts)
+   */
+  readonly wake?: { readonly token?: string };
 }
 
 /** What a stage's engine runs on: the job, its plan and stage, the resources' names and the ports. */
@@ -100,7 +106,8 @@ export class StageRunner {
     if (last !== undefined && lease.lastPosition !== undefined && compareSeq(lease.lastPosition, last) >= 0) {
       this.totals.alreadyProcessed++;
       t.count('BatchAlreadyProcessed');
-      return { instanceId: id, cacheHit: false, replayed: 0, processed: 0 };
+      // its first run's position write may have found the token and died before waking
+      return { instanceId: id, cacheHit: false, replayed: 0, processed: 0, ...this.wakeCue(lease.parked, false, records) };
     }
     let inst = this.instances.get(id);
     const cacheHit = !!inst && inst.fence === lease.fence && inst.lastPosition === lease.lastPosition;
@@ -180,14 +187,15 @@ export class StageRunner {
       await inst!.drain();
       // an instance behind what an earlier owner committed leaves the lease there: it matches no
       // lease then, and the next batch restores and replays instead of skipping what it never read
-      if (inst!.lastPosition !== undefined) await this.ports.control.commitPosition(id, inst!.fence, laterSeq(inst!.lastPosition, committed)!, this.origins.get(id));
+      const parked = inst!.lastPosition !== undefined ? await this.ports.control.commitPosition(id, inst!.fence, laterSeq(inst!.lastPosition, committed)!, this.origins.get(id)) : undefined;
       t.count('RecordsIn', inst!.stats.recordsIn - before);
       const maxDirty = this.options.maxDirtyKeys ?? 200_000;
       if (inst!.state.dirtyBound > maxDirty && inst!.state.dirtyCount > maxDirty) await inst!.spillDirty(Math.floor(maxDirty / 2));
       const max = this.options.maxCachedKeys ?? 100_000;
       if (inst!.state.size > max) inst!.state.evictClean(max);
       this.instances.set(id, inst!);
-      return { instanceId: id, cacheHit, replayed, processed: live.length, ...(heldFrom !== undefined ? { heldFrom } : {}) };
+      const cue = inst!.lastPosition !== undefined ? this.wakeCue(parked, committed === undefined, records) : {};
+      return { instanceId: id, cacheHit, replayed, processed: live.length, ...(heldFrom !== undefined ? { heldFrom } : {}), ...cue };
     } catch (err) {
       t.log('error', 'batch failed; the cached instance is dropped and the ESM will retry', {
         instance: id,
@@ -196,6 +204,14 @@ export class StageRunner {
       });
       throw err;
     }
+  }
+
+  /** The wake-up a source batch calls for: input, and a parked token on its lease or no position before it. */
+  private wakeCue(parked: string | undefined, firstPosition: boolean, records: readonly StoredRecord[]): Pick<BatchOutcome, 'wake'> {
+    if (this.stage.input.kind !== 'source' || (parked === undefined && !firstPosition)) return {};
+    // the coordinator's barriers wake nothing: only a record that is not its own
+    if (!records.some((r) => decodeSourceControl(r.data) === undefined)) return {};
+    return { wake: parked !== undefined ? { token: parked } : {} };
   }
 
   /** Puts every announced checkpoint not placed yet at the source's read position and forwards what is due there. */

@@ -15,7 +15,7 @@ import { planJob } from '../plan/planner.js';
 import { resourceNames, type ResourceNames } from '../plan/resources.js';
 import type { RuntimePorts } from '../runtime/ports.js';
 import { compareSeq } from '../runtime/positions.js';
-import { createStageRunner, type StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
+import { createStageRunner, type BatchOutcome, type StageRunner, type StageRunnerOptions } from '../runtime/stage-runner.js';
 import { SpillingStateStore } from '../runtime/spilling-state-store.js';
 import { MemoryBlobStore } from '../adapters/memory/memory-objects.js';
 
@@ -34,6 +34,8 @@ export interface MemoryJobRunnerOptions {
   /** the coordinator's clock (barriers carry it); @default a counter starting at 0 that steps 1 s per checkpoint */
   readonly now?: () => number;
   readonly runner?: StageRunnerOptions;
+  /** runs after each batch with its outcome, as a stage function does (the wake-up of a parked coordinator) */
+  readonly afterBatch?: (outcome: BatchOutcome) => Promise<unknown>;
 }
 
 interface Cursor {
@@ -133,7 +135,8 @@ export class MemoryJobRunner {
             const envs = this.envs.get(stage.id)!;
             const at = Math.floor(this.rnd() * envs.length);
             if (this.rnd() < (this.options.recycleProbability ?? 0)) envs[at] = this.newRunner(stage);
-            await envs[at]!.run(shard.shardId, batch);
+            const out = await envs[at]!.run(shard.shardId, batch);
+            await this.options.afterBatch?.(out);
             this.batches++;
             cur.last = batch[batch.length - 1]!.sequenceNumber;
             progressed = true;

@@ -447,6 +447,28 @@ export class DynamoCheckpointStore implements CheckpointStore {
     return r.ok;
   }
 
+  async markParked(instanceIds: readonly string[], taskToken: string): Promise<void> {
+    // an instance with no lease item yet has no position write to return the mark: the stage looks
+    // for the token on its first position instead (wake.ts)
+    await Promise.all(
+      instanceIds.map((id) =>
+        this.update(controlKey.lease(id), {
+          UpdateExpression: 'SET parked = :t',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeValues: { ':t': taskToken },
+        }).catch(ignoreConditionFailed),
+      ),
+    );
+  }
+
+  async clearParked(instanceId: string, taskToken: string): Promise<void> {
+    await this.update(controlKey.lease(instanceId), {
+      UpdateExpression: 'REMOVE parked',
+      ConditionExpression: 'parked = :t',
+      ExpressionAttributeValues: { ':t': taskToken },
+    }).catch(ignoreConditionFailed);
+  }
+
   async loopState(): Promise<LoopState> {
     const item = await this.item(controlKey.loop);
     return {

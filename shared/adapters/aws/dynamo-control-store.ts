@@ -31,6 +31,7 @@ function toLease(item: Record<string, unknown> | undefined): Lease {
     lastPosition: item?.lastPosition as string | undefined,
     ...(typeof item?.firstPosition === 'string' ? { firstPosition: item.firstPosition } : {}),
     snapshot: item?.snapshot ? (JSON.parse(item.snapshot as string) as SnapshotPointer) : undefined,
+    ...(typeof item?.parked === 'string' ? { parked: item.parked } : {}),
   };
 }
 
@@ -99,13 +100,19 @@ export class DynamoControlStore implements ControlStore {
     });
   }
 
-  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void> {
-    if (firstPosition === undefined) await this.fenced(instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition });
-    else await this.fenced(instanceId, fence, 'SET lastPosition = :p, firstPosition = if_not_exists(firstPosition, :f)', { ':p': lastPosition, ':f': firstPosition });
+  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<string | undefined> {
+    // the item as it was comes back with the write (no capacity of its own): a parked coordinator's
+    // token on it tells a source batch with input to wake it (coordinator/wake.ts); a retried write
+    // returns it again, since only the waker removes it
+    const old =
+      firstPosition === undefined
+        ? await fencedLeaseUpdate(this.clients, this.table, instanceId, fence, 'SET lastPosition = :p', { ':p': lastPosition }, 'ALL_OLD')
+        : await fencedLeaseUpdate(this.clients, this.table, instanceId, fence, 'SET lastPosition = :p, firstPosition = if_not_exists(firstPosition, :f)', { ':p': lastPosition, ':f': firstPosition }, 'ALL_OLD');
+    return typeof old?.parked === 'string' ? old.parked : undefined;
   }
 
-  private fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
-    return fencedLeaseUpdate(this.clients, this.table, instanceId, fence, update, values);
+  private async fenced(instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
+    await fencedLeaseUpdate(this.clients, this.table, instanceId, fence, update, values);
   }
 
   async ack(checkpointId: number, instanceId: string): Promise<{ completedBy: boolean; taskToken?: string }> {
@@ -148,9 +155,17 @@ export class DynamoControlStore implements ControlStore {
  * An update of an instance's lease item that only its current owner may make (`fence = :fence`); a
  * failed condition is a FencedError. A retry of an applied update succeeds again (the fence is unchanged).
  */
-export async function fencedLeaseUpdate(clients: Pick<AwsClients, 'doc'>, table: string, instanceId: string, fence: number, update: string, values: Record<string, unknown>): Promise<void> {
+export async function fencedLeaseUpdate(
+  clients: Pick<AwsClients, 'doc'>,
+  table: string,
+  instanceId: string,
+  fence: number,
+  update: string,
+  values: Record<string, unknown>,
+  returnValues?: 'ALL_OLD',
+): Promise<Record<string, unknown> | undefined> {
   try {
-    await withThrottleRetry(() =>
+    const r = await withThrottleRetry(() =>
       clients.doc.send(
         new UpdateCommand({
           TableName: table,
@@ -159,9 +174,11 @@ export async function fencedLeaseUpdate(clients: Pick<AwsClients, 'doc'>, table:
           ConditionExpression: 'fence = :fence',
           ...(update.includes('#snapshot') ? { ExpressionAttributeNames: { '#snapshot': 'snapshot' } } : {}),
           ExpressionAttributeValues: { ...values, ':fence': fence },
+          ...(returnValues ? { ReturnValues: returnValues } : {}),
         }),
       ),
     );
+    return r.Attributes;
   } catch (err) {
     if (err instanceof ConditionalCheckFailedException) throw new FencedError(`${instanceId}: fence ${fence} no longer holds the lease`);
     throw err;

@@ -242,6 +242,25 @@ describe.each(implementations)('checkpoint store contract: %s', (_name, open) =>
     expect(await store.getRescale()).toBeUndefined();
   });
 
+  it('leaves a parked token on existing source leases, which their position write returns until its waker clears it', async () => {
+    const { store, control } = await open();
+    const { fence } = await control.takeOver('s0:a', 0);
+    expect(await control.commitPosition('s0:a', fence, '10')).toBeUndefined();
+    await store.markParked(['s0:a', 's0:never-ran'], 'tok');
+    expect(await control.commitPosition('s0:a', fence, '11')).toBe('tok');
+    // a retried or later write returns it again: only the waker removes it
+    expect(await control.commitPosition('s0:a', fence, '12')).toBe('tok');
+    expect((await control.readLease('s0:a')).parked).toBe('tok');
+    await store.clearParked('s0:a', 'older'); // a later park's mark stays
+    expect(await control.commitPosition('s0:a', fence, '13')).toBe('tok');
+    await store.clearParked('s0:a', 'tok');
+    expect(await control.commitPosition('s0:a', fence, '14')).toBeUndefined();
+    expect(await control.readLease('s0:a')).toMatchObject({ fence, lastPosition: '14' });
+    // no lease item is made for an instance that never ran
+    expect((await control.readLease('s0:never-ran')).fence).toBe(0);
+    expect(await control.takeOver('s0:never-ran', 0)).toMatchObject({ fence: 1, lastPosition: undefined });
+  });
+
   it('hands a parked token to exactly one waker, and clears a commit marker only for its own checkpoint', async () => {
     const { store } = await open();
     expect(await store.idleToken()).toBeUndefined();

@@ -304,11 +304,13 @@ export class MemoryCheckpointStore implements CheckpointStore {
   }
 
   async parkIdle(taskToken: string, since: string): Promise<void> {
-    this.idle = { token: taskToken, since };
+    await serviceCall(this.faults, 'checkpoints.parkIdle', {}, () => {
+      this.idle = { token: taskToken, since };
+    });
   }
 
   async idleToken(): Promise<string | undefined> {
-    return this.idle?.takenBy === undefined ? this.idle?.token : undefined;
+    return serviceCall(this.faults, 'checkpoints.idleToken', {}, () => (this.idle?.takenBy === undefined ? this.idle?.token : undefined));
   }
 
   async takeIdle(taskToken: string): Promise<boolean> {
@@ -320,6 +322,14 @@ export class MemoryCheckpointStore implements CheckpointStore {
       idle.takenBy = token;
       return true;
     });
+  }
+
+  async markParked(instanceIds: readonly string[], taskToken: string): Promise<void> {
+    for (const id of instanceIds) await serviceCall(this.faults, 'checkpoints.markParked', { instanceId: id }, () => this.control.setParked(id, taskToken));
+  }
+
+  async clearParked(instanceId: string, taskToken: string): Promise<void> {
+    await serviceCall(this.faults, 'checkpoints.clearParked', { instanceId }, () => this.control.clearParked(instanceId, taskToken));
   }
 
   async loopState(): Promise<LoopState> {

@@ -33,6 +33,11 @@ export type PortOp =
   | 'checkpoints.openNext'
   | 'checkpoints.createRescale'
   | 'checkpoints.takeIdle'
+  /** the parked token: read back, left on one source lease item, removed from one (wake.ts) */
+  | 'checkpoints.parkIdle'
+  | 'checkpoints.idleToken'
+  | 'checkpoints.markParked'
+  | 'checkpoints.clearParked'
   /** one listing of the bucket's delta objects (the coordinator's GC) */
   | 'deltas.list'
   /** one PutRecords/PutRecord request (service hooks only) */

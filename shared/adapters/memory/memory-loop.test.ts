@@ -35,11 +35,11 @@ describe('the coordinator loop on the in-memory twins', () => {
     expect(await ports.store.idleToken()).toBe('begin-2');
     expect((await ports.store.readState()).last).toBe(1);
 
-    // a source stage that saw input wakes it: exactly one waker fails the parked token
+    // a source stage that saw input wakes it: exactly one waker fails the parked token (park-wake.test.ts: the batches)
     r.produce('in', [{ k: 'd' }]);
     const wake = new CoordinatorWake(ports.store, workflow);
-    expect(await wake.afterInput()).toBe(true);
-    expect(await wake.afterInput()).toBe(false);
+    expect(await wake.afterBatch('s0:a', { token: 'begin-2' })).toBe(true);
+    expect(await wake.afterBatch('s0:b', { token: 'begin-2' })).toBe(false);
     expect(workflow.failed).toEqual([{ taskToken: 'begin-2', error: LOOP_ERRORS.inputArrived, cause: 'a source stage received input' }]);
     expect(await loop.run({ action: 'begin', taskToken: 'begin-3' })).toEqual({ iteration: 1, ckpt: { checkpointId: 2 } });
   });

@@ -118,6 +118,8 @@ interface LeaseItem {
   snapshot?: string;
   /** the takeover call that last bumped the fence */
   takenBy?: symbol;
+  /** a parked coordinator's task token (coordinator/wake.ts) */
+  parked?: string;
 }
 
 export interface PublishedSnapshot {
@@ -152,6 +154,7 @@ export class MemoryControlStore implements ControlStore {
         lastPosition: item?.lastPosition,
         ...(item?.firstPosition !== undefined ? { firstPosition: item.firstPosition } : {}),
         snapshot: item?.snapshot ? (JSON.parse(item.snapshot) as SnapshotPointer) : undefined,
+        ...(item?.parked !== undefined ? { parked: item.parked } : {}),
       };
     });
   }
@@ -216,13 +219,26 @@ export class MemoryControlStore implements ControlStore {
     });
   }
 
-  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<void> {
-    await serviceCall(this.faults, 'control.commitPosition', { instanceId }, () => {
+  async commitPosition(instanceId: string, fence: number, lastPosition: string, firstPosition?: string): Promise<string | undefined> {
+    return serviceCall(this.faults, 'control.commitPosition', { instanceId }, () => {
       this.fenced(instanceId, fence, (item) => {
         item.lastPosition = lastPosition;
         item.firstPosition ??= firstPosition;
       });
+      return this.leases.get(instanceId)!.parked;
     });
+  }
+
+  /** The park mark on an existing lease item (MemoryCheckpointStore.markParked). */
+  setParked(instanceId: string, taskToken: string): void {
+    const item = this.leases.get(instanceId);
+    if (item) this.leases.set(instanceId, { ...item, parked: taskToken });
+  }
+
+  /** Removes the park mark if it is still `taskToken` (MemoryCheckpointStore.clearParked). */
+  clearParked(instanceId: string, taskToken: string): void {
+    const item = this.leases.get(instanceId);
+    if (item?.parked === taskToken) this.leases.set(instanceId, { ...item, parked: undefined });
   }
 
   private fenced(instanceId: string, fence: number, update: (item: LeaseItem) => void): void {
