@@ -79,8 +79,8 @@ class Bucket {
   }
 
   /**
-   * The live timers in (operator, key) order. The array is the bucket's own (read it, do not keep
-   * or change it): a snapshot's rows and `startFiring` (which copies it) read it.
+   * The live timers in (operator, key) order. The array is the bucket's own (the cache, or the
+   * firing order): read it, do not keep or change it. `startFiring` takes it over, dropping the cache.
    */
   sorted(): readonly Entry[] {
     // while it fires, the part of `order` not fired yet is that order (adds are put in place)
@@ -374,9 +374,9 @@ export class TimerIndex {
   }
 
   /**
-   * Timers due at `upTo`, without removing them (to prefetch their keys' state): the due buckets
-   * start firing here, and one bucket's order is returned as it is, so that a
-   * window's firing walks no map of its keys and copies nothing. Read it before the index changes.
+   * Timers due at `upTo`, without removing them (to prefetch their keys' state). The due buckets
+   * start firing here, and a lone due bucket's order is returned as it is: a window's firing walks
+   * no map of its keys and copies nothing. Read the array before the index changes.
    */
   peekDue(domain: TimeDomain, upTo: number): readonly Timer[] {
     const dt = this.domain(domain);
