@@ -43,7 +43,14 @@ const opArbOf = (timerArb: fc.Arbitrary<Timer>, maxTime: number) =>
     // the rows of a snapshot, taken between changes (an index may keep what it sorted for them)
     fc.record({ op: fc.constant('snapshot' as const) }),
     // pop everything due, adding and deleting timers while doing so (as callbacks do)
-    fc.record({ op: fc.constant('fire' as const), domain: domainArb, upTo: fc.integer({ min: -1, max: maxTime + 2 }), during: fc.array(fc.record({ del: fc.boolean(), snapshot: fc.boolean(), t: timerArb }), { maxLength: 4 }) }),
+    // (`afterPeek`: changes between the peek, which starts the due buckets' firing, and the first pop)
+    fc.record({
+      op: fc.constant('fire' as const),
+      domain: domainArb,
+      upTo: fc.integer({ min: -1, max: maxTime + 2 }),
+      afterPeek: fc.array(fc.record({ del: fc.boolean(), t: timerArb }), { maxLength: 3 }),
+      during: fc.array(fc.record({ del: fc.boolean(), snapshot: fc.boolean(), t: timerArb }), { maxLength: 4 }),
+    }),
   );
 /** many distinct timers */
 const wideOps = opArbOf(timerArbOf(['a', 'b', 'window'], ['k1', 'k2', 'k3', 'é', '', 'k10'], 12), 12);
@@ -78,6 +85,18 @@ describe('TimerIndex', () => {
             expect(idx.toJSON()).toEqual(sortedRows(model));
           } else {
             expect(new Set(idx.peekDue(o.domain, o.upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(o.domain, o.upTo).map((t) => JSON.stringify(row(t)))));
+            for (const c of o.afterPeek) {
+              if (c.del) {
+                idx.delete(c.t);
+                model.delete(c.t);
+              } else {
+                idx.add(c.t);
+                model.add(c.t);
+              }
+              // the peeked buckets hold what changed since in their firing order
+              expect(idx.toJSON()).toEqual(sortedRows(model));
+              expect(new Set(idx.peekDue(o.domain, o.upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(o.domain, o.upTo).map((t) => JSON.stringify(row(t)))));
+            }
             let i = 0;
             for (;;) {
               const a = idx.popDue(o.domain, o.upTo);

@@ -78,22 +78,38 @@ class Bucket {
     else if (this.cache !== undefined) this.fresh.push(t);
   }
 
-  /** The live timers in (operator, key) order (a new array). */
-  sorted(): Entry[] {
-    // while it fires, additions go to the order only: no cache to keep
-    if (this.order !== undefined) return this.sortAll();
+  /**
+   * The live timers in (operator, key) order. The array is the bucket's own (the cache, or the
+   * firing order): read it, do not keep or change it. `startFiring` takes it over, dropping the cache.
+   */
+  sorted(): readonly Entry[] {
+    // while it fires, the part of `order` not fired yet is that order (adds are put in place)
+    if (this.order !== undefined) return this.unfired();
     let out: Entry[];
     if (this.cache === undefined) out = this.sortAll();
     else if (!this.fresh.length) out = this.cache.filter((t) => t.live);
-    else out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
-    this.cache = out.slice();
+    // few added since: sorted with a comparator and merged in; many: sorted whole, by `keyOrder`
+    // (a bucket written to a checkpoint when its window had just begun is mostly added later)
+    else if (this.fresh.length <= this.cache.length) out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
+    else out = this.sortAll();
+    this.cache = out;
     this.fresh = [];
+    return out;
+  }
+
+  /** The live timers not fired yet, in firing order: `order` itself when it holds no others. */
+  unfired(): readonly Entry[] {
+    const order = this.order!;
+    if (this.next === 0 && order.length === this.size) return order;
+    const out: Entry[] = [];
+    for (let i = this.next; i < order.length; i++) if (order[i]!.live) out.push(order[i]!);
     return out;
   }
 
   /** Firing starts: its order is kept up to date from here (`insertInOrder`), the cache is no longer. */
   startFiring(): void {
-    this.order = this.sorted();
+    // the array becomes the order's alone: the cache that held it is dropped
+    this.order = this.sorted() as Entry[];
     this.next = 0;
     this.cache = undefined;
   }
@@ -153,7 +169,9 @@ function keyOrder(keys: Map<string, Entry>, op: string, orders: KeyOrders, out: 
       out.push(keys.get(k)!);
     }
   }
-  orders.byOperator.set(op, names);
+  // a bucket sorted when it has few keys (one written to a checkpoint just after its window began)
+  // would make a poor guide for the next: the last order stays unless this one is as large or half
+  if (prev === undefined || n >= prev.length >> 1) orders.byOperator.set(op, names);
 }
 
 /** The live timers of two lists in (operator, key) order, merged (a live timer is in one of them only). */
@@ -182,6 +200,8 @@ function mergeLive(a: readonly Entry[], b: readonly Entry[]): Entry[] {
 class DomainTimers {
   readonly buckets = new Map<number, Bucket>();
   readonly orders: KeyOrders = { byOperator: new Map(), pass: 0 };
+  /** the bucket `popDue` took its last timer from */
+  firing: Bucket | undefined = undefined;
   /** min-heap of the times that have (or had) a bucket; times without one are dropped lazily */
   readonly times: number[] = [];
 
@@ -322,6 +342,7 @@ export class TimerIndex {
 
   private dropBucket(dt: DomainTimers, b: Bucket): void {
     dt.buckets.delete(b.time);
+    if (dt.firing === b) dt.firing = undefined;
     if (this.lastBucket === b) this.lastBucket = this.lastDomain = this.lastOperator = this.lastKeys = undefined;
   }
 
@@ -329,9 +350,14 @@ export class TimerIndex {
   popDue(domain: TimeDomain, upTo: number): Timer | undefined {
     const dt = this.domain(domain);
     for (;;) {
-      const time = dt.top();
-      if (time === undefined || time > upTo) return undefined;
-      const b = dt.buckets.get(time)!;
+      // the bucket the last pop took from, while it is still the earliest (no map lookups per pop)
+      let b = dt.firing;
+      if (b === undefined || b.size === 0 || dt.times[0] !== b.time) {
+        const time = dt.top();
+        if (time === undefined) return undefined;
+        dt.firing = b = dt.buckets.get(time)!;
+      }
+      if (b.time > upTo) return undefined;
       if (b.order === undefined) b.startFiring();
       const order = b.order!;
       while (b.next < order.length) {
@@ -347,16 +373,26 @@ export class TimerIndex {
     }
   }
 
-  /** Timers due at `upTo`, without removing them (to prefetch their keys' state). */
-  peekDue(domain: TimeDomain, upTo: number): Timer[] {
+  /**
+   * Timers due at `upTo`, without removing them (to prefetch their keys' state). The due buckets
+   * start firing here, and a lone due bucket's order is returned as it is: a window's firing walks
+   * no map of its keys and copies nothing. Read the array before the index changes.
+   */
+  peekDue(domain: TimeDomain, upTo: number): readonly Timer[] {
     const dt = this.domain(domain);
     const first = dt.top();
     if (first === undefined || first > upTo) return [];
-    const out: Timer[] = [];
+    let one: Bucket | undefined;
+    let more: Bucket[] | undefined;
     for (const b of dt.buckets.values()) {
       if (b.time > upTo) continue;
-      for (const keys of b.byOperator.values()) for (const t of keys.values()) if (t.live) out.push(t);
+      if (b.order === undefined) b.startFiring();
+      if (one === undefined) one = b;
+      else (more ??= [one]).push(b);
     }
+    if (more === undefined) return one!.unfired();
+    const out: Timer[] = [];
+    for (const b of more) for (const t of b.unfired()) out.push(t);
     return out;
   }
 

@@ -27,6 +27,7 @@ import {
 } from './expressions.js';
 import { checkColumnNames, outputRow, selectItems } from './projection.js';
 import { whereRows, type Change, type QueryOutput, type Relation } from './relation.js';
+import { rowKeyOf } from './row-key.js';
 import { structuralKey, type AggregatedRow, type SubPlans } from './sub-plans.js';
 
 /** Whether `n` (an expression, or a list of them) calls an aggregate outside any subquery. */
@@ -143,7 +144,7 @@ export function compileGroupedQuery(
   const having = node.having ? compileExpr(node.having, scope, c, hook) : undefined;
 
   const groupFns = groups.map((g) => g.compiled.fn);
-  const keyOf = (r: Row) => JSON.stringify(groupFns.map((f) => f(r) ?? null));
+  const keyOf = rowKeyOf(groupFns);
   const parallelism = groups.length === 0 ? 1 : (configuredParallelism ?? rel.shards);
   const retracting = rel.updating === true;
   if (retracting && window) throw c.error(window.node, `${rel.label} is an updating result (a GROUP BY without a window): it has no event time to window by`, 'SQL_UNSUPPORTED', window.kind);

@@ -15,6 +15,7 @@ import { listState } from '../api/state.js';
 import type { CompileContext } from './context.js';
 import { columnName, compileExpr, intervalMs, Scope, type AstNode, type Row, type ScopeColumn } from './expressions.js';
 import type { Relation } from './relation.js';
+import { rowKeyOf } from './row-key.js';
 
 /* The join API as the compiler uses it (KeyedStream.intervalJoin / KeyedStream.connect). */
 interface IntervalJoinApi {
@@ -182,8 +183,8 @@ export function compileJoin(
   const kl = keysL.map((k) => compileExpr(k, left.scope, ctx).fn);
   const kr = keysR.map((k) => compileExpr(k, right.scope, ctx).fn);
   const p = parallelism ?? Math.max(left.shards, right.shards);
-  const keyedL = side(left, onlyL).keyBy((r) => JSON.stringify(kl.map((f) => f(r) ?? null)), { parallelism: p });
-  const keyedR = side(right, onlyR).keyBy((r) => JSON.stringify(kr.map((f) => f(r) ?? null)), { parallelism: p });
+  const keyedL = side(left, onlyL).keyBy(rowKeyOf(kl), { parallelism: p });
+  const keyedR = side(right, onlyR).keyBy(rowKeyOf(kr), { parallelism: p });
 
   let joined: DataStream<Row>;
   if (lower !== undefined || upper !== undefined) {
