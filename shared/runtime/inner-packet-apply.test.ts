@@ -25,6 +25,9 @@ const MAX_PARALLELISM = 8;
 const A = instanceIdOf('s0', 'shardId-000000000000');
 const B = instanceIdOf('s0', 'shardId-000000000001');
 
+/** key selector calls of the keyed stage (each is a record decoded and keyed) */
+let keyed = 0;
+
 function countJob() {
   const n = valueState<number>('n');
   const fn: KeyedProcessFunction<string, Ev, string> = {
@@ -38,7 +41,13 @@ function countJob() {
   };
   const j = job('inner-apply', { maxParallelism: MAX_PARALLELISM, poisonPolicy: 'dead-letter' });
   j.source<Ev>({ name: 'ev', shards: 2, timestamp: () => 0, watermarks: WatermarkStrategies.boundedOutOfOrderness(0) })
-    .keyBy((e) => e.k, { parallelism: 1 })
+    .keyBy(
+      (e) => {
+        keyed++;
+        return e.k;
+      },
+      { parallelism: 1 },
+    )
     .process(fn, { name: 'count' })
     .sinkTo(collectSink('out'));
   return j;
@@ -55,6 +64,7 @@ function packet(producer: string, envs: readonly Envelope[]): Uint8Array {
 /** The keyed stage of `countJob` on the twins, fed `records` (packets or any bytes) as one batch. */
 async function runInner(records: readonly Uint8Array[], options: StageRunnerOptions = {}) {
   const j = countJob();
+  keyed = 0;
   const plan = planJob(j);
   const names = resourceNames(plan);
   const mem = createMemoryPorts({ seed: 1, now: () => 0 });
@@ -81,7 +91,7 @@ async function runInner(records: readonly Uint8Array[], options: StageRunnerOpti
   };
   const runner = createStageRunner({ job: j, plan, stage, names, ports, options });
   await runner.run(shard.shardId, seqs.map((s) => bySeq.get(s)!));
-  return { outputs: outputs.map((o) => o.value as string).sort(), letters, reads };
+  return { outputs: outputs.map((o) => o.value as string).sort(), letters, reads, keyed };
 }
 
 describe('an inner packet applied in one pass', () => {
@@ -112,5 +122,20 @@ describe('an inner packet applied in one pass', () => {
     const r = await runInner([packet(A, [data(0, 0, 'a'), data(0, 1, 'b')]), packet(A, [data(0, 2, 'c'), data(0, 3, 'a')]), packet(B, [data(0, 0, 'd')])]);
     expect(r.outputs).toEqual(['a:1', 'a:2', 'b:1', 'c:1', 'd:1']);
     expect(r.reads.map((ids) => ids.map((id) => id.key).sort())).toEqual([['a', 'b', 'c', 'd']]);
+    // the records the read ahead decoded are not decoded again in their turn
+    expect(r.keyed).toBe(5);
+  });
+
+  it('what a read ahead decoded goes to its own record, also past a duplicate, a payload that does not decode and a record held back', async () => {
+    const bad: Envelope = { kind: 'data', epoch: 0, seq: 3, keyGroup: 0, timestamp: 0, payload: new Uint8Array([0xc1]) };
+    const r = await runInner([
+      packet(A, [data(0, 0, 'a'), data(0, 1, 'b'), data(0, 0, 'a'), bad, data(0, 2, 'c'), barrier(1, 4), data(1, 0, 'b')]),
+      packet(B, [data(0, 0, 'c'), data(0, 1, 'd'), data(0, 1, 'd'), barrier(1, 2), data(1, 0, 'a')]),
+    ]);
+    expect(r.outputs).toEqual(['a:1', 'a:2', 'b:1', 'b:2', 'c:1', 'c:2', 'd:1']);
+    expect(r.letters.map((d) => d.reason.split(':')[0])).toEqual(['cannot decode payload from s0']);
+    // once per data envelope (10: the one that does not decode is keyed too, and fails there), and
+    // once more for the record held back for epoch 1 (A's 'b'), when it is released
+    expect(r.keyed).toBe(11);
   });
 });

@@ -48,6 +48,8 @@ export class PacketApplier {
   private readonly columns: PacketColumns[] = [];
   private readonly units: DataUnit[] = [];
   private depth = 0;
+  /** what a read ahead decoded of the packets it went through, by packet: their pass takes it instead of decoding again */
+  private readonly decoded = new Map<Uint8Array, DecodedRows>();
 
   constructor(
     private readonly steps: PacketSteps,
@@ -82,18 +84,22 @@ export class PacketApplier {
       const ids: StateRowId[] = [];
       // whether a barrier of the next checkpoint waits: only barriers and alignments change it
       let aligning = barriers.waiting(steps.epoch() + 1);
+      // the rows a read ahead decoded (one may start in this packet)
+      let ahead = this.decoded.get(r.data);
       for (let index = 0; index < cols.count; index++) {
         if (cols.kind[index] === DATA_KIND) {
           if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
           // already in the snapshot
           if (cols.epoch[index]! < barriers.appliesFrom(steps.epoch())) continue;
           unit.point(cols, index, r.sequenceNumber);
+          if (ahead !== undefined) ahead.take(unit);
           // only a record of a later epoch can be held back; the handler keeps it, so it gets its own unit
           const held = unit.epoch > steps.epoch() ? this.hold(unit.copy()) : undefined;
           if (held === undefined) {
             resolveUnit(unit, ids, chain, state);
             if (ids.length) {
               await this.readAhead(records, i, cols, index, ids);
+              ahead = this.decoded.get(r.data);
               resolveUnit(unit, ids, chain, state);
               ids.length = 0;
             }
@@ -121,6 +127,8 @@ export class PacketApplier {
       }
     } finally {
       this.depth--;
+      // what was decoded ahead of this packet and not taken (a duplicate, a record held back) is not kept
+      this.decoded.delete(r.data);
     }
   }
 
@@ -142,22 +150,66 @@ export class PacketApplier {
     const owned = this.steps.owned();
     const unit = DataUnit.reusable();
     const ahead = new PacketColumns();
-    const keysOf = (c: PacketColumns, start: number, position: string) => {
+    // each record is decoded once: what is decoded here is kept for the record's turn in the pass
+    const keysOf = (c: PacketColumns, start: number, r: StoredRecord) => {
+      let rows = this.decoded.get(r.data);
+      if (rows === undefined) this.decoded.set(r.data, (rows = new DecodedRows()));
       for (let index = start; index < c.count; index++) {
         if (c.kind[index] !== DATA_KIND || c.epoch[index]! < fromEpoch) continue;
         if (owned !== undefined && owned[c.keyGroup[index]!] !== 1) continue;
-        resolveUnit(unit.point(c, index, position), ids, chain, state);
+        unit.point(c, index, r.sequenceNumber);
+        rows.take(unit);
+        resolveUnit(unit, ids, chain, state);
+        rows.keep(unit);
       }
     };
-    keysOf(cols, from + 1, records[i]!.sequenceNumber);
+    keysOf(cols, from + 1, records[i]!);
     for (let j = i + 1; j < records.length; j++) {
       try {
         decodePacketColumns(records[j]!.data, ahead);
       } catch {
         continue; // dead-lettered when its turn comes
       }
-      keysOf(ahead, 0, records[j]!.sequenceNumber);
+      keysOf(ahead, 0, records[j]!);
     }
     await loader.readMissing(ids);
+  }
+}
+
+/**
+ * The payloads a read ahead decoded of one packet, by row: value, key (or the failure to decode
+ * or key it). The packet's pass takes each row once (`take` forgets it): a value goes to one
+ * record's functions, which may change it.
+ */
+class DecodedRows {
+  private readonly value: unknown[] = [];
+  private readonly key: Array<string | undefined> = [];
+  private readonly poison: unknown[] = [];
+  /** per row: 1 while a decoded row is kept */
+  private kept = new Uint8Array(0);
+
+  /** Keeps what `u` (resolved) holds for its row. */
+  keep(u: DataUnit): void {
+    const i = u.index;
+    if (i >= this.kept.length) {
+      const k = new Uint8Array(Math.max(i + 1, 2 * this.kept.length, 16));
+      k.set(this.kept);
+      this.kept = k;
+    }
+    this.value[i] = u.value;
+    this.key[i] = u.key;
+    this.poison[i] = u.poison;
+    this.kept[i] = 1;
+  }
+
+  /** Gives `u` (just pointed at its row) what was kept of the row, if anything, and forgets it. */
+  take(u: DataUnit): void {
+    const i = u.index;
+    if (i >= this.kept.length || this.kept[i] === 0) return;
+    this.kept[i] = 0;
+    u.value = this.value[i];
+    u.key = this.key[i];
+    u.poison = this.poison[i];
+    this.value[i] = this.poison[i] = undefined;
   }
 }

@@ -37,7 +37,10 @@ export function resolveUnit(u: Unit, ids: StateRowId[], chain: CompiledChain, st
     for (let o = 0; o < ops.length; o++) {
       const e = state.lookup(ops[o]!, key);
       if (!e) ids.push({ operatorId: ops[o]!, keyGroup: env.keyGroup, key });
-      else if (o === 0) u.state = e;
+      else if (o === 0) {
+        u.state = e;
+        u.key = e.key;
+      }
     }
     return;
   }
