@@ -10,7 +10,8 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
-import { ACK_POLL_SECONDS } from './ack-wait.js';
+import { ACK_POLL_SECONDS, directAckReads } from './ack-wait.js';
+import { ackReads } from './coordinator-rounds-acks.js';
 import type { CoordinatorStateMachineProps } from './coordinator-state-machine.js';
 import { COORDINATOR_STATES, addServiceRetry, pauseSeconds, retryIdempotent } from './coordinator-states.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
@@ -92,17 +93,21 @@ export function roundsLoop(
   addServiceRetry(next, 3);
   next.addRetry({ errors: [CHECKPOINT_IN_FLIGHT], interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(8), maxAttempts: 4 });
   next.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
+  // the happy path reads n's record directly (no invocation); `poll` only off it (coordinator-rounds-acks.ts)
+  if (!props.controlTable) throw new Error('expressCheckpoints: the rounds read the acks in the control table (controlTable)');
+  const reads = ackReads(scope, { table: props.controlTable, reads: directAckReads(checkpoint.timeoutMs), ackWait, acked: commit, poll });
   const polled = sfn.Choice.jsonPath(scope, S.polled)
     .when(sfn.Condition.booleanEquals('$.poll.acked', true), commit)
     .when(sfn.Condition.booleanEquals('$.poll.aborted', true), pause)
     .when(sfn.Condition.booleanEquals('$.poll.late', true), ends.late)
-    .otherwise(ackWait);
+    .otherwise(reads.again);
   const more = sfn.Choice.jsonPath(scope, S.more).when(sfn.Condition.booleanEquals('$.commit.more', true), pause).otherwise(ends.budget);
   // a new checkpoint's first read waits for its barrier to reach the last stage at the soonest (ack-wait.ts)
-  const firstWait = props.barrierWaitSeconds ? sfn.Wait.jsonPath(scope, S.barrierWait, { time: sfn.WaitTime.duration(Duration.seconds(props.barrierWaitSeconds)) }).next(poll) : ackWait;
-  const allocated = sfn.Choice.jsonPath(scope, S.allocated).when(sfn.Condition.stringEquals('$.end', 'allocated'), firstWait).otherwise(done);
+  const firstWait = props.barrierWaitSeconds ? sfn.Wait.jsonPath(scope, S.barrierWait, { time: sfn.WaitTime.duration(Duration.seconds(props.barrierWaitSeconds)) }) : ackWait;
+  const first = reads.start(firstWait);
+  if (firstWait !== ackWait) firstWait.next(reads.read);
+  const allocated = sfn.Choice.jsonPath(scope, S.allocated).when(sfn.Condition.stringEquals('$.end', 'allocated'), first).otherwise(done);
   poll.next(polled);
-  ackWait.next(poll);
   commit.next(more);
   pause.next(next).next(allocated);
 
@@ -115,10 +120,12 @@ export function roundsLoop(
     stateMachineName: `${props.stateMachineName}-rounds`,
     stateMachineType: sfn.StateMachineType.EXPRESS,
     comment: 'Sluice checkpoint rounds (await acks → commit → pause → allocate + inject → …), started by the coordinator',
-    definitionBody: sfn.DefinitionBody.fromChainable(poll),
+    definitionBody: sfn.DefinitionBody.fromChainable(first),
     logs: { destination: roundLogs, level: props.logLevel ?? sfn.LogLevel.ERROR, includeExecutionData: true },
     tracingEnabled: props.tracing ?? false,
   });
+  // ReadAcks' task adds GetItem on the control table to the rounds' role; a customer-managed key must let it decrypt
+  props.controlTable.encryptionKey?.grantDecrypt(rounds);
 
   // ── the Standard execution ──
   const allocate = allocateTask();

@@ -29,6 +29,7 @@
  * JSONPath only: the local interpreter ignores JSONata and `Assign`.
  */
 import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -73,6 +74,8 @@ export interface CoordinatorStateMachineProps {
    * @default `roundsByDefault`: rounds where they are allowed and cost less, else the Standard loop
    */
   readonly expressCheckpoints?: boolean;
+  /** the control table: the rounds read a checkpoint's acks in it directly (needed with rounds) */
+  readonly controlTable?: dynamodb.ITable;
   /** a round first reads a new checkpoint's acks this long after injecting it (`barrierWaitMs`); @default 0 */
   readonly barrierWaitSeconds?: number;
 }
