@@ -28,11 +28,12 @@ import type { RoundEnd } from '../shared/coordinator/loop.js';
  * ```
  *
  * The round (Express; no task tokens there) waits for n's acks by reading its record every
- * ACK_POLL_SECONDS (the first time after barrierWaitSeconds, BarrierWait), commits n, pauses, and
- * allocates the next checkpoint until it has run ROUND.allocateForMs; it ends with n open after
- * ROUND.pollForMs (the next round waits on). Once n is a progress window old, the round's reads
- * apply the coordinator's own rule (`overdue`, shared/coordinator/timeouts.ts): a stuck n is
- * aborted, and the round pauses and goes on. A commit that failed twice is handed back:
+ * ACK_POLL_SECONDS (the first time after barrierWaitSeconds, BarrierWait), itself: a GetItem
+ * evaluated in the workflow (coordinator-rounds-acks.ts), the coordinator function's `poll` only
+ * off the happy path. It commits n, pauses, and allocates the next checkpoint until it has run
+ * ROUND.allocateForMs; it ends with n open after ROUND.pollForMs (the next round waits on). Once n
+ * is a progress window old, `poll` applies the coordinator's own rule (`overdue`,
+ * shared/coordinator/timeouts.ts): a stuck n is aborted, and the round pauses and goes on. A commit that failed twice is handed back:
  * CommitAgain retries it for about a day, in the Standard execution's history. An Express
  * execution runs at least once: a duplicate round is harmless because every task it runs is
  * idempotent and allocate keeps one checkpoint in flight.
@@ -94,7 +95,6 @@ export function roundsLoop(
   next.addRetry({ errors: [CHECKPOINT_IN_FLIGHT], interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(8), maxAttempts: 4 });
   next.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
   // the happy path reads n's record directly (no invocation); `poll` only off it (coordinator-rounds-acks.ts)
-  if (!props.controlTable) throw new Error('expressCheckpoints: the rounds read the acks in the control table (controlTable)');
   const reads = ackReads(scope, { table: props.controlTable, reads: directAckReads(checkpoint.timeoutMs), ackWait, acked: commit, poll });
   const polled = sfn.Choice.jsonPath(scope, S.polled)
     .when(sfn.Condition.booleanEquals('$.poll.acked', true), commit)

@@ -74,8 +74,8 @@ export interface CoordinatorStateMachineProps {
    * @default `roundsByDefault`: rounds where they are allowed and cost less, else the Standard loop
    */
   readonly expressCheckpoints?: boolean;
-  /** the control table: the rounds read a checkpoint's acks in it directly (needed with rounds) */
-  readonly controlTable?: dynamodb.ITable;
+  /** the job's control table: Express rounds read a checkpoint's acks in it themselves */
+  readonly controlTable: dynamodb.ITable;
   /** a round first reads a new checkpoint's acks this long after injecting it (`barrierWaitMs`); @default 0 */
   readonly barrierWaitSeconds?: number;
 }
