@@ -118,9 +118,13 @@ export function ackReads(scope: Construct, p: AckReadsProps): AckReads {
     .otherwise(notYet);
   ackSet.next(kinds).next(allAcked);
 
-  const status = (s: string) => sfn.Condition.and(sfn.Condition.isPresent(`${ITEM}.status.S`), sfn.Condition.stringEquals(`${ITEM}.status.S`, s));
+  // rules are tried in order: a record without a status (none at all) is ruled out first, so no
+  // comparison below reads a missing path (that would fail the state)
+  const status = (s: string) => sfn.Condition.stringEquals(`${ITEM}.status.S`, s);
   const members = sfn.Condition.isPresent(`${ITEM}.members.SS`);
   const readChoice = sfn.Choice.jsonPath(scope, R.readChoice, { comment: 'acked, not yet, or a case for the coordinator function (no record, aborted, no members)?' })
+    // Not(IsPresent) rather than IsPresent false, which the local interpreter gets wrong on a missing path
+    .when(sfn.Condition.not(sfn.Condition.isPresent(`${ITEM}.status.S`)), p.poll)
     .when(status('COMPLETED'), p.acked)
     .when(sfn.Condition.and(status('IN_FLIGHT'), members, sfn.Condition.isPresent(`${ITEM}.acks.SS`)), ackSet)
     .when(sfn.Condition.and(status('IN_FLIGHT'), members), notYet)
