@@ -22,7 +22,7 @@ import { materializeEvery } from '../shared/runtime/changelog.js';
 import { DETAILED_METRICS, STEADY_METRICS, WATCHED_METRICS, watchedMetrics } from '../shared/runtime/metric-names.js';
 import { ASSUMPTIONS, HOURS_PER_MONTH, PRICES, SECONDS_PER_MONTH } from './prices.js';
 import { POLL_INTERVAL_MS } from '../cdk/stage-batching.js';
-import { ACK_POLL_SECONDS, barrierWaitMs } from '../cdk/ack-wait.js';
+import { ACK_POLL_SECONDS, barrierWaitMs, directAckReads } from '../cdk/ack-wait.js';
 import { activityOf, defaultBatching, type Batching, type StageRates } from './stage-activity.js';
 
 /** List prices this model needs beyond prices.ts (us-east-1, 2025 pages, not re-checked). */
@@ -203,9 +203,12 @@ export function monthlyCost(o: CostOptions): MonthlyCost {
   line('Lambda', `stage GB-s (${batching.memoryMb} MB): CPU and each checkpoint's requests`, (a?.eventGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
   line('Lambda', `stage GB-s (${batching.memoryMb} MB): waiting on each batch's lease, position and PutRecords`, (a?.batchGbSeconds ?? 0) * S, 'GB-s', PRICES.lambda.gbSecondArm);
   const ackReads = ackReadsPerCheckpoint(plan, batching);
-  const perCheckpointTasks = express ? 2 + ackReads : 3;
+  // a round reads the acks itself (a GetItem: the RRU below); an unacked checkpoint's every (K+1)th read is the function's poll
+  const ackPolls = express ? Math.floor(ackReads / (directAckReads(plan.checkpoint.timeoutMs) + 1)) : 0;
+  const perCheckpointTasks = express ? 2 + ackPolls : 3;
   const coordInvocations = checkpoints * perCheckpointTasks + parkedRechecks;
-  line('Lambda', express ? `coordinator invocations (allocate, ${ackReads} ack reads, commit per checkpoint)` : 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
+  const expressTasks = `allocate, commit${ackPolls ? `, ${ackPolls} ack polls` : ''} per checkpoint; its ${ackReads} ack reads are DynamoDB reads`;
+  line('Lambda', express ? `coordinator invocations (${expressTasks})` : 'coordinator invocations (begin, await, commit per checkpoint)', coordInvocations, 'requests', PRICES.lambda.request);
   line('Lambda', `coordinator GB-s (${ASSUMPTIONS.coordinatorMemoryMb} MB)`, coordInvocations * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);
   line('Lambda', 'watchdog invocations', watchdogRuns, 'requests', PRICES.lambda.request);
   line('Lambda', 'watchdog GB-s', watchdogRuns * COORDINATOR_TASK_S * (ASSUMPTIONS.coordinatorMemoryMb / 1024), 'GB-s', PRICES.lambda.gbSecondArm);

@@ -7,6 +7,19 @@ import type { Plan } from '../shared/plan/plan.js';
 /** How often an Express round reads a checkpoint's acks while it waits for them. */
 export const ACK_POLL_SECONDS = 1;
 
+/** At most this many direct reads of a checkpoint's record without its acks before the coordinator function looks. */
+export const MAX_DIRECT_ACK_READS = 5;
+
+/**
+ * Direct reads (a Step Functions GetItem, no invocation) a round makes of an unacked checkpoint's
+ * record before it asks the coordinator function (`poll`: the progress window, the round's time,
+ * abort), and again after each such poll. A quarter of the progress window at most, so a stuck
+ * checkpoint is still found within about a window (cdk/coordinator-rounds-acks.ts).
+ */
+export function directAckReads(timeoutMs: number): number {
+  return Math.max(1, Math.min(MAX_DIRECT_ACK_READS, Math.floor(timeoutMs / 4 / 1000 / ACK_POLL_SECONDS)));
+}
+
 /**
  * The least time a checkpoint's barrier takes, once injected, until the last stage can ack it: the
  * round's first read of the acks waits this long (a Wait state is free in Express; a read costs an

@@ -7,7 +7,8 @@
  * into a scratch folder under cdk.out/ that is removed afterwards. The template's `DefinitionString` is an
  * `Fn::Join` of text and tokens; each token is replaced by the value it would take in one account
  * and region: `Ref AWS::Partition|Region|AccountId|URLSuffix` by the given values, and
- * `Fn::GetAtt [<function>, Arn]` by `arn:<partition>:lambda:<region>:<account>:function:<name>`.
+ * `Fn::GetAtt [<function>, Arn]` by `arn:<partition>:lambda:<region>:<account>:function:<name>`, `Ref` of a
+ * state machine by its ARN and of a table by its name.
  * Anything else is an error that names the token, rather than a silently wrong definition.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -109,12 +110,15 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
 
     const functionArn = (name: string) => `arn:${partition}:lambda:${region}:${account}:function:${name}`;
     const logicalToFunctionName = new Map<string, string>();
+    const logicalToTableName = new Map<string, string>();
     const stateMachines: Array<{ id: string; props: Record<string, CfnValue> }> = [];
     for (const [id, res] of Object.entries(template.Resources)) {
       if (res.Type === 'AWS::Lambda::Function' && typeof res.Properties?.FunctionName === 'string') {
         logicalToFunctionName.set(id, res.Properties.FunctionName);
       }
       if (res.Type === 'AWS::StepFunctions::StateMachine') stateMachines.push({ id, props: res.Properties ?? {} });
+      // `Ref` of a table is its name (the rounds read the control table)
+      if (res.Type === 'AWS::DynamoDB::Table' && typeof res.Properties?.TableName === 'string') logicalToTableName.set(id, res.Properties.TableName);
     }
     const sm = stateMachines.find((s) => s.props.StateMachineName === sluice.names.stateMachine);
     if (!sm) throw new Error(`the synthesized stack has no state machine named ${sluice.names.stateMachine}`);
@@ -134,6 +138,7 @@ export function coordinatorDefinition(job: Job, options: CoordinatorDefinitionOp
         const ref = token.Ref;
         if (typeof ref === 'string' && ref in pseudo) return pseudo[ref]!;
         if (typeof ref === 'string' && logicalToStateMachineArn.has(ref)) return logicalToStateMachineArn.get(ref)!;
+        if (typeof ref === 'string' && logicalToTableName.has(ref)) return logicalToTableName.get(ref)!;
         const getAtt = token['Fn::GetAtt'];
         if (Array.isArray(getAtt) && getAtt[1] === 'Arn' && typeof getAtt[0] === 'string') {
           const fnName = logicalToFunctionName.get(getAtt[0]);

@@ -8,14 +8,23 @@
 import { createRequire } from 'node:module';
 import { Duration, Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { collectSink, job as defineJob } from '../shared/api/index.js';
 import { LocalStepFunctions } from '../local/step-functions-local.js';
 import { coordinatorDefinition, newApp, type CoordinatorDefinition } from './coordinator-definition.js';
-import { ACK_POLL_SECONDS } from './ack-wait.js';
+import { ACK_POLL_SECONDS, directAckReads } from './ack-wait.js';
+import { ACK_READ_STATES as R } from './coordinator-rounds-acks.js';
+import { createAwsClients, type AwsClients } from '../shared/adapters/aws/clients.js';
+import { DynamoCheckpointStore } from '../shared/adapters/aws/dynamo-checkpoint-store.js';
+import { DynamoControlStore } from '../shared/adapters/aws/dynamo-control-store.js';
+import { allAcked } from '../shared/coordinator/records.js';
+import { startEmulators, type LocalEmulators } from '../local/emulators.js';
+import { createTable } from '../local/provision.js';
 import { COORDINATOR_STATES as S, CoordinatorStateMachine, pauseSeconds } from './coordinator-state-machine.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 import { planJob } from '../shared/plan/planner.js';
@@ -25,6 +34,7 @@ type Validate = (definition: unknown) => { isValid: boolean; errors: Array<{ mes
 const aslValidator = createRequire(import.meta.url)('asl-validator') as Validate;
 
 let d: CoordinatorDefinition;
+let runs = 0;
 beforeAll(() => {
   d = coordinatorDefinition(clickstream, { expressCheckpoints: true });
 });
@@ -47,6 +57,27 @@ describe('definitions', () => {
     expect(new AwsSolutionsChecks().validateScope(stack).violations.map((v) => v.ruleName)).toEqual([]);
   });
 
+  it('the rounds may read items of the control table (GetItem, nothing else, no other table), and decrypt with its customer-managed key', () => {
+    type Statement = { Action: string | string[]; Resource: unknown };
+    const roundsStatements = (template: Template): Statement[] => {
+      const [express] = Object.entries(template.findResources('AWS::StepFunctions::StateMachine', { Properties: { StateMachineType: 'EXPRESS' } }));
+      const role = (express![1].Properties.RoleArn as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+      const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) => (p.Properties.Roles as Array<{ Ref: string }>).some((r) => r.Ref === role));
+      return policies.flatMap((p) => p.Properties.PolicyDocument.Statement as Statement[]);
+    };
+    const dynamo = (statements: Statement[]) => statements.filter((st) => [st.Action].flat().some((a) => a.startsWith('dynamodb:')));
+    const { template, stack } = synthJob(clickstream, { expressCheckpoints: true });
+    const control = Object.keys(template.findResources('AWS::DynamoDB::Table', { Properties: { TableName: 'sluice-clickstream-control' } }))[0]!;
+    const [read] = dynamo(roundsStatements(template));
+    expect(dynamo(roundsStatements(template))).toHaveLength(1);
+    expect(read!.Action).toBe('dynamodb:GetItem');
+    expect(JSON.stringify(stack.resolve(read!.Resource))).toContain(`{"Ref":"${control}"}`);
+    expect(JSON.stringify(read!.Resource)).not.toContain('*');
+    const keyed = synthJob(clickstream, (stack) => ({ expressCheckpoints: true, encryptionKey: new kms.Key(stack, 'Key', { enableKeyRotation: true }) }));
+    expect(roundsStatements(keyed.template).some((st) => [st.Action].flat().includes('kms:Decrypt'))).toBe(true);
+    expect(new AwsSolutionsChecks().validateScope(keyed.stack).violations.map((v) => v.ruleName)).toEqual([]);
+  });
+
   it('the round uses neither task tokens nor .sync (Express supports neither); it polls the acks and pauses with Wait states', () => {
     const states = Object.values(d.rounds!.definition.States) as Array<{ Type: string; Resource?: string; Seconds?: number }>;
     for (const st of states) expect(String(st.Resource ?? '')).not.toMatch(/waitForTaskToken|\.sync/);
@@ -64,12 +95,16 @@ describe('definitions', () => {
       expect(aslValidator(definition).errors).toEqual([]);
       return definition.States;
     };
-    const afterAllocating = (states: States) => states[S.allocated]!.Choices!.find((c) => c.StringEquals === 'allocated')!.Next;
+    // after allocating (and at the round's start) the record's key, then the first wait
+    const afterAllocating = (states: States) => {
+      expect(states[S.allocated]!.Choices!.find((c) => c.StringEquals === 'allocated')!.Next).toBe(R.key);
+      return states[R.keyOf(1)]!.Next;
+    };
     // s0 (source) → s1 → s2: two exchange hops of the default 1 s window (a fifth of the 7 s pause)
     const three = roundStates(synthJob(threeStageJob(), { expressCheckpoints: true }).template);
     expect(afterAllocating(three)).toBe(S.barrierWait);
-    expect(three[S.barrierWait]).toMatchObject({ Type: 'Wait', Seconds: 2, Next: S.poll });
-    expect(three[S.ackWait]).toMatchObject({ Seconds: ACK_POLL_SECONDS, Next: S.poll });
+    expect(three[S.barrierWait]).toMatchObject({ Type: 'Wait', Seconds: 2, Next: R.read });
+    expect(three[S.ackWait]).toMatchObject({ Seconds: ACK_POLL_SECONDS, Next: R.read });
     const slowLast = roundStates(synthJob(threeStageJob(), { expressCheckpoints: true, stageSettings: { s2: { maxBatchingWindow: Duration.seconds(4) } } }).template);
     expect(slowLast[S.barrierWait]!.Seconds).toBe(5);
     // the source stage's window is not waited for: the barrier may land as one closes
@@ -94,8 +129,9 @@ describe('definitions', () => {
     const stack = new Stack(newApp({ bundle: false }), 'S');
     const fn = new lambda.Function(stack, 'F', { runtime: lambda.Runtime.NODEJS_22_X, handler: 'x', code: lambda.Code.fromInline('x') });
     const base = planJob(clickstream).checkpoint;
+    const controlTable = new dynamodb.Table(stack, 'T', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING }, sortKey: { name: 'sk', type: dynamodb.AttributeType.STRING } });
     const machine = (name: string, checkpoint: Partial<CheckpointSettings>, expressCheckpoints?: boolean) =>
-      new CoordinatorStateMachine(stack, name, { stateMachineName: name, coordinatorFunction: fn, checkpoint: { ...base, ...checkpoint }, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) });
+      new CoordinatorStateMachine(stack, name, { stateMachineName: name, coordinatorFunction: fn, controlTable, checkpoint: { ...base, ...checkpoint }, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) });
     const rounds = (m: CoordinatorStateMachine) => m.rounds !== undefined;
     expect(rounds(machine('ten', { intervalMs: 10_000 }))).toBe(true);
     expect(rounds(machine('fiftytwo', { intervalMs: 52_000 }))).toBe(true);
@@ -120,21 +156,66 @@ describe('execution in the local Step Functions interpreter', () => {
     readonly checkpoints: number;
     /** checkpoints a round commits before it has no time for another */
     readonly perRound: number;
-    /** checkpoints the coordinator aborts as stuck while the round waits for them */
-    readonly abort?: number[];
+    /** checkpoints never acked: the coordinator aborts them as stuck after this many polls that find them open */
+    readonly abort?: Record<number, number>;
     readonly failCommit?: number[];
-    /** checkpoints whose first poll says the round is out of time */
+    /** checkpoints not acked until a poll said the round is out of time */
     readonly late?: number[];
   }
+
+  // the rounds read the acks in the control table themselves: the DynamoDB emulator holds the
+  // records, written by the real store; the instances' last ack lands right after the first read
+  let emulators: LocalEmulators;
+  let clients: AwsClients;
+  let store: DynamoCheckpointStore;
+  let acks: DynamoControlStore;
+  let table: string;
+  /** direct reads per checkpoint (GetItem calls the emulator answered) */
+  const reads = new Map<number, number>();
+  const MEMBERS = ['s0/0', 's1/0'];
+  /** checkpoints that get their last ack after their first read */
+  const ackAfterRead = new Set<number>();
+  beforeAll(async () => {
+    table = (d.rounds!.definition.States[R.read] as { Parameters: { TableName: string } }).Parameters.TableName;
+    emulators = await startEmulators({ services: ['dynamodb'] });
+    clients = createAwsClients({ region: emulators.region, credentials: emulators.credentials, endpoints: { dynamodb: emulators.endpoints.dynamodb }, maxAttempts: 3 });
+    await createTable(clients, table, 'pk', 'sk');
+    store = new DynamoCheckpointStore(clients, table);
+    acks = new DynamoControlStore(clients, table, 'no-bucket');
+    clients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const out = await next(args);
+        if (context.commandName === 'GetItemCommand') {
+          const id = Number((args.input as { Key: { sk: { S: string } } }).Key.sk.S);
+          reads.set(id, (reads.get(id) ?? 0) + 1);
+          if (ackAfterRead.delete(id)) await acks.ack(id, MEMBERS[1]!);
+        }
+        return out;
+      },
+      { step: 'initialize', name: 'countReads' },
+    );
+  }, 120_000);
+  afterAll(async () => {
+    await emulators?.stop();
+  });
 
   async function run(script: Script) {
     const calls: string[] = [];
     const startedAt = new Set<string>();
     let n = 0;
     let inRound = 0;
-    const polled = new Set<number>();
+    const polls = new Map<number, number>();
     const lateDone = new Set<number>();
     const failed = new Set<number>();
+    // every run takes its checkpoint ids afresh in one table
+    const base = 1000 * ++runs;
+    reads.clear();
+    const open = async (id: number) => {
+      await store.createCheckpoint({ checkpointId: id, members: MEMBERS, topology: [1, 1], startedAt: new Date().toISOString(), savepoint: false });
+      if (script.abort?.[id - base] !== undefined || script.late?.includes(id - base)) return;
+      await acks.ack(id, MEMBERS[0]!);
+      ackAfterRead.add(id);
+    };
     let sf!: LocalStepFunctions;
     let finish!: () => void;
     const finished = new Promise<void>((resolve) => (finish = resolve));
@@ -153,21 +234,24 @@ describe('execution in the local Step Functions interpreter', () => {
           }
           inRound = 0;
           n++;
-          setImmediate(() => sf.sendTaskSuccess(p.taskToken!, JSON.stringify({ iteration: p.iteration + 1, ckpt: { checkpointId: n } })));
+          await open(base + n);
+          setImmediate(() => sf.sendTaskSuccess(p.taskToken!, JSON.stringify({ iteration: p.iteration + 1, ckpt: { checkpointId: base + n } })));
           return {};
         case 'poll': {
-          const id = p.checkpointId!;
+          const id = p.checkpointId! - base;
+          const polled = (polls.get(id) ?? 0) + 1;
+          polls.set(id, polled);
           if (script.late?.includes(id) && !lateDone.has(id)) {
             lateDone.add(id);
+            await acks.ack(p.checkpointId!, MEMBERS[0]!);
+            await acks.ack(p.checkpointId!, MEMBERS[1]!);
             return { acked: false, aborted: false, late: true };
           }
-          if (script.abort?.includes(id)) return { acked: false, aborted: true, late: false };
-          const first = !polled.has(id);
-          polled.add(id);
-          return { acked: !first, aborted: false, late: false };
+          if (script.abort?.[id] !== undefined) return { acked: false, aborted: polled > script.abort[id]!, late: false };
+          return { acked: allAcked((await store.getCheckpoint(p.checkpointId!))!), aborted: false, late: false };
         }
         case 'commit':
-          if (script.failCommit?.includes(p.checkpointId!) && p.roundStartedAt !== undefined) {
+          if (script.failCommit?.includes(p.checkpointId! - base) && p.roundStartedAt !== undefined) {
             failed.add(p.checkpointId!);
             throw new Error('the sink is down');
           }
@@ -175,14 +259,15 @@ describe('execution in the local Step Functions interpreter', () => {
         case 'abort':
           return {};
         case 'next':
-          if (n >= script.checkpoints) return { iteration: p.iteration, ckpt: { checkpointId: n }, end: 'idle' };
+          if (n >= script.checkpoints) return { iteration: p.iteration, ckpt: { checkpointId: base + n }, end: 'idle' };
           n++;
-          return { iteration: p.iteration + 1, ckpt: { checkpointId: n }, end: 'allocated' };
+          await open(base + n);
+          return { iteration: p.iteration + 1, ckpt: { checkpointId: base + n }, end: 'allocated' };
       }
       throw new Error(`unexpected action ${p.action}`);
     };
     const lambdaHandlers = { [d.coordinatorFunctionArn]: handler };
-    const rounds = new LocalStepFunctions({ definition: d.rounds!.definition, stateMachineArn: d.rounds!.stateMachineArn, lambdaHandlers, waitTimeOverrides: { [S.pause]: 2, [S.ackWait]: 2 }, retryIntervalOverrides: { [S.commit]: 1 } });
+    const rounds = new LocalStepFunctions({ definition: d.rounds!.definition, stateMachineArn: d.rounds!.stateMachineArn, lambdaHandlers, dynamodb: clients.dynamodb, waitTimeOverrides: { [S.pause]: 2, [S.ackWait]: 2 }, retryIntervalOverrides: { [S.commit]: 1 } });
     sf = new LocalStepFunctions({ definition: d.definition, stateMachineArn: d.stateMachineArn, lambdaHandlers, nested: [rounds], waitTimeOverrides: { [S.pause]: 2 }, retryIntervalOverrides: { [S.commitAgain]: 1 } });
     const { executionArn } = await sf.startExecution({ iteration: 0 });
     await finished;
@@ -192,12 +277,20 @@ describe('execution in the local Step Functions interpreter', () => {
     const transitions = sf.transitions(executionArn);
     const roundExecutions = rounds.executions();
     await sf.stop();
-    return { calls, transitions, roundExecutions, rounds: startedAt.size };
+    // calls and reads by checkpoint number within the run
+    const named = calls.map((c) => c.replace(/\d+$/, (id) => String(Number(id) - base)));
+    const readsOf = Object.fromEntries([...reads].map(([id, k]) => [id - base, k]));
+    return { calls: named, reads: readsOf, transitions, roundExecutions, rounds: startedAt.size };
   }
 
-  it('waits for the acks by polling, commits, pauses and allocates inside the round: far fewer Standard transitions than checkpoints', async () => {
+  const K = directAckReads(planJob(clickstream).checkpoint.timeoutMs);
+
+  it('reads the acks itself, commits, pauses and allocates inside the round: no poll of the coordinator function, far fewer Standard transitions than checkpoints', async () => {
     const r = await run({ checkpoints: 12, perRound: 4 });
-    expect(r.calls.slice(0, 8)).toEqual(['begin', 'poll1', 'poll1', 'commit1', 'next', 'poll2', 'poll2', 'commit2']);
+    expect(r.calls.slice(0, 6)).toEqual(['begin', 'commit1', 'next', 'commit2', 'next', 'commit3']);
+    // the first read finds one ack of two, the second both: two reads of each record, and no invocation
+    expect(r.calls.filter((c) => c.startsWith('poll'))).toEqual([]);
+    expect(r.reads).toEqual(Object.fromEntries(Array.from({ length: 12 }, (_, i) => [i + 1, 2])));
     expect(r.calls.filter((c) => c.startsWith('commit'))).toEqual(Array.from({ length: 12 }, (_, i) => `commit${i + 1}`));
     expect(r.roundExecutions).toHaveLength(3);
     expect(r.roundExecutions.every((e) => e.status === 'SUCCEEDED')).toBe(true);
@@ -206,9 +299,12 @@ describe('execution in the local Step Functions interpreter', () => {
     expect(r.transitions.total / 12).toBeLessThan(1.5);
   });
 
-  it('a round out of time hands its open checkpoint to the next round, which goes on waiting for it', async () => {
+  it('a round out of time hands its open checkpoint to the next round, which goes on waiting for it: after K reads without the acks the coordinator function decides', async () => {
+    expect(K).toBeGreaterThan(1);
     const r = await run({ checkpoints: 3, perRound: 10, late: [2] });
-    expect(r.calls.filter((c) => c !== 'next')).toEqual(['begin', 'poll1', 'poll1', 'commit1', 'poll2', 'poll2', 'poll2', 'commit2', 'poll3', 'poll3', 'commit3', 'begin']);
+    expect(r.calls.filter((c) => c !== 'next')).toEqual(['begin', 'commit1', 'poll2', 'commit2', 'commit3', 'begin']);
+    // K direct reads, the poll that ends the round, one read in the next round
+    expect(r.reads[2]).toBe(K + 1);
     expect(r.transitions.byState[S.round]).toBe(2);
   });
 
@@ -216,8 +312,10 @@ describe('execution in the local Step Functions interpreter', () => {
     const failing = await run({ checkpoints: 3, perRound: 10, failCommit: [2] });
     expect(failing.calls.filter((c) => c.startsWith('commit'))).toEqual(['commit1', 'commit2', 'commit2', 'commit2', 'commit3']);
     expect(failing.transitions.byState[S.commitAgain]).toBe(1);
-    const stuck = await run({ checkpoints: 3, perRound: 10, abort: [2] });
-    expect(stuck.calls.filter((c) => c.startsWith('commit'))).toEqual(['commit1', 'commit3']);
+    // never acked: K reads, a poll that finds it open (within its window), K reads, a poll that aborts it
+    const stuck = await run({ checkpoints: 3, perRound: 10, abort: { 2: 1 } });
+    expect(stuck.calls.filter((c) => c.startsWith('commit') || c.startsWith('poll'))).toEqual(['commit1', 'poll2', 'poll2', 'commit3']);
+    expect(stuck.reads[2]).toBe(2 * K);
     expect(stuck.transitions.byState[S.round]).toBe(1);
   });
 });

@@ -7,6 +7,7 @@
 import { createRequire } from 'node:module';
 import { Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
@@ -172,8 +173,9 @@ describe('definition', () => {
     const stack = new Stack(app, 'S');
     const fn = new lambda.Function(stack, 'F', { runtime: lambda.Runtime.NODEJS_22_X, handler: 'x', code: lambda.Code.fromInline('x') });
     const checkpoint = planJob(clickstream).checkpoint;
-    const off = new CoordinatorStateMachine(stack, 'Off', { stateMachineName: 'off', coordinatorFunction: fn, checkpoint });
-    const on = new CoordinatorStateMachine(stack, 'On', { stateMachineName: 'on', coordinatorFunction: fn, checkpoint, tracing: true });
+    const controlTable = new dynamodb.Table(stack, 'T', { partitionKey: { name: 'pk', type: dynamodb.AttributeType.STRING }, sortKey: { name: 'sk', type: dynamodb.AttributeType.STRING } });
+    const off = new CoordinatorStateMachine(stack, 'Off', { stateMachineName: 'off', coordinatorFunction: fn, controlTable, checkpoint });
+    const on = new CoordinatorStateMachine(stack, 'On', { stateMachineName: 'on', coordinatorFunction: fn, controlTable, checkpoint, tracing: true });
     const t = Template.fromStack(stack);
     const sms = t.findResources('AWS::StepFunctions::StateMachine');
     const byName = (n: string) => Object.values(sms).find((r) => (r as { Properties: { StateMachineName: string } }).Properties.StateMachineName === n) as { Properties: Record<string, unknown> };

@@ -29,62 +29,21 @@
  * JSONPath only: the local interpreter ignores JSONata and `Assign`.
  */
 import { ArnFormat, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
-import { ACK_POLL_SECONDS } from './ack-wait.js';
+import { roundsLoop } from './coordinator-rounds.js';
+import { COORDINATOR_STATES, addServiceRetry, pauseSeconds, retryIdempotent, wholeSeconds } from './coordinator-states.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
-import { pauseMsOf, roundsByDefault, roundsRefusal, type RoundEnd } from '../shared/coordinator/loop.js';
+import { roundsByDefault, roundsRefusal } from '../shared/coordinator/loop.js';
 import { ceilingMs } from '../shared/coordinator/timeouts.js';
 import { LOOP_ERRORS } from '../shared/coordinator/wake.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 
-/** Names of the workflow's states: the local runner overrides tasks and waits by these names. */
-export const COORDINATOR_STATES = {
-  init: 'Init',
-  fresh: 'Fresh',
-  resume: 'Resume',
-  allocate: 'Allocate',
-  inject: 'Inject',
-  awaitAcks: 'AwaitAcks',
-  overdue: 'Overdue',
-  extend: 'Extend?',
-  commit: 'Commit',
-  abort: 'Abort',
-  pause: 'Pause',
-  count: 'Count',
-  continueAsNewChoice: 'ContinueAsNew?',
-  continueAsNew: 'ContinueAsNew',
-  done: 'Done',
-  // only with expressCheckpoints: the Standard execution's states …
-  round: 'Round',
-  rounded: 'Rounded?',
-  commitAgain: 'CommitAgain',
-  // … and the Express round's
-  poll: 'Poll',
-  polled: 'Polled?',
-  ackWait: 'AckWait',
-  barrierWait: 'BarrierWait',
-  more: 'More?',
-  next: 'AllocateNext',
-  allocated: 'Allocated?',
-  roundDone: 'RoundDone',
-  // only with checkpoint.maxConcurrent > 1
-  settle: 'Settle',
-  full: 'Full?',
-  awaitOldest: 'AwaitOldest',
-} as const;
-
-/** Errors a Lambda task raises when the Lambda service itself hiccups (retried everywhere). */
-export const LAMBDA_SERVICE_ERRORS = [
-  'Lambda.ClientExecutionTimeoutException',
-  'Lambda.ServiceException',
-  'Lambda.AWSLambdaException',
-  'Lambda.SdkClientException',
-  'Lambda.TooManyRequestsException',
-] as const;
+export { COORDINATOR_STATES, LAMBDA_SERVICE_ERRORS, pauseSeconds, wholeSeconds } from './coordinator-states.js';
 
 export interface CoordinatorStateMachineProps {
   /** physical name; the workflow restarts itself under this name (continue-as-new) */
@@ -115,6 +74,8 @@ export interface CoordinatorStateMachineProps {
    * @default `roundsByDefault`: rounds where they are allowed and cost less, else the Standard loop
    */
   readonly expressCheckpoints?: boolean;
+  /** the job's control table: Express rounds read a checkpoint's acks in it themselves */
+  readonly controlTable: dynamodb.ITable;
   /** a round first reads a new checkpoint's acks this long after injecting it (`barrierWaitMs`); @default 0 */
   readonly barrierWaitSeconds?: number;
 }
@@ -132,16 +93,6 @@ export const IDLE_RECHECK_SECONDS = 3600;
 export function commitPauseOverride(definition: { States: Record<string, Record<string, unknown>> }, ms: number): Record<string, number> {
   const commit = definition.States[COORDINATOR_STATES.commit];
   return commit && String(commit.Resource).endsWith('.waitForTaskToken') ? { [COORDINATOR_STATES.commit]: ms } : {};
-}
-
-/** Whole seconds, rounded up, at least 1. */
-export function wholeSeconds(ms: number): number {
-  return Math.max(1, Math.ceil(ms / 1000));
-}
-
-/** Seconds the workflow waits between the end of one checkpoint and the start of the next. */
-export function pauseSeconds(checkpoint: CheckpointSettings): number {
-  return pauseMsOf(checkpoint) / 1000;
 }
 
 /**
@@ -224,7 +175,7 @@ export class CoordinatorStateMachine extends Construct {
     const refusal = roundsRefusal(checkpoint);
     if (props.expressCheckpoints && refusal) throw new Error(refusal);
     if (props.expressCheckpoints ?? roundsByDefault(checkpoint)) {
-      this.rounds = this.roundsLoop(props, fresh, resume);
+      this.rounds = roundsLoop(this, props, fresh, resume, () => this.allocateTask(props));
     } else if ((checkpoint.maxConcurrent ?? 1) > 1) {
       this.concurrentLoop(props, fresh, resume, checkpointId);
     } else {
@@ -311,141 +262,6 @@ export class CoordinatorStateMachine extends Construct {
     resume.next(allocate);
     allocate.next(awaitAcks).next(commit).next(allocate);
     abort.next(pause).next(allocate);
-  }
-
-  /**
-   * Checkpoints in Express rounds. The Standard execution stays the coordinator of record:
-   *
-   * ```
-   * Allocate (allocate + inject, or park) ─▶ Round (an Express execution, .sync:2) ─▶ Rounded? ─┬─ late ──▶ Round
-   *    ▲                                                                                        ├─ commit ─▶ CommitAgain ─▶ Pause
-   *    ├──────────────── idle, rotate (park / continue as new) ◀────────────────────────────────┤
-   *    └──────────────────────────────────────────── Pause ◀── budget, failed, a failed round ◀─┘
-   * ```
-   *
-   * The round (Express; no task tokens there) waits for n's acks by reading its record every
-   * ACK_POLL_SECONDS (the first time after barrierWaitSeconds, BarrierWait), commits n, pauses, and
-   * allocates the next checkpoint until it has run ROUND.allocateForMs; it ends with n open after
-   * ROUND.pollForMs (the next round waits on). Once n is a progress window old, the round's reads
-   * apply the coordinator's own rule (`overdue`, shared/coordinator/timeouts.ts): a stuck n is
-   * aborted, and the round pauses and goes on. A commit that failed twice is handed back:
-   * CommitAgain retries it for about a day, in the Standard execution's history. An Express
-   * execution runs at least once: a duplicate round is harmless because every task it runs is
-   * idempotent and allocate keeps one checkpoint in flight.
-   */
-  private roundsLoop(props: CoordinatorStateMachineProps, fresh: sfn.Pass, resume: sfn.Pass): sfn.StateMachine {
-    const { checkpoint, coordinatorFunction: fn } = props;
-    const S = COORDINATOR_STATES;
-    const checkpointId = sfn.JsonPath.numberAt('$.ckpt.checkpointId');
-    const roundStartedAt = sfn.JsonPath.stringAt('$$.Execution.StartTime');
-    const scope = new Construct(this, 'Rounds');
-
-    // ── the Express round ──
-    const done = new sfn.Succeed(scope, S.roundDone, { comment: 'the round ends; the Standard execution goes on from its output' });
-    const end = (kind: RoundEnd) =>
-      sfn.Pass.jsonPath(scope, `End-${kind}`, {
-        parameters: { iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId }, end: kind },
-      }).next(done);
-    const ends = { late: end('late'), budget: end('budget'), commit: end('commit'), failed: end('failed') };
-    const poll = tasks.LambdaInvoke.jsonPath(scope, S.poll, {
-      comment: 'read checkpoint n: all acks in, aborted as stuck (the progress window, timeouts.ts), or the round out of time?',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'poll', checkpointId, roundStartedAt }),
-      resultSelector: { acked: sfn.JsonPath.stringAt('$.Payload.acked'), aborted: sfn.JsonPath.stringAt('$.Payload.aborted'), late: sfn.JsonPath.stringAt('$.Payload.late') },
-      resultPath: '$.poll',
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(poll, 3);
-    poll.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-    const ackWait = sfn.Wait.jsonPath(scope, S.ackWait, { comment: 'Express has no task tokens: look at the acks again in a moment', time: sfn.WaitTime.duration(Duration.seconds(ACK_POLL_SECONDS)) });
-    const commit = tasks.LambdaInvoke.jsonPath(scope, S.commit, {
-      comment: 'mark n COMPLETED, publish sink epochs below n, expire unneeded deltas (idempotent); is there time for another checkpoint?',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId, roundStartedAt }),
-      resultSelector: { more: sfn.JsonPath.stringAt('$.Payload.more') },
-      resultPath: '$.commit',
-      retryOnServiceExceptions: false,
-    });
-    // a second failure hands the commit to the Standard execution, which retries it for a day
-    commit.addRetry({ errors: [sfn.Errors.ALL], interval: Duration.seconds(1), maxAttempts: 1 });
-    commit.addCatch(ends.commit, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-    const pause = sfn.Wait.jsonPath(scope, S.pause, {
-      comment: 'max(intervalMs, minPauseMs), whole seconds',
-      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-    });
-    const next = tasks.LambdaInvoke.jsonPath(scope, S.next, {
-      comment: 'allocate checkpoint n+1 and inject its barrier; or end the round (quiet, out of time, continue-as-new due)',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'next', iteration: sfn.JsonPath.numberAt('$.iteration'), roundStartedAt }),
-      resultSelector: { iteration: sfn.JsonPath.numberAt('$.Payload.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.Payload.ckpt.checkpointId') }, end: sfn.JsonPath.stringAt('$.Payload.end') },
-      retryOnServiceExceptions: false,
-    });
-    addServiceRetry(next, 3);
-    next.addRetry({ errors: [CHECKPOINT_IN_FLIGHT], interval: Duration.seconds(1), backoffRate: 2, maxDelay: Duration.seconds(8), maxAttempts: 4 });
-    next.addCatch(ends.failed, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-    const polled = sfn.Choice.jsonPath(scope, S.polled)
-      .when(sfn.Condition.booleanEquals('$.poll.acked', true), commit)
-      .when(sfn.Condition.booleanEquals('$.poll.aborted', true), pause)
-      .when(sfn.Condition.booleanEquals('$.poll.late', true), ends.late)
-      .otherwise(ackWait);
-    const more = sfn.Choice.jsonPath(scope, S.more).when(sfn.Condition.booleanEquals('$.commit.more', true), pause).otherwise(ends.budget);
-    // a new checkpoint's first read waits for its barrier to reach the last stage at the soonest (ack-wait.ts)
-    const firstWait = props.barrierWaitSeconds ? sfn.Wait.jsonPath(scope, S.barrierWait, { time: sfn.WaitTime.duration(Duration.seconds(props.barrierWaitSeconds)) }).next(poll) : ackWait;
-    const allocated = sfn.Choice.jsonPath(scope, S.allocated).when(sfn.Condition.stringEquals('$.end', 'allocated'), firstWait).otherwise(done);
-    poll.next(polled);
-    ackWait.next(poll);
-    commit.next(more);
-    pause.next(next).next(allocated);
-
-    const roundLogs = new logs.LogGroup(scope, 'Logs', {
-      logGroupName: `/aws/vendedlogs/states/${props.stateMachineName}-rounds`,
-      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
-    });
-    const rounds = new sfn.StateMachine(scope, 'Resource', {
-      stateMachineName: `${props.stateMachineName}-rounds`,
-      stateMachineType: sfn.StateMachineType.EXPRESS,
-      comment: 'Sluice checkpoint rounds (await acks → commit → pause → allocate + inject → …), started by the coordinator',
-      definitionBody: sfn.DefinitionBody.fromChainable(poll),
-      logs: { destination: roundLogs, level: props.logLevel ?? sfn.LogLevel.ERROR, includeExecutionData: true },
-      tracingEnabled: props.tracing ?? false,
-    });
-
-    // ── the Standard execution ──
-    const allocate = this.allocateTask(props);
-    const round = tasks.StepFunctionsStartExecution.jsonPath(this, S.round, {
-      comment: 'run checkpoints in an Express round until it ends, and go on from how it ended',
-      stateMachine: rounds,
-      integrationPattern: sfn.IntegrationPattern.RUN_JOB,
-      input: sfn.TaskInput.fromObject({ iteration: sfn.JsonPath.numberAt('$.iteration'), ckpt: { checkpointId } }),
-      associateWithParent: true,
-      resultSelector: { iteration: sfn.JsonPath.numberAt('$.Output.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.Output.ckpt.checkpointId') }, end: sfn.JsonPath.stringAt('$.Output.end') },
-    });
-    const standardPause = sfn.Wait.jsonPath(this, S.pause, {
-      comment: 'between rounds, and after an abort or a failed round: max(intervalMs, minPauseMs), whole seconds',
-      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-    });
-    // a failed round (Express's five minutes, a task that kept failing): Allocate sorts out what it left
-    round.addCatch(standardPause, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-    const commitAgain = tasks.LambdaInvoke.jsonPath(this, S.commitAgain, {
-      comment: 'the round could not commit n: commit it here (idempotent), retried for about a day',
-      lambdaFunction: fn,
-      payload: sfn.TaskInput.fromObject({ action: 'commit', checkpointId }),
-      resultPath: sfn.JsonPath.DISCARD,
-      retryOnServiceExceptions: false,
-    });
-    retryIdempotent(commitAgain);
-    const rounded = sfn.Choice.jsonPath(this, S.rounded, { comment: 'how the round ended' })
-      .when(sfn.Condition.stringEquals('$.end', 'late'), round)
-      .when(sfn.Condition.stringEquals('$.end', 'commit'), commitAgain)
-      .when(sfn.Condition.or(sfn.Condition.stringEquals('$.end', 'budget'), sfn.Condition.stringEquals('$.end', 'failed')), standardPause)
-      .otherwise(allocate);
-    fresh.next(allocate);
-    resume.next(allocate);
-    allocate.next(round).next(rounded);
-    commitAgain.next(standardPause);
-    standardPause.next(allocate);
-    return rounds;
   }
 
   /** Allocate: allocate + inject, or park the token while no input arrives; continue-as-new when due. */
@@ -570,28 +386,4 @@ export class CoordinatorStateMachine extends Construct {
     allocate.next(inject).next(settle).next(full);
     pause.next(count).next(choice);
   }
-}
-
-/** An idempotent task that must not be skipped (commit, abort, settle): retry anything, for about a day. */
-function retryIdempotent(task: tasks.LambdaInvoke): void {
-  task.addRetry({
-    errors: [sfn.Errors.ALL],
-    interval: Duration.seconds(1),
-    backoffRate: 2,
-    maxDelay: Duration.seconds(60),
-    maxAttempts: 1500,
-    jitterStrategy: sfn.JitterType.FULL,
-  });
-}
-
-/** Lambda service errors: retried with backoff on every task (fewer attempts inside a round, which has five minutes). */
-function addServiceRetry(task: tasks.LambdaInvoke, maxAttempts = 8): void {
-  task.addRetry({
-    errors: [...LAMBDA_SERVICE_ERRORS],
-    interval: Duration.seconds(1),
-    backoffRate: 2,
-    maxDelay: Duration.seconds(30),
-    maxAttempts,
-    jitterStrategy: sfn.JitterType.FULL,
-  });
 }

@@ -96,9 +96,16 @@ describe('the cost model prices what the stack bills', () => {
     const at = (intervalMs: number) => ({ ...p, checkpoint: { ...p.checkpoint, intervalMs } });
     // two stages, 2 s windows: 4 s on the slow side, 2 s of them (one exchange hop) waited: reads at 2, 3 and 4 s
     expect(ackReadsPerCheckpoint(at(10_000), defaultBatching(at(10_000)))).toBe(3);
-    expect(quantity(monthlyCost({ plan: at(10_000), eventsPerSecond: 1000 }), 'coordinator invocations (allocate, 3 ack reads, commit')).toBeGreaterThan(0);
-    // 5 s windows: 5 s waited of 10 s
+    // the reads are the round's own GetItems (read units); the function is invoked to allocate and commit
+    const ten = monthlyCost({ plan: at(10_000), eventsPerSecond: 1000 });
+    const checkpoints = quantity(ten, 'coordinator writes') / 11;
+    expect(quantity(ten, 'coordinator invocations (allocate, commit per checkpoint; its 3 ack reads are DynamoDB reads)') / checkpoints).toBeCloseTo(2, 6);
+    // (+ the watchdog's reads)
+    expect(quantity(ten, 'coordinator reads') / checkpoints).toBeCloseTo(15 + 3, 0);
+    // 5 s windows: 5 s waited of 10 s; the sixth read is the function's poll (after five direct ones)
     expect(ackReadsPerCheckpoint(at(60_000), { ...defaultBatching(at(60_000)), windowMs: 5000 })).toBe(6);
+    const slow = monthlyCost({ plan: at(40_000), eventsPerSecond: 1000, batching: { ...defaultBatching(at(40_000)), windowMs: 5000 } });
+    expect(quantity(slow, 'coordinator invocations (allocate, commit, 1 ack polls per checkpoint; its 6 ack reads') / (quantity(slow, 'coordinator writes') / 11)).toBeCloseTo(3, 6);
     // no window: no wait, a poll (about a second) per stage
     expect(ackReadsPerCheckpoint(at(2_000), defaultBatching(at(2_000)))).toBe(3);
   });

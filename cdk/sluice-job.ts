@@ -358,6 +358,7 @@ export class SluiceJob extends Construct {
       stateMachineName: names.stateMachine,
       coordinatorFunction: this.coordinatorFunction,
       checkpoint: plan.checkpoint,
+      controlTable: this.controlTable,
       barrierWaitSeconds: barrierWaitMs(plan, (id) => settings.get(id)!.maxBatchingWindow.toMilliseconds()) / 1000,
       logRetention,
       tracing,

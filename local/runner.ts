@@ -126,7 +126,9 @@ export class LocalJobRunner {
       return this.track(tasks!.run(payload as LoopTaskInput));
     };
     const lambdaHandlers = { [def.coordinatorFunctionArn]: runTask, [def.coordinatorFunctionName]: runTask };
-    const rounds = def.rounds ? [new LocalStepFunctions({ definition: def.rounds.definition, stateMachineArn: def.rounds.stateMachineArn, lambdaHandlers, waitTimeOverrides: roundWaits })] : [];
+    // a round reads the acks in the control table itself (a DynamoDB task), over the emulator's wire as on AWS
+    const roundsDynamo = def.rounds ? createAwsClients({ region: this.emulators.region, credentials: this.emulators.credentials, endpoints: { dynamodb: this.emulators.endpoints.dynamodb }, maxAttempts: 3 }).dynamodb : undefined;
+    const rounds = def.rounds ? [new LocalStepFunctions({ definition: def.rounds.definition, stateMachineArn: def.rounds.stateMachineArn, lambdaHandlers, waitTimeOverrides: roundWaits, dynamodb: roundsDynamo! })] : [];
     this.stepFunctions = new LocalStepFunctions({
       definition: def.definition,
       stateMachineArn: def.stateMachineArn,
