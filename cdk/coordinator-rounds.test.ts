@@ -134,10 +134,10 @@ describe('definitions', () => {
       new CoordinatorStateMachine(stack, name, { stateMachineName: name, coordinatorFunction: fn, controlTable, checkpoint: { ...base, ...checkpoint }, ...(expressCheckpoints !== undefined ? { expressCheckpoints } : {}) });
     const rounds = (m: CoordinatorStateMachine) => m.rounds !== undefined;
     expect(rounds(machine('ten', { intervalMs: 10_000 }))).toBe(true);
-    expect(rounds(machine('fiftytwo', { intervalMs: 52_000 }))).toBe(true);
+    expect(rounds(machine('fiftysix', { intervalMs: 56_000 }))).toBe(true);
     // three checkpoints a round: four Standard transitions and the round's duration cost more than nine
-    expect(rounds(machine('fiftythree', { intervalMs: 53_000 }))).toBe(false);
-    expect(rounds(machine('fiftythreeForced', { intervalMs: 53_000 }, true))).toBe(true);
+    expect(rounds(machine('fiftyseven', { intervalMs: 57_000 }))).toBe(false);
+    expect(rounds(machine('fiftysevenForced', { intervalMs: 57_000 }, true))).toBe(true);
     expect(rounds(machine('slow', { intervalMs: 120_000 }))).toBe(false);
     expect(rounds(machine('concurrent', { intervalMs: 1000, maxConcurrent: 2 }))).toBe(false);
     expect(rounds(machine('off', { intervalMs: 10_000 }, false))).toBe(false);

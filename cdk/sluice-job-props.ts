@@ -126,7 +126,7 @@ export interface SluiceJobProps {
    * Functions' execution history. `true` needs `checkpoint.maxConcurrent` 1 and a pause of at most a
    * minute (the construct throws otherwise); `false` keeps the Standard loop.
    * @default rounds where they are allowed and cost less (`roundsByDefault`: one checkpoint in
-   *   flight and a pause of at most 52 s), the Standard loop otherwise
+   *   flight and a pause of at most 56 s), the Standard loop otherwise
    */
   readonly expressCheckpoints?: boolean;
   /** start the coordinator when the stack deploys (a custom resource running the watchdog once); @default true */

@@ -61,8 +61,8 @@ export const COORDINATOR_TIMEOUT_MS = 60_000;
  * `allocateForMs`, and stops waiting for acks after `pollForMs` (it ends with the checkpoint open;
  * the next round waits on). A commit that starts by then still has a whole function timeout before
  * EXPRESS_LIMIT_MS. Each round costs four Standard transitions, so the longer it allocates, the
- * fewer rounds: 212 s hold four checkpoints at pauses up to 52 s (roundsByDefault), and the 23 s
- * after leave the last checkpoint's barrier time to cross the stages before the round ends late.
+ * fewer rounds: 212 s hold 19 checkpoints at a 10 s interval (150 s held 13), and the 23 s after
+ * leave the last checkpoint's barrier time to cross the stages before the round ends late.
  */
 export const ROUND = { allocateForMs: 212_000, pollForMs: EXPRESS_LIMIT_MS - COORDINATOR_TIMEOUT_MS - 5_000 } as const;
 
@@ -158,12 +158,19 @@ export function checkpointsPerRound(checkpoint: RoundSettings): number {
 }
 
 /**
- * SluiceJob's default (`expressCheckpoints` unset): rounds where they are allowed and hold four
- * checkpoints or more. With three (pauses of 53 to 60 s) a round's four Standard transitions and its
- * duration cost more than the Standard loop's three transitions per checkpoint (docs/cost.md).
+ * The longest pause at which rounds cost less than the Standard loop: a round's four Standard
+ * transitions, its requests and its duration (it is billed through its pauses) against three
+ * transitions and three function invocations per checkpoint. Where the two cross is found by the
+ * cost model (`cdk/cost-model.test.ts` checks the default is the cheaper loop at every pause).
+ */
+export const ROUNDS_BY_DEFAULT_MAX_PAUSE_MS = 56_000;
+
+/**
+ * SluiceJob's default (`expressCheckpoints` unset): rounds where they are allowed and cost less,
+ * up to ROUNDS_BY_DEFAULT_MAX_PAUSE_MS; the Standard loop otherwise (docs/cost.md).
  */
 export function roundsByDefault(checkpoint: RoundSettings): boolean {
-  return roundsRefusal(checkpoint) === undefined && checkpointsPerRound(checkpoint) >= 4;
+  return roundsRefusal(checkpoint) === undefined && pauseMsOf(checkpoint) <= ROUNDS_BY_DEFAULT_MAX_PAUSE_MS;
 }
 
 export class CoordinatorLoop {
