@@ -12,9 +12,8 @@ import { BUCKET_PREFIXES } from './sluice-job.js';
 import { actionsOf, attachedStatements, getAtt, inlineStatements, logicalId, referenceJobs, resourcesOf, synthJob } from './test-support.js';
 import type { Statement, SynthedJob } from './test-support.js';
 
-let click: SynthedJob;
 let three: SynthedJob;
-beforeAll(() => ({ click, three } = referenceJobs()));
+beforeAll(() => ({ three } = referenceJobs()));
 
 describe('IAM, least privilege', () => {
   const byId = (statements: Statement[]) => Object.fromEntries(statements.map((s) => [s.Sid, s]));

@@ -19,7 +19,6 @@ export const LOOP_ERRORS = {
   continuedAsNew: 'Sluice.ContinuedAsNew',
 } as const;
 
-
 export class CoordinatorWake {
   constructor(
     private readonly store: CheckpointStore,

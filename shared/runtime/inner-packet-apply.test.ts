@@ -7,13 +7,11 @@
  */
 import { describe, expect, it } from 'vitest';
 import { collectSink, job, valueState, WatermarkStrategies, type KeyedProcessFunction } from '../api/index.js';
-import { createJobStreams, createMemoryPorts } from '../adapters/memory/memory-ports.js';
 import { PacketBuilder, type Envelope } from '../codec/envelope.js';
 import { encodePayload } from '../codec/payload.js';
 import { keyGroupOf } from '../plan/key-groups.js';
-import { planJob } from '../plan/planner.js';
-import { resourceNames } from '../plan/resources.js';
-import type { DeadLetter, RuntimePorts, StagedOutput, StateRowId, StoredRecord } from './ports.js';
+import type { DeadLetter, RuntimePorts, StagedOutput, StateRowId } from './ports.js';
+import { innerStageOnTwins } from './inner-stage.test-support.js';
 import { instanceIdOf } from './stage-instance.js';
 import { createStageRunner, type StageRunnerOptions } from './stage-runner.js';
 
@@ -65,15 +63,7 @@ function packet(producer: string, envs: readonly Envelope[]): Uint8Array {
 async function runInner(records: readonly Uint8Array[], options: StageRunnerOptions = {}) {
   const j = countJob();
   keyed = 0;
-  const plan = planJob(j);
-  const names = resourceNames(plan);
-  const mem = createMemoryPorts({ seed: 1, now: () => 0 });
-  createJobStreams(mem.kinesis, plan, names);
-  const stage = plan.stages.find((s) => s.input.kind === 'exchange')!;
-  const stream = names.streamOf(stage);
-  const shard = mem.kinesis.listShards(stream)[0]!;
-  const seqs = records.map((data) => mem.kinesis.putRecord(stream, { data, partitionKey: 'p', explicitHashKey: shard.startingHashKey }).sequenceNumber);
-  const bySeq = new Map<string, StoredRecord>(mem.kinesis.records(stream, shard.shardId).map((r) => [r.sequenceNumber, r]));
+  const { plan, names, mem, stage, shard, stored } = innerStageOnTwins(j, records);
   const outputs: StagedOutput[] = [];
   const letters: DeadLetter[] = [];
   const reads: StateRowId[][] = [];
@@ -90,7 +80,7 @@ async function runInner(records: readonly Uint8Array[], options: StageRunnerOpti
     },
   };
   const runner = createStageRunner({ job: j, plan, stage, names, ports, options });
-  await runner.run(shard.shardId, seqs.map((s) => bySeq.get(s)!));
+  await runner.run(shard.shardId, stored);
   return { outputs: outputs.map((o) => o.value as string).sort(), letters, reads, keyed };
 }
 

@@ -9,13 +9,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { collectSink, job, valueState, WatermarkStrategies, type KeyedProcessFunction } from '../api/index.js';
-import { createJobStreams, createMemoryPorts } from '../adapters/memory/memory-ports.js';
 import { PacketBuilder, type Envelope } from '../codec/envelope.js';
 import { encodePayload } from '../codec/payload.js';
 import { keyGroupOf } from '../plan/key-groups.js';
-import { planJob } from '../plan/planner.js';
-import { resourceNames } from '../plan/resources.js';
-import type { RuntimePorts, StagedOutput, StoredRecord } from './ports.js';
+import type { RuntimePorts, StagedOutput } from './ports.js';
+import { innerStageOnTwins } from './inner-stage.test-support.js';
 import { instanceIdOf } from './stage-instance.js';
 import { createStageRunner } from './stage-runner.js';
 
@@ -122,26 +120,15 @@ describe('the keyed apply pass: property', () => {
         }
 
         const j = countJob();
-        const plan = planJob(j);
-        const names = resourceNames(plan);
-        const mem = createMemoryPorts({ seed: 1, now: () => 0 });
-        createJobStreams(mem.kinesis, plan, names);
-        const stage = plan.stages.find((s) => s.input.kind === 'exchange')!;
-        const stream = names.streamOf(stage);
-        const shard = mem.kinesis.listShards(stream)[0]!;
-        const seqs = merged.map((data) => mem.kinesis.putRecord(stream, { data, partitionKey: 'p', explicitHashKey: shard.startingHashKey }).sequenceNumber);
-        const bySeq = new Map<string, StoredRecord>(mem.kinesis.records(stream, shard.shardId).map((r) => [r.sequenceNumber, r]));
+        const { plan, names, mem, stage, shard, stored } = innerStageOnTwins(j, merged);
         const outputs = new Map<string, StagedOutput>();
         const ports: RuntimePorts = { ...mem.ports, collectSink: { stage: async (_sink, out) => void out.forEach((o) => outputs.set(`${o.producer}|${o.epoch}|${o.seq}`, o)) } };
         const newRunner = () => createStageRunner({ job: j, plan, stage, names, ports, options: { maxHeldRecords: sc.maxHeld } });
         let runner = newRunner();
-        for (let i = 0, b = 0; i < seqs.length; b++) {
+        for (let i = 0, b = 0; i < stored.length; b++) {
           const n = sc.batchSizes[b % sc.batchSizes.length]!;
           if (b > 0 && sc.fresh[b % sc.fresh.length]) runner = newRunner();
-          await runner.run(
-            shard.shardId,
-            seqs.slice(i, i + n).map((s) => bySeq.get(s)!),
-          );
+          await runner.run(shard.shardId, stored.slice(i, i + n));
           i += n;
         }
         expect([...outputs.values()].map((o) => o.value as string).sort()).toEqual(expected.sort());
