@@ -250,9 +250,10 @@ export class CoordinatorLoop {
 
   /**
    * An Express round's wait for acks (it cannot wait on a task token), off its happy path (the round
-   * reads n's record itself: cdk/coordinator-rounds-acks.ts): one consistent read of n's record. Once n is a progress window old, the coordinator's own rule decides (`overdue`,
-   * timeouts.ts): a stuck n is aborted here, one whose acks keep coming stays open. An n that is no
-   * longer in flight counts as acked when it completed (the commit is idempotent).
+   * reads n's record itself: cdk/coordinator-rounds-acks.ts): one consistent read of n's record.
+   * Once n is a progress window old, the coordinator's own rule decides (`overdue`, timeouts.ts):
+   * a stuck n is aborted here, one whose acks keep coming stays open. An n that is no longer in
+   * flight counts as acked when it completed (the commit is idempotent).
    */
   async poll(n: number, roundStartedAt: string): Promise<PollOutput> {
     const late = this.roundAge(roundStartedAt) >= ROUND.pollForMs;
