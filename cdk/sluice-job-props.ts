@@ -121,7 +121,7 @@ export interface SluiceJobProps {
   /**
    * Run the checkpoints in Express rounds of up to a few minutes each, started by the coordinator's
    * Standard execution, instead of three Standard transitions per checkpoint: at a 10 s interval
-   * $4.40 a month of Step Functions instead of $17.92 (docs/cost.md). The rounds' steps are in
+   * $3.88 a month of Step Functions instead of $17.92 (docs/cost.md). The rounds' steps are in
    * CloudWatch Logs (`coordinatorLogLevel`: failed steps at ERROR, every step at ALL), not in Step
    * Functions' execution history. `true` needs `checkpoint.maxConcurrent` 1 and a pause of at most a
    * minute (the construct throws otherwise); `false` keeps the Standard loop.
