@@ -492,3 +492,13 @@ function readCounts(r: ByteReader): number[] {
   for (let j = 0; j < n; j++) out.push(r.varint());
   return out;
 }
+
+/**
+ * Whether a source record calls for a checkpoint: the users' records do, and so does the end of a
+ * bounded input (the job finishes only with a checkpoint after it); the coordinator's own control
+ * records (barriers, ticks) do not, or each checkpoint would call for the next.
+ */
+export function callsForCheckpoint(bytes: Uint8Array): boolean {
+  const control = decodeSourceControl(bytes);
+  return control === undefined || control.kind === 'end';
+}

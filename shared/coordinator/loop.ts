@@ -23,7 +23,7 @@
  * name), so the state fails with the same error name whatever the Lambda integration does with a
  * function error.
  */
-import { decodeSourceControl } from '../codec/envelope.js';
+import { callsForCheckpoint } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { ShardDirectory, Telemetry } from '../runtime/ports.js';
@@ -369,11 +369,11 @@ export class CoordinatorLoop {
     return looked;
   }
 
-  /** Whether the shard holds a data record after the sequence number (a few pages at most). */
+  /** Whether the shard holds input (or the end of a bounded input) after the sequence number (a few pages at most). */
   private async inputAfter(stream: string, shardId: string, sequenceNumber: string): Promise<boolean> {
     let page = 0;
     for await (const p of this.o.ports.peek.pagesAfter(stream, shardId, sequenceNumber)) {
-      if (p.records.some((data) => decodeSourceControl(data) === undefined)) return true;
+      if (p.records.some(callsForCheckpoint)) return true;
       if (p.caughtUp) return false;
       if (++page >= 10) break;
     }

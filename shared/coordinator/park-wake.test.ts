@@ -10,7 +10,7 @@ import type { PortOp } from '../adapters/memory/memory-faults.js';
 import { prng } from '../adapters/memory/memory-ports.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
 import type { BatchOutcome } from '../runtime/stage-runner.js';
-import { CoordinatorLoop } from './loop.js';
+import { CoordinatorLoop, type BeginOutput } from './loop.js';
 import { CoordinatorWake, LOOP_ERRORS } from './wake.js';
 
 function setup(seed = 1) {
@@ -102,6 +102,24 @@ describe('parking the idle coordinator on the source leases', () => {
     await r.runUntilIdle();
     expect(workflow.failed.map((f) => f.taskToken)).toEqual(['park-1']);
     expect(ops.filter((op) => op === 'checkpoints.idleToken').length).toBeGreaterThan(0);
+  });
+
+  it('a batch holding only the end of a bounded input wakes the parked coordinator, and the job finishes', async () => {
+    const { r, loop, workflow } = setup();
+    await committedInput(r, ['a', 'b', 'c', 'd']);
+    expect(await loop.run({ action: 'begin', taskToken: 'park-1' })).toEqual({ idle: true });
+    // the last batch of each shard is the end record alone
+    r.endOfInput();
+    await r.runUntilIdle();
+    expect(workflow.failed.map((f) => f.taskToken)).toEqual(['park-1']);
+    // woken, the coordinator finds the end unread by any checkpoint: it takes one, whose commit finishes the job
+    const begun = await loop.run({ action: 'begin', taskToken: 'begin-2' });
+    expect(begun).toMatchObject({ ckpt: { checkpointId: expect.any(Number) } });
+    const n = (begun as BeginOutput).ckpt.checkpointId;
+    await r.coordinator.await(n, 'await-2');
+    await r.runUntilIdle();
+    await r.coordinator.commit(n);
+    expect(await r.coordinator.jobStatus()).toEqual({ finishedAt: n, stoppedAt: n });
   });
 
   it('a park racing a source batch never leaves the coordinator parked while input waits (seeded interleavings)', async () => {

@@ -26,7 +26,7 @@ import { ShardInheritance } from './shard-inheritance.js';
 import { compareSeq, coveredBySnapshot, laterSeq, replayStart } from './positions.js';
 import { instanceIdOf, StageInstance, type InstanceOptions, type StageSpec } from './stage-instance.js';
 import type { SourceWindow } from './source-window.js';
-import { decodeSourceControl } from '../codec/envelope.js';
+import { callsForCheckpoint, decodeSourceControl } from '../codec/envelope.js';
 
 export interface StageRunnerOptions extends InstanceOptions {
   /** clean cached keys kept per instance between batches; @default 100_000 */
@@ -209,8 +209,8 @@ export class StageRunner {
   /** The wake-up a source batch calls for: input, and a parked token on its lease or no position before it. */
   private wakeCue(parked: string | undefined, firstPosition: boolean, records: readonly StoredRecord[]): Pick<BatchOutcome, 'wake'> {
     if (this.stage.input.kind !== 'source' || (parked === undefined && !firstPosition)) return {};
-    // the coordinator's barriers wake nothing: only a record that is not its own
-    if (!records.some((r) => decodeSourceControl(r.data) === undefined)) return {};
+    // the coordinator's barriers wake nothing: only input, or the end of a bounded input
+    if (!records.some((r) => callsForCheckpoint(r.data))) return {};
     return { wake: parked !== undefined ? { token: parked } : {} };
   }
 
