@@ -13,7 +13,7 @@ import { Construct } from 'constructs';
 import { ACK_POLL_SECONDS, directAckReads } from './ack-wait.js';
 import { ackReads } from './coordinator-rounds-acks.js';
 import type { CoordinatorStateMachineProps } from './coordinator-state-machine.js';
-import { COORDINATOR_STATES, addServiceRetry, pauseSeconds, retryIdempotent } from './coordinator-states.js';
+import { COORDINATOR_STATES, addServiceRetry, pauseState, retryIdempotent } from './coordinator-states.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import type { RoundEnd } from '../shared/coordinator/loop.js';
 
@@ -80,10 +80,7 @@ export function roundsLoop(
   // a second failure hands the commit to the Standard execution, which retries it for a day
   commit.addRetry({ errors: [sfn.Errors.ALL], interval: Duration.seconds(1), maxAttempts: 1 });
   commit.addCatch(ends.commit, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
-  const pause = sfn.Wait.jsonPath(scope, S.pause, {
-    comment: 'max(intervalMs, minPauseMs), whole seconds',
-    time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-  });
+  const pause = pauseState(scope, S.pause, checkpoint);
   const next = tasks.LambdaInvoke.jsonPath(scope, S.next, {
     comment: 'allocate checkpoint n+1 and inject its barrier; or end the round (quiet, out of time, continue-as-new due)',
     lambdaFunction: fn,
@@ -137,10 +134,7 @@ export function roundsLoop(
     associateWithParent: true,
     resultSelector: { iteration: sfn.JsonPath.numberAt('$.Output.iteration'), ckpt: { checkpointId: sfn.JsonPath.numberAt('$.Output.ckpt.checkpointId') }, end: sfn.JsonPath.stringAt('$.Output.end') },
   });
-  const standardPause = sfn.Wait.jsonPath(machine, S.pause, {
-    comment: 'between rounds, and after an abort or a failed round: max(intervalMs, minPauseMs), whole seconds',
-    time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-  });
+  const standardPause = pauseState(machine, S.pause, checkpoint, 'between rounds, and after an abort or a failed round');
   // a failed round (Express's five minutes, a task that kept failing): Allocate sorts out what it left
   round.addCatch(standardPause, { errors: [sfn.Errors.ALL], resultPath: sfn.JsonPath.DISCARD });
   const commitAgain = tasks.LambdaInvoke.jsonPath(machine, S.commitAgain, {

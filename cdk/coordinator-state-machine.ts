@@ -36,7 +36,7 @@ import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import { Construct } from 'constructs';
 import { roundsLoop } from './coordinator-rounds.js';
-import { COORDINATOR_STATES, addServiceRetry, pauseSeconds, retryIdempotent, wholeSeconds } from './coordinator-states.js';
+import { COORDINATOR_STATES, addServiceRetry, pauseSeconds, pauseState, retryIdempotent, wholeSeconds } from './coordinator-states.js';
 import { CHECKPOINT_IN_FLIGHT } from '../shared/coordinator/protocol.js';
 import { roundsByDefault, roundsRefusal } from '../shared/coordinator/loop.js';
 import { ceilingMs } from '../shared/coordinator/timeouts.js';
@@ -236,10 +236,7 @@ export class CoordinatorStateMachine extends Construct {
     commit.addCatch(allocate, { errors: [sfn.Errors.TIMEOUT], resultPath: sfn.JsonPath.DISCARD });
 
     const abort = this.abortTask(fn);
-    const pause = sfn.Wait.jsonPath(this, S.pause, {
-      comment: 'after an abort: max(intervalMs, minPauseMs), whole seconds',
-      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-    });
+    const pause = pauseState(this, S.pause, checkpoint, 'after an abort');
     // timeoutMs is a progress window: when it passes, the coordinator aborts n only if n is stuck
     // (shared/coordinator/timeouts.ts), else the workflow waits again (off the happy path: no cost)
     const overdue = tasks.LambdaInvoke.jsonPath(this, S.overdue, {
@@ -332,10 +329,7 @@ export class CoordinatorStateMachine extends Construct {
     addServiceRetry(inject);
     const abort = this.abortTask(fn);
     inject.addCatch(abort, { errors: [sfn.Errors.ALL], resultPath: '$.error' });
-    const pause = sfn.Wait.jsonPath(this, S.pause, {
-      comment: 'max(intervalMs, minPauseMs), whole seconds',
-      time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
-    });
+    const pause = pauseState(this, S.pause, checkpoint);
     const count = sfn.Pass.jsonPath(this, S.count, {
       comment: 'iteration + 1; drops the finished checkpoint from the state',
       parameters: { iteration: sfn.JsonPath.mathAdd(sfn.JsonPath.numberAt('$.iteration'), 1) },

@@ -1,10 +1,11 @@
 /**
  * What the coordinator's workflows share: their states' names, the Lambda tasks' retry plans and
- * the pause in whole seconds (cdk/coordinator-state-machine.ts, cdk/coordinator-rounds.ts).
+ * the pause in whole seconds (and its Wait state) (cdk/coordinator-state-machine.ts, cdk/coordinator-rounds.ts).
  */
 import { Duration } from 'aws-cdk-lib';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import type * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
+import type { Construct } from 'constructs';
 import { pauseMsOf } from '../shared/coordinator/loop.js';
 import type { CheckpointSettings } from '../shared/plan/plan.js';
 
@@ -61,6 +62,18 @@ export function wholeSeconds(ms: number): number {
 /** Seconds the workflow waits between the end of one checkpoint and the start of the next. */
 export function pauseSeconds(checkpoint: CheckpointSettings): number {
   return pauseMsOf(checkpoint) / 1000;
+}
+
+/**
+ * The workflows' `Pause`: a Wait of `pauseSeconds`. `comment` says when it is taken; the length is
+ * appended (every Pause states it the same way).
+ */
+export function pauseState(scope: Construct, id: string, checkpoint: CheckpointSettings, comment?: string): sfn.Wait {
+  const length = 'max(intervalMs, minPauseMs), whole seconds';
+  return sfn.Wait.jsonPath(scope, id, {
+    comment: comment ? `${comment}: ${length}` : length,
+    time: sfn.WaitTime.duration(Duration.seconds(pauseSeconds(checkpoint))),
+  });
 }
 
 /** An idempotent task that must not be skipped (commit, abort, settle): retry anything, for about a day. */
