@@ -2,18 +2,19 @@
  * Pre-encoded input of a keyed stage (s1): the Kinesis records stage s0 would have written, made
  * once with the project's codec (PacketBuilder + MessagePack payloads), in rounds of one epoch each
  * followed by the barrier that closes it. The records are then put into an in-memory Kinesis twin,
- * which gives them real sequence numbers, so the engine can also replay them after a lost cache.
+ * which gives them real sequence numbers, so the engine can also replay them after a lost cache
+ * (the keyed stage on twins the engine's tests run on: shared/testing/inner-stage-on-twins.ts).
  */
-import { createJobStreams, createMemoryPorts, type MemoryPorts } from '../shared/adapters/memory/memory-ports.js';
+import type { MemoryPorts } from '../shared/adapters/memory/memory-ports.js';
 import type { Job } from '../shared/api/job.js';
 import { PacketBuilder } from '../shared/codec/envelope.js';
 import { encodePayload } from '../shared/codec/payload.js';
 import { keyGroupOf, keyString } from '../shared/plan/key-groups.js';
 import type { Plan, PlanStage } from '../shared/plan/plan.js';
-import { planJob } from '../shared/plan/planner.js';
-import { resourceNames, type ResourceNames } from '../shared/plan/resources.js';
+import type { ResourceNames } from '../shared/plan/resources.js';
 import type { CollectSinkStore, RuntimePorts, StoredRecord } from '../shared/runtime/ports.js';
 import { instanceIdOf } from '../shared/runtime/stage-instance.js';
+import { innerStageOnTwins } from '../shared/testing/inner-stage-on-twins.js';
 import type { Ev } from './jobs.js';
 
 export interface InputShape {
@@ -102,24 +103,21 @@ export interface LoadedInput {
  * only counts what it is handed (the sink's own cost is not the engine's hot path).
  */
 export function loadRounds(job: Job, rounds: readonly EncodedRound[], wrap?: (p: RuntimePorts) => RuntimePorts): LoadedInput {
-  const plan = planJob(job);
-  const names = resourceNames(plan);
-  const mem = createMemoryPorts({ seed: 1, now: () => 0 });
-  createJobStreams(mem.kinesis, plan, names);
-  const stage = plan.stages.find((s) => s.input.kind === 'exchange')!;
-  const stream = names.streamOf(stage);
-  const shard = mem.kinesis.listShards(stream)[0]!;
+  // each round's batches, then its barrier, in order on the keyed stage's first shard
+  const flat = rounds.flatMap((r) => [...r.batches.flat(), r.barrier]);
+  const { plan, names, mem, stage, shard, stream, stored } = innerStageOnTwins(job, flat);
+  let at = 0;
+  const loaded = rounds.map((r) => ({
+    batches: r.batches.map((b) => b.map(() => stored[at++]!)),
+    barrier: [stored[at++]!],
+    events: r.events,
+  }));
   const outputs = { count: 0 };
   const collectSink: CollectSinkStore = {
     async stage(_sink, out) {
       outputs.count += out.length;
     },
   };
-  const put = (data: Uint8Array) => mem.kinesis.putRecord(stream, { data, partitionKey: 'p', explicitHashKey: shard.startingHashKey }).sequenceNumber;
-  const bySeq = new Map<string, StoredRecord>();
-  const seqs = rounds.map((r) => ({ batches: r.batches.map((b) => b.map(put)), barrier: put(r.barrier), events: r.events }));
-  for (const rec of mem.kinesis.records(stream, shard.shardId)) bySeq.set(rec.sequenceNumber, rec);
-  const loaded = seqs.map((r) => ({ batches: r.batches.map((b) => b.map((s) => bySeq.get(s)!)), barrier: [bySeq.get(r.barrier)!], events: r.events }));
   let ports: RuntimePorts = { ...mem.ports, collectSink };
   if (wrap) ports = wrap(ports);
   return { job, plan, names, stage, stream, shardId: shard.shardId, mem, ports, rounds: loaded, outputs };

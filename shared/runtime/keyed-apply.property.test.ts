@@ -13,7 +13,7 @@ import { PacketBuilder, type Envelope } from '../codec/envelope.js';
 import { encodePayload } from '../codec/payload.js';
 import { keyGroupOf } from '../plan/key-groups.js';
 import type { RuntimePorts, StagedOutput } from './ports.js';
-import { innerStageOnTwins } from './inner-stage.test-support.js';
+import { innerStageOnTwins } from '../testing/inner-stage-on-twins.js';
 import { instanceIdOf } from './stage-instance.js';
 import { createStageRunner } from './stage-runner.js';
 
