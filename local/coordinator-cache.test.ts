@@ -4,10 +4,14 @@
  * process-wide map, so a long chaos run, a prefix per seed, would grow with every seed).
  */
 import { randomBytes } from 'node:crypto';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import clickstream from '../examples/clickstream/job.js';
 import { coordinatorDefinition } from '../cdk/coordinator-definition.js';
-import { cachedCoordinatorDefinition } from './coordinator-cache.js';
+import { cachedCoordinatorDefinition, definitionKey, definitionSources } from './coordinator-cache.js';
 
 /** Tokens aws-cdk-lib has registered in this process (0 before it made any). */
 function cdkTokens(): number {
@@ -32,5 +36,27 @@ describe('cachedCoordinatorDefinition', () => {
   it('checks the prefix as synthesizing would', () => {
     expect(() => cachedCoordinatorDefinition(clickstream, { prefix: 'Not-Sanitized' })).toThrow(/prefix must be/);
     expect(() => cachedCoordinatorDefinition(clickstream, { prefix: 'p'.repeat(70) })).toThrow(/more than the 64 AWS allows/);
+  });
+
+  it('a change to the checkpoint record\'s key width (a shared module cdk reads) is a new key', () => {
+    // the sources the key is made of, copied: the copy gives the same key, then its width is changed
+    const root = fileURLToPath(new URL('..', import.meta.url));
+    const copy = mkdtempSync(join(tmpdir(), 'sluice-cache-key-'));
+    try {
+      for (const f of [...definitionSources(root), join(root, 'cdk.json')]) {
+        const to = join(copy, relative(root, f));
+        mkdirSync(dirname(to), { recursive: true });
+        cpSync(f, to);
+      }
+      const options = { region: 'eu-west-1' };
+      expect(definitionKey('plan', options, copy)).toBe(definitionKey('plan', options, root));
+      const store = join(copy, 'shared/adapters/aws/dynamo-checkpoint-store.ts');
+      const text = readFileSync(store, 'utf8');
+      expect(text).toContain('padStart(12,');
+      writeFileSync(store, text.replace('padStart(12,', 'padStart(13,'));
+      expect(definitionKey('plan', options, copy)).not.toBe(definitionKey('plan', options, root));
+    } finally {
+      rmSync(copy, { recursive: true, force: true });
+    }
   });
 });

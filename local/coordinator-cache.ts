@@ -1,6 +1,7 @@
 /**
  * Synthesizing the CDK stack takes seconds (loading aws-cdk-lib), so the local runner keeps the
- * synthesized coordinator definition in a cache keyed by the plan and the CDK sources that shape it.
+ * synthesized coordinator definition in a cache keyed by the plan and the sources that shape it
+ * (`definitionSources`).
  * A change to either synthesizes again; the cached file is the synthesized output, not a copy kept
  * by hand.
  *
@@ -12,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { coordinatorDefinition, type CoordinatorDefinition, type CoordinatorDefinitionOptions } from '../cdk/coordinator-definition.js';
 import type { Job } from '../shared/api/job.js';
@@ -29,6 +30,41 @@ export const PLACEHOLDER_PREFIX = 'x0prefix0x';
 /** Synthesized definitions read in this process, by file (the same plan under many prefixes). */
 const read = new Map<string, string>();
 
+/**
+ * The files whose text shapes the definition: cdk's modules, and the shared modules they import
+ * (constants read while synthesizing, such as the checkpoint record's sort-key width in
+ * dynamo-checkpoint-store.ts, which sizes the rounds' key states). Their own imports are not
+ * followed: cdk reads values from these modules, not from the engine behind them.
+ */
+export function definitionSources(root: string = ROOT): string[] {
+  const cdkDir = join(root, 'cdk');
+  // sources in a checkout; compiled modules (and no cdk.json) in an installed package
+  const cdk = readdirSync(cdkDir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.test.ts')).sort().map((f) => join(cdkDir, f));
+  const shared = new Set<string>();
+  for (const f of cdk) {
+    for (const m of readFileSync(f, 'utf8').matchAll(/from '\.\.\/(shared\/[^']+)\.js'/g)) {
+      const base = join(root, m[1]!);
+      const found = [`${base}.ts`, `${base}.js`].find((p) => existsSync(p));
+      if (!found) throw new Error(`cdk imports ${m[1]}.js, which is neither a .ts nor a .js file under ${root}`);
+      shared.add(found);
+    }
+  }
+  return [...cdk, ...[...shared].sort()];
+}
+
+/** The cache key of a plan's definition: its hash, the options but the prefix, the sources and cdk.json. */
+export function definitionKey(planHash: string, options: Omit<CoordinatorDefinitionOptions, 'prefix'>, root: string = ROOT): string {
+  const h = createHash('sha256');
+  h.update(planHash);
+  h.update(JSON.stringify(options));
+  for (const f of definitionSources(root)) {
+    h.update(relative(root, f));
+    h.update(readFileSync(f));
+  }
+  if (existsSync(join(root, 'cdk.json'))) h.update(readFileSync(join(root, 'cdk.json')));
+  return h.digest('hex').slice(0, 24);
+}
+
 export function cachedCoordinatorDefinition(job: Job, options: CoordinatorDefinitionOptions = {}): CoordinatorDefinition {
   const plan = planJob(job);
   const names = resourceNames(plan, options.prefix);
@@ -36,17 +72,7 @@ export function cachedCoordinatorDefinition(job: Job, options: CoordinatorDefini
   validatePrefix(options.prefix ?? names.prefix);
   validateNames(plan, names);
   const { prefix: _prefix, ...rest } = options;
-  const h = createHash('sha256');
-  h.update(plan.hash);
-  h.update(JSON.stringify(rest));
-  const cdkDir = join(ROOT, 'cdk');
-  // sources in a checkout; compiled modules (and no cdk.json) in an installed package
-  for (const f of readdirSync(cdkDir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.test.ts')).sort()) {
-    h.update(f);
-    h.update(readFileSync(join(cdkDir, f)));
-  }
-  if (existsSync(join(ROOT, 'cdk.json'))) h.update(readFileSync(join(ROOT, 'cdk.json')));
-  const file = join(CACHE_DIR, `coordinator-${h.digest('hex').slice(0, 24)}.json`);
+  const file = join(CACHE_DIR, `coordinator-${definitionKey(plan.hash, rest)}.json`);
   let text = read.get(file) ?? (existsSync(file) ? readFileSync(file, 'utf8') : undefined);
   if (text === undefined) {
     text = JSON.stringify(coordinatorDefinition(job, { ...rest, prefix: PLACEHOLDER_PREFIX }));
