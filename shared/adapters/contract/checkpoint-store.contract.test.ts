@@ -6,18 +6,19 @@
  * a checkpoint ends once, leases are fenced — and the one-at-a-time requests (savepoint, rescale,
  * idle token, commit marker).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../../local/emulators.js';
 import { createTable } from '../../../local/provision.js';
 import type { CheckpointStore, NewCheckpoint } from '../../coordinator/ports.js';
 import type { ControlStore, SnapshotPointer } from '../../runtime/ports.js';
 import { FencedError } from '../../util/errors.js';
-import { createAwsClients, type AwsClients } from '../aws/clients.js';
+import { createAwsClients } from '../aws/clients.js';
 import { DynamoCheckpointStore } from '../aws/dynamo-checkpoint-store.js';
 import { DynamoControlStore } from '../aws/dynamo-control-store.js';
 import { MemoryCheckpointStore } from '../memory/checkpoint-store.js';
 import { MemoryControlStore } from '../memory/memory-ports.js';
 import { losingConditionalWrites } from '../../../local/chaos/sdk-answers.js';
+import { contractTarget } from './target.js';
 
 /** A fresh, empty control table seen from both sides: the coordinator's store and the instances' control store. */
 interface Subject {
@@ -25,42 +26,50 @@ interface Subject {
   readonly control: ControlStore;
 }
 
-let emulators: LocalEmulators | undefined;
-let clients: AwsClients | undefined;
-let tables = 0;
-
 /** `lostResponses`: every conditional write is applied, its response lost, and sent again (the caller gets the retry's answer) */
 type Open = (options?: { readonly lostResponses?: boolean }) => Promise<Subject>;
 
-const implementations: Array<[string, Open]> = [
-  [
-    'in-memory twin',
-    async ({ lostResponses = false } = {}) => {
-      const faults = { loseResponse: () => lostResponses };
-      const control = new MemoryControlStore(faults);
-      return { store: new MemoryCheckpointStore(control, faults), control };
+interface StoreTarget {
+  readonly open: Open;
+  stop(): Promise<void>;
+}
+
+const targets: Array<{ name: string; start(): Promise<StoreTarget> }> = [
+  {
+    name: 'in-memory twin',
+    async start() {
+      return {
+        async open({ lostResponses = false } = {}) {
+          const faults = { loseResponse: () => lostResponses };
+          const control = new MemoryControlStore(faults);
+          return { store: new MemoryCheckpointStore(control, faults), control };
+        },
+        stop: async () => {},
+      };
     },
-  ],
-  [
-    'DynamoDB (emulator)',
-    async ({ lostResponses = false } = {}) => {
-      const table = `contract-control-${++tables}`;
-      await createTable(clients!, table, 'pk', 'sk');
-      // the real request reaches the emulator twice, as the chaos schedule's lost-response sends it
-      const c = lostResponses ? losingConditionalWrites(clients!) : clients!;
-      return { store: new DynamoCheckpointStore(c, table), control: new DynamoControlStore(c, table, 'no-bucket') };
+  },
+  {
+    name: 'DynamoDB (emulator)',
+    async start() {
+      const emulators: LocalEmulators = await startEmulators({ services: ['dynamodb'] });
+      const clients = createAwsClients({ region: emulators.region, credentials: emulators.credentials, endpoints: emulators.endpoints, maxAttempts: 3 });
+      let tables = 0;
+      return {
+        async open({ lostResponses = false } = {}) {
+          const table = `contract-control-${++tables}`;
+          await createTable(clients, table, 'pk', 'sk');
+          // the real request reaches the emulator twice, as the chaos schedule's lost-response sends it
+          const c = lostResponses ? losingConditionalWrites(clients) : clients;
+          return { store: new DynamoCheckpointStore(c, table), control: new DynamoControlStore(c, table, 'no-bucket') };
+        },
+        stop: async () => {
+          clients.dynamodb.destroy();
+          await emulators.stop();
+        },
+      };
     },
-  ],
+  },
 ];
-
-beforeAll(async () => {
-  emulators = await startEmulators({ services: ['dynamodb'] });
-  clients = createAwsClients({ region: emulators.region, credentials: emulators.credentials, endpoints: emulators.endpoints, maxAttempts: 3 });
-}, 60_000);
-
-afterAll(async () => {
-  await emulators?.stop();
-});
 
 const checkpoint = (n: number, members: readonly string[], startedAt = `2026-01-01T00:00:0${n}.000Z`): NewCheckpoint => ({
   checkpointId: n,
@@ -72,7 +81,10 @@ const checkpoint = (n: number, members: readonly string[], startedAt = `2026-01-
 
 const pointer = (n: number): SnapshotPointer => ({ checkpointId: n, replayPoint: { from: 'start' }, delta: { store: 'inline', key: `k${n}` }, meta: {} });
 
-describe.each(implementations)('checkpoint store contract: %s', (_name, open) => {
+describe.each(targets)('checkpoint store contract: $name', (target) => {
+  const side = contractTarget(target.start);
+  const open: Open = (options) => side().open(options);
+
   it('opens a checkpoint only after the last one, below maxConcurrent, and never while a stop is held or taken', async () => {
     const { store } = await open();
     expect(await store.readState()).toEqual({ last: 0, open: [] });

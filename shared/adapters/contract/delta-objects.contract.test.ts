@@ -5,7 +5,7 @@
  * delta is neither listed nor, therefore, ever deleted.
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startEmulators, type LocalEmulators } from '../../../local/emulators.js';
 import { createBucket } from '../../../local/provision.js';
 import type { DeltaObjects } from '../../coordinator/ports.js';
@@ -15,6 +15,7 @@ import { S3DeltaObjects } from '../aws/coordinator-ports.js';
 import { DynamoControlStore } from '../aws/dynamo-control-store.js';
 import { MemoryDeltaObjects } from '../memory/checkpoint-store.js';
 import { MemoryControlStore } from '../memory/memory-ports.js';
+import { contractTarget } from './target.js';
 
 interface Subject {
   readonly deltas: DeltaObjects;
@@ -26,57 +27,71 @@ interface Subject {
   listings(): number;
 }
 
-let emulators: LocalEmulators | undefined;
-let clients: AwsClients | undefined;
-let buckets = 0;
+interface DeltasTarget {
+  open(): Promise<Subject>;
+  stop(): Promise<void>;
+}
 
-const implementations: Array<[string, () => Promise<Subject>]> = [
-  [
-    'in-memory twin',
-    async () => {
-      let listings = 0;
-      const control = new MemoryControlStore();
-      const deltas = new MemoryDeltaObjects(control, { before: (op) => void (op === 'deltas.list' && listings++) });
-      return { deltas, control, putRaw: async (key) => control.putDeltaObject(key, new Uint8Array(1)), listings: () => listings };
-    },
-  ],
-  [
-    'S3 (emulator)',
-    async () => {
-      const bucket = `contract-deltas-${++buckets}`;
-      await createBucket(clients!, bucket);
-      let listings = 0;
-      // a client of its own, whose ListObjectsV2 requests this subject counts
-      const c = createAwsClients({ region: emulators!.region, credentials: emulators!.credentials, endpoints: emulators!.endpoints, maxAttempts: 3 });
-      c.s3.middlewareStack.add(
-        (next, context) => async (args) => {
-          if (context.commandName === 'ListObjectsV2Command') listings++;
-          return next(args);
-        },
-        { step: 'finalizeRequest' },
-      );
+const targets: Array<{ name: string; start(): Promise<DeltasTarget> }> = [
+  {
+    name: 'in-memory twin',
+    async start() {
       return {
-        deltas: new S3DeltaObjects(c, bucket),
-        control: new DynamoControlStore(c, 'no-table', bucket),
-        putRaw: async (key) => void (await c.s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: new Uint8Array(1) }))),
-        listings: () => listings,
+        async open() {
+          let listings = 0;
+          const control = new MemoryControlStore();
+          const deltas = new MemoryDeltaObjects(control, { before: (op) => void (op === 'deltas.list' && listings++) });
+          return { deltas, control, putRaw: async (key) => control.putDeltaObject(key, new Uint8Array(1)), listings: () => listings };
+        },
+        stop: async () => {},
       };
     },
-  ],
+  },
+  {
+    name: 'S3 (emulator)',
+    async start() {
+      const emulators: LocalEmulators = await startEmulators({ services: ['s3'] });
+      const config = { region: emulators.region, credentials: emulators.credentials, endpoints: emulators.endpoints, maxAttempts: 3 };
+      const clients = createAwsClients(config);
+      const opened: AwsClients[] = [];
+      let buckets = 0;
+      return {
+        async open() {
+          const bucket = `contract-deltas-${++buckets}`;
+          await createBucket(clients, bucket);
+          let listings = 0;
+          // a client of its own, whose ListObjectsV2 requests this subject counts
+          const c = createAwsClients(config);
+          opened.push(c);
+          c.s3.middlewareStack.add(
+            (next, context) => async (args) => {
+              if (context.commandName === 'ListObjectsV2Command') listings++;
+              return next(args);
+            },
+            { step: 'finalizeRequest' },
+          );
+          return {
+            deltas: new S3DeltaObjects(c, bucket),
+            control: new DynamoControlStore(c, 'no-table', bucket),
+            putRaw: async (key) => void (await c.s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: new Uint8Array(1) }))),
+            listings: () => listings,
+          };
+        },
+        stop: async () => {
+          for (const c of [clients, ...opened]) c.s3.destroy();
+          await emulators.stop();
+        },
+      };
+    },
+  },
 ];
-
-beforeAll(async () => {
-  emulators = await startEmulators({ services: ['s3'] });
-  clients = createAwsClients({ region: emulators.region, credentials: emulators.credentials, endpoints: emulators.endpoints, maxAttempts: 3 });
-}, 60_000);
-
-afterAll(async () => {
-  await emulators?.stop();
-});
 
 const large = new Uint8Array(10 * 1024);
 
-describe.each(implementations)('delta objects contract: %s', (_name, open) => {
+describe.each(targets)('delta objects contract: $name', (target) => {
+  const side = contractTarget(target.start);
+  const open = () => side().open();
+
   it('lists every instance\'s delta objects in one request, grouped by instance', async () => {
     const s = await open();
     const ids = ['s1:shardId-000000000000', 's1:shardId-000000000001', 's2:shardId-000000000000'];
