@@ -13,8 +13,8 @@
  *   table with the same conditions: items by (operator#keyGroup, sk), writes conditioned on the
  *   item's version, a write of checkpoint n dropped on an item a later checkpoint wrote; like the
  *   DynamoDB store it does not look at the fence.
- * - The upsert sink collapses writes of a key to the last and applies each under the emitting
- *   instance's (epoch, seq) version condition.
+ * - The upsert sink (`memory-upsert-sink.ts`) collapses writes of a key to the last and applies each
+ *   under the emitting instance's (epoch, seq) version condition.
  *
  * Faults: `MemoryFaults` hooks (`memory-faults.ts`) run inside the twin services (a `before` hook that throws an error
  * named like AWS throttling is retried, as `withThrottleRetry` does; any other error reaches the
@@ -43,7 +43,6 @@ import type {
   StateRowId,
   TaskNotifier,
   Telemetry,
-  UpsertSinkWriter,
   UpsertWrite,
 } from '../../runtime/ports.js';
 import { FencedError } from '../../util/errors.js';
@@ -53,11 +52,13 @@ import { awsError, serviceCall, type MemoryFaults, type OpInfo, type PortHooks, 
 import { MemoryKinesis, MemoryShardDirectory, MemoryShardReader, MemoryStreamWriter } from './memory-kinesis.js';
 import { MemorySpillStore } from './memory-objects.js';
 import { bytesEqual, checkItemSize, MemoryStateStore } from './memory-state.js';
+import { MemoryUpsertSink } from './memory-upsert-sink.js';
 
 export * from './memory-faults.js';
 export * from './memory-kinesis.js';
 export * from './memory-objects.js';
 export * from './memory-state.js';
+export * from './memory-upsert-sink.js';
 export type { PutEntry, PutResult } from '../put-records.js';
 
 // ------------------------------------------------------------------------------------------ control store
@@ -415,68 +416,6 @@ export class MemoryTaskNotifier implements TaskNotifier {
 
   wasAnswered(taskToken: string): boolean {
     return this.answered.has(taskToken);
-  }
-}
-
-/** Version attributes the upsert sink adds to every row, as the DynamoDB sink does. */
-export const SINK_VERSION_ATTRIBUTES = { epoch: '_sluice_epoch', seq: '_sluice_seq', producer: '_sluice_producer' } as const;
-/** set only on a row written by a child shard's instance in the epoch it took over (UpsertWrite.generation) */
-export const SINK_GENERATION = '_sluice_gen';
-
-export interface AcceptedUpsert {
-  readonly table: string;
-  readonly key: string;
-  readonly write: UpsertWrite;
-}
-
-/** Tables of upsert sinks: writes collapse to the last per key, each applied under the version condition. */
-export class MemoryUpsertSink implements UpsertSinkWriter {
-  private readonly tables = new Map<string, Map<string, Record<string, unknown>>>();
-  /** every accepted write, in order */
-  readonly accepted: AcceptedUpsert[] = [];
-  /** writes refused by the version condition */
-  rejected = 0;
-
-  constructor(private readonly faults: MemoryFaults = {}) {}
-
-  async write(table: string, keyAttribute: string, writes: readonly UpsertWrite[]): Promise<void> {
-    await serviceCall(this.faults, 'upsertSink.write', { size: writes.length }, () => {
-      const last = new Map<string, UpsertWrite>();
-      for (const w of writes) last.set(w.key, w);
-      let t = this.tables.get(table);
-      if (!t) this.tables.set(table, (t = new Map()));
-      const { epoch: E, seq: S, producer: P } = SINK_VERSION_ATTRIBUTES;
-      for (const w of last.values()) {
-        const cur = t.get(w.key);
-        const gen = w.generation ?? 0;
-        const ok =
-          !cur ||
-          cur[E] === undefined ||
-          (cur[E] as number) < w.epoch ||
-          (cur[E] === w.epoch && cur[P] !== w.producer && ((cur[SINK_GENERATION] as number | undefined) ?? 0) <= gen) ||
-          (cur[E] === w.epoch && cur[P] === w.producer && (cur[S] as number) < w.seq);
-        if (!ok) {
-          this.rejected++;
-          continue;
-        }
-        // SET semantics: attributes not in this write stay; the key attribute is never overwritten
-        const next: Record<string, unknown> = { ...(cur ?? { [keyAttribute]: w.key }), [E]: w.epoch, [S]: w.seq, [P]: w.producer };
-        if (gen) next[SINK_GENERATION] = gen;
-        else delete next[SINK_GENERATION];
-        for (const [k, v] of Object.entries(w.item)) {
-          if (k === keyAttribute || v === undefined) continue;
-          next[k] = structuredClone(v);
-        }
-        checkItemSize(`${table} item ${w.key}`, next);
-        t.set(w.key, next);
-        this.accepted.push({ table, key: w.key, write: structuredClone(w) });
-      }
-    });
-  }
-
-  /** Rows of a table by key (copies). */
-  table(table: string): Map<string, Record<string, unknown>> {
-    return new Map([...(this.tables.get(table) ?? new Map<string, Record<string, unknown>>())].map(([k, v]) => [k, structuredClone(v)]));
   }
 }
 
