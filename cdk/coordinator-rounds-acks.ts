@@ -25,7 +25,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import * as tasks from 'aws-cdk-lib/aws-stepfunctions-tasks';
 import type { Construct } from 'constructs';
-import { controlKey, controlPartition } from '../shared/adapters/aws/dynamo-checkpoint-store.js';
+import { controlKey, controlPartition } from '../shared/adapters/aws/control-table-keys.js';
 
 /** State names of the direct ack reads (beside COORDINATOR_STATES). */
 export const ACK_READ_STATES = {

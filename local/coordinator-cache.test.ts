@@ -50,7 +50,7 @@ describe('cachedCoordinatorDefinition', () => {
       }
       const options = { region: 'eu-west-1' };
       expect(definitionKey('plan', options, copy)).toBe(definitionKey('plan', options, root));
-      const store = join(copy, 'shared/adapters/aws/dynamo-checkpoint-store.ts');
+      const store = join(copy, 'shared/adapters/aws/control-table-keys.ts');
       const text = readFileSync(store, 'utf8');
       expect(text).toContain('padStart(12,');
       writeFileSync(store, text.replace('padStart(12,', 'padStart(13,'));

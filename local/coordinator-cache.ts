@@ -33,7 +33,7 @@ const read = new Map<string, string>();
 /**
  * The files whose text shapes the definition: cdk's modules, and the shared modules they import
  * (constants read while synthesizing, such as the checkpoint record's sort-key width in
- * dynamo-checkpoint-store.ts, which sizes the rounds' key states). Their own imports are not
+ * control-table-keys.ts, which sizes the rounds' key states). Their own imports are not
  * followed: cdk reads values from these modules, not from the engine behind them.
  */
 export function definitionSources(root: string = ROOT): string[] {
