@@ -28,10 +28,9 @@ import { encodeSourceControl } from '../codec/envelope.js';
 import type { Plan } from '../plan/plan.js';
 import type { ResourceNames } from '../plan/resources.js';
 import type { SnapshotPointer, Telemetry } from '../runtime/ports.js';
-import { chainOf } from '../runtime/changelog.js';
 import { instanceIdOf } from '../runtime/stage-instance.js';
 import { SluiceError } from '../util/errors.js';
-import { collectsGarbage, deltasToDelete } from './gc.js';
+import { collectGarbage, collectsGarbage } from './gc.js';
 import { pauseMsOf } from './loop.js';
 import type { CoordinatorPorts, CoordinatorState } from './ports.js';
 import { InPlaceRescale } from './rescale.js';
@@ -45,13 +44,11 @@ import { STALL_AFTER, stallOf, type StallReport } from './stall.js';
 export { CheckpointInFlightError, JobStoppedError, type CommitTarget } from './protocol.js';
 export type { CheckpointRecord, CheckpointStatus, InstanceCheckpointStats, SavepointRecord, SavepointStatus } from './records.js';
 export { STALL_AFTER, type StallReport } from './stall.js';
+export { CHECKPOINT_HISTORY } from './gc.js';
 
 export interface CoordinatorOptions {
   readonly telemetry?: Telemetry;
 }
-
-/** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
-export const CHECKPOINT_HISTORY = 100;
 
 export class Coordinator {
   /** in-place rescales of a running stage (see rescale.ts) */
@@ -350,46 +347,9 @@ export class Coordinator {
     return pointers;
   }
 
-  /**
-   * Deletes the deltas no retained checkpoint needs and trims old checkpoint records. A delta of
-   * checkpoint k of an instance is kept while k is the instance's current snapshot pointer or in its chain, k is
-   * one of the last `retained` completed checkpoints, or k is newer than every completed one.
-   */
+  /** Deletes the deltas no retained checkpoint needs and trims old checkpoint records (gc.ts). */
   async gc(): Promise<{ deleted: number; kept: number }> {
-    const all = await this.list();
-    const completed = all.filter((c) => c.status === 'COMPLETED').map((c) => c.checkpointId);
-    const retained = new Set(completed.slice(-this.plan.checkpoint.retained));
-    const latest = completed.length ? completed[completed.length - 1]! : 0;
-    let deleted = 0;
-    let kept = 0;
-    const instances: Array<{ id: string; pointer: SnapshotPointer | undefined; inline: number[] }> = [];
-    for (const stage of this.plan.stages) {
-      for (const shard of await this.ports.shards.allShards(this.names.streamOf(stage))) {
-        const id = instanceIdOf(stage.id, shard.shardId);
-        // small deltas inline in the control table, large ones as objects
-        instances.push({ id, pointer: await this.store.snapshotPointer(id), inline: await this.store.inlineDeltas(id) });
-      }
-    }
-    // one listing for the whole job (after the pointers were read, as each instance's was before)
-    const objectsOf = await this.ports.deltas.listByInstance(instances.map((i) => i.id));
-    for (const { id, pointer, inline } of instances) {
-      const objects = objectsOf.get(id) ?? new Map<number, string>();
-      const needs = { retained, pointer: pointer?.checkpointId, base: pointer && chainOf(pointer).base, latestCompleted: latest };
-      const del = deltasToDelete([...inline, ...objects.keys()], needs);
-      for (const k of del) {
-        if (inline.includes(k)) await this.store.deleteInlineDelta(id, k);
-        const key = objects.get(k);
-        if (key) await this.ports.deltas.delete(key);
-        deleted++;
-      }
-      kept += inline.length + objects.size - del.length;
-    }
-    // checkpoint records beyond the history
-    for (const c of all.slice(0, Math.max(0, all.length - CHECKPOINT_HISTORY))) {
-      if (c.savepoint || retained.has(c.checkpointId)) continue;
-      await this.store.deleteCheckpoint(c.checkpointId);
-    }
-    return { deleted, kept };
+    return collectGarbage(this.plan, this.names, this.ports);
   }
 
   /**

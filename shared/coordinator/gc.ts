@@ -1,5 +1,6 @@
 /**
- * Which deltas of one instance the coordinator may delete. A delta of checkpoint k is needed while
+ * Garbage collection of deltas and checkpoint records (a commit runs it about once a minute).
+ * Which deltas of one instance the coordinator may delete: a delta of checkpoint k is needed while
  *
  * - k is the instance's current snapshot pointer, or in the chain the pointer names (base < k ≤
  *   pointer: a restore folds those deltas, runtime/changelog.ts), or
@@ -10,6 +11,13 @@
  * Everything else (older checkpoints, aborted ones the pointer has moved past) goes. Savepoints
  * never need deltas: they are self-contained copies (shared/adapters/aws/savepoints.ts).
  */
+import type { Plan } from '../plan/plan.js';
+import type { ResourceNames } from '../plan/resources.js';
+import type { SnapshotPointer } from '../runtime/ports.js';
+import { chainOf } from '../runtime/changelog.js';
+import { instanceIdOf } from '../runtime/stage-instance.js';
+import type { CoordinatorPorts } from './ports.js';
+
 export interface DeltaNeeds {
   readonly retained: ReadonlySet<number>;
   /** checkpoint id of the instance's current snapshot pointer, if any */
@@ -48,4 +56,49 @@ export function collectsGarbage(n: number, pauseMs: number, open?: { readonly st
   const every = Math.max(1, Math.ceil(GC_PERIOD_MS / Math.max(1, pauseMs)));
   if (n % every === 0) return true;
   return open !== undefined && Math.floor(open.startedAt / GC_PERIOD_MS) !== Math.floor(open.committedAt / GC_PERIOD_MS);
+}
+
+/** Checkpoint records kept for `sluice checkpoints` (deltas are kept only for `plan.checkpoint.retained`). */
+export const CHECKPOINT_HISTORY = 100;
+
+/**
+ * One collection over the whole job: deletes every instance's deltas that `deltasToDelete` lets go
+ * (inline ones from the control table, the others from the bucket, found with one listing for the
+ * job) and the checkpoint records beyond CHECKPOINT_HISTORY (savepoints' and retained ones stay).
+ */
+export async function collectGarbage(plan: Plan, names: ResourceNames, ports: CoordinatorPorts): Promise<{ deleted: number; kept: number }> {
+  const all = await ports.store.listCheckpoints();
+  const completed = all.filter((c) => c.status === 'COMPLETED').map((c) => c.checkpointId);
+  const retained = new Set(completed.slice(-plan.checkpoint.retained));
+  const latest = completed.length ? completed[completed.length - 1]! : 0;
+  let deleted = 0;
+  let kept = 0;
+  const instances: Array<{ id: string; pointer: SnapshotPointer | undefined; inline: number[] }> = [];
+  for (const stage of plan.stages) {
+    for (const shard of await ports.shards.allShards(names.streamOf(stage))) {
+      const id = instanceIdOf(stage.id, shard.shardId);
+      // small deltas inline in the control table, large ones as objects
+      instances.push({ id, pointer: await ports.store.snapshotPointer(id), inline: await ports.store.inlineDeltas(id) });
+    }
+  }
+  // one listing for the whole job (after the pointers were read, as each instance's was before)
+  const objectsOf = await ports.deltas.listByInstance(instances.map((i) => i.id));
+  for (const { id, pointer, inline } of instances) {
+    const objects = objectsOf.get(id) ?? new Map<number, string>();
+    const needs = { retained, pointer: pointer?.checkpointId, base: pointer && chainOf(pointer).base, latestCompleted: latest };
+    const del = deltasToDelete([...inline, ...objects.keys()], needs);
+    for (const k of del) {
+      if (inline.includes(k)) await ports.store.deleteInlineDelta(id, k);
+      const key = objects.get(k);
+      if (key) await ports.deltas.delete(key);
+      deleted++;
+    }
+    kept += inline.length + objects.size - del.length;
+  }
+  // checkpoint records beyond the history
+  for (const c of all.slice(0, Math.max(0, all.length - CHECKPOINT_HISTORY))) {
+    if (c.savepoint || retained.has(c.checkpointId)) continue;
+    await ports.store.deleteCheckpoint(c.checkpointId);
+  }
+  return { deleted, kept };
 }
