@@ -8,6 +8,7 @@ import type { ExchangeNode, LogicalNode, SinkDefinition, SourceNode, WatermarkSt
 import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './state.js';
 import { listState, mapState, valueState } from './state.js';
 import { UsageError } from '../util/errors.js';
+import { appendBufferMapSerializer, appended, type AppendBuffer } from './append-buffer.js';
 import type {
   Collector,
   Key,
@@ -438,8 +439,9 @@ export class IntervalJoined<K extends Key, L, R> {
   process<O>(fn: (left: L, right: R, ctx: JoinContext<K>, out: Collector<O>) => void, options: NameOption = {}): DataStream<O> {
     const { lowerMs, upperMs } = this.bounds;
     // buffers by event time; a timer per buffered time drops it once no future record can match
-    const leftBuf = mapState<number, L[]>('interval-join-left');
-    const rightBuf = mapState<number, R[]>('interval-join-right');
+    // a buffer grows by a row per record without being copied (append-buffer.ts); stored as plain arrays
+    const leftBuf = mapState<number, AppendBuffer<L>>('interval-join-left', { serializer: appendBufferMapSerializer() });
+    const rightBuf = mapState<number, AppendBuffer<R>>('interval-join-right', { serializer: appendBufferMapSerializer() });
     const sorted = <V>(m: Array<[number, V]>) => m.sort((a, b) => a[0] - b[0]);
     const join: KeyedCoProcessFunction<K, L, R, O> = {
       state: [leftBuf, rightBuf] as StateDescriptor<unknown>[],
@@ -448,10 +450,10 @@ export class IntervalJoined<K extends Key, L, R> {
         if (t === undefined || t < ctx.currentWatermark()) return; // late: no future partner is waiting for it
         for (const [rt, rights] of sorted(ctx.getMapState(rightBuf).entries())) {
           if (rt < t + lowerMs || rt > t + upperMs) continue;
-          for (const right of rights) fn(left, right, { key: ctx.key, leftTimestamp: t, rightTimestamp: rt }, out);
+          for (let i = 0; i < rights.n; i++) fn(left, rights.items[i]!, { key: ctx.key, leftTimestamp: t, rightTimestamp: rt }, out);
         }
         const b = ctx.getMapState(leftBuf);
-        b.put(t, [...(b.get(t) ?? []), left]);
+        b.put(t, appended(b.get(t), left));
         ctx.timerService.registerEventTimeTimer(t + upperMs + 1);
       },
       processElement2(right, ctx, out) {
@@ -459,10 +461,10 @@ export class IntervalJoined<K extends Key, L, R> {
         if (t === undefined || t < ctx.currentWatermark()) return;
         for (const [lt, lefts] of sorted(ctx.getMapState(leftBuf).entries())) {
           if (t < lt + lowerMs || t > lt + upperMs) continue;
-          for (const left of lefts) fn(left, right, { key: ctx.key, leftTimestamp: lt, rightTimestamp: t }, out);
+          for (let i = 0; i < lefts.n; i++) fn(lefts.items[i]!, right, { key: ctx.key, leftTimestamp: lt, rightTimestamp: t }, out);
         }
         const b = ctx.getMapState(rightBuf);
-        b.put(t, [...(b.get(t) ?? []), right]);
+        b.put(t, appended(b.get(t), right));
         ctx.timerService.registerEventTimeTimer(t - lowerMs + 1);
       },
       // a record at the watermark is still on time, so a buffer goes only once the watermark is past it

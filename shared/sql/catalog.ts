@@ -139,16 +139,28 @@ export function splitCsvLine(line: string): string[] {
   }
 }
 
-/** Turns a decoded source record (a JSON value, or a CSV line) into a row of the table's columns. */
-export function rowParser(table: TableDef): (raw: unknown) => Record<string, unknown> {
+/**
+ * Turns a decoded source record (a JSON value, or a CSV line) into a row of the table's columns.
+ * Every column is converted (a bad value sends the record to the dead letters whether a query reads
+ * it or not), but with `kept` only the columns it names are in the row: what no query reads is not
+ * carried to the next stage. `kept` is filled while the script compiles, so it is read at the first
+ * record, not before.
+ */
+export function rowParser(table: TableDef, kept?: ReadonlySet<string>): (raw: unknown) => Record<string, unknown> {
   const cols = table.columns;
+  let keep: boolean[] | undefined;
+  const keeps = () => (keep ??= cols.map((c) => !kept || kept.has(c.name)));
   if (table.format === 'csv') {
     return (raw) => {
       const line = typeof raw === 'string' ? raw : raw instanceof Uint8Array ? new TextDecoder().decode(raw) : String(raw);
       const fields = splitCsvLine(line);
       if (fields.length !== cols.length) throw new Error(`table ${table.name}: a CSV line has ${fields.length} fields, the table declares ${cols.length} columns`);
+      const k = keeps();
       const row: Record<string, unknown> = {};
-      cols.forEach((c, i) => (row[c.name] = coerce(fields[i], c)));
+      cols.forEach((c, i) => {
+        const v = coerce(fields[i], c);
+        if (k[i]) row[c.name] = v;
+      });
       return row;
     };
   }
@@ -156,15 +168,18 @@ export function rowParser(table: TableDef): (raw: unknown) => Record<string, unk
   return (raw) => {
     if (!raw || typeof raw !== 'object' || Array.isArray(raw)) throw new Error(`table ${table.name}: a record must be a JSON object, got ${JSON.stringify(raw)?.slice(0, 80)}`);
     const obj = raw as Record<string, unknown>;
+    const k = keeps();
     const row: Record<string, unknown> = {};
     let lower: Map<string, unknown> | undefined;
-    for (const c of cols) {
+    for (let i = 0; i < cols.length; i++) {
+      const c = cols[i]!;
       let v = obj[c.name];
       if (v === undefined) {
         lower ??= new Map(Object.entries(obj).map(([k, x]) => [k.toLowerCase(), x]));
         v = lower.get(c.name.toLowerCase());
       }
-      row[c.name] = coerce(v, c);
+      const x = coerce(v, c);
+      if (k[i]) row[c.name] = x;
     }
     return row;
   };

@@ -82,6 +82,8 @@ class SqlCompiler {
   private readonly source: SourceText;
   private readonly tables = new Map<string, TableDef>();
   private readonly sources = new Map<string, DataStream<Row>>();
+  /** per source table, the columns some query resolves (and its event time): the rows carry only these */
+  private readonly usedColumns = new Map<string, Set<string>>();
   private readonly sinks: Array<{ name: string; connector: Connector; updating: boolean; columns: string[] }> = [];
   private readonly bounded: BoundedSourceSpec[] = [];
   private readonly job: Job;
@@ -155,8 +157,10 @@ class SqlCompiler {
     }
     if (!def.columns.length) throw this.ctx.error(node, `table ${def.name} declares no columns`, 'SQL_INVALID', name);
     let stream = this.sources.get(def.name.toLowerCase());
+    const used = this.usedColumns.get(def.name.toLowerCase()) ?? new Set(def.eventTime ? [def.eventTime] : []);
     if (!stream) {
-      const parse = rowParser(def);
+      this.usedColumns.set(def.name.toLowerCase(), used);
+      const parse = rowParser(def, used);
       const et = def.eventTime;
       stream = this.job.source<Row>({
         name: def.name,
@@ -187,7 +191,7 @@ class SqlCompiler {
       }
     }
     const q = alias ?? def.name;
-    const cols: ScopeColumn[] = def.columns.map((c) => ({ qualifier: q, name: c.name, type: c.type, get: (r: Row) => r[c.name], id: `${q}.${c.name}` }));
+    const cols: ScopeColumn[] = def.columns.map((c) => ({ qualifier: q, name: c.name, type: c.type, get: (r: Row) => r[c.name], id: `${q}.${c.name}`, use: () => used.add(c.name) }));
     return {
       stream,
       scope: new Scope(cols),

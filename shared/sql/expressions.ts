@@ -31,15 +31,19 @@ export interface ScopeColumn {
   readonly get: (row: Row) => unknown;
   /** a stable id for structural comparison (same column ⇒ same id) */
   readonly id: string;
+  /** told when the compiler resolves the column: a source's rows carry only the columns resolved (compiler.ts) */
+  readonly use?: () => void;
 }
 
 export class Scope {
   constructor(readonly columns: readonly ScopeColumn[]) {}
 
-  /** The column a reference names, undefined when none; throws on ambiguity through `ctx`. */
+  /** The columns a reference names (none, one, or several when ambiguous); each is marked used. */
   lookup(qualifier: string | null | undefined, name: string): ScopeColumn[] {
     const eq = (a: string | undefined, b: string) => a !== undefined && a.toLowerCase() === b.toLowerCase();
-    return this.columns.filter((c) => eq(c.name, name) && (qualifier == null || eq(c.qualifier, qualifier)));
+    const found = this.columns.filter((c) => eq(c.name, name) && (qualifier == null || eq(c.qualifier, qualifier)));
+    for (const c of found) c.use?.();
+    return found;
   }
 
   qualifiers(): string[] {

@@ -20,6 +20,7 @@ export function selectItems(node: AstNode, scope: Scope, c: CompileContext): Sel
       const q = e.table;
       const cols = q ? scope.columns.filter((x) => x.qualifier?.toLowerCase() === String(q).toLowerCase()) : [...scope.columns];
       if (q && !cols.length) throw c.error(e, `unknown table or alias "${q}" in ${q}.*`, 'SQL_UNKNOWN_TABLE', `${q}`);
+      for (const col of cols) col.use?.();
       out.push({ star: cols });
     } else {
       out.push({ expr: e, as: item.as ?? undefined });
