@@ -62,6 +62,9 @@ export function compileChain(
   const compiled = new Map<string, Push>();
   const timerHandlers = new Map<string, TimerFn>();
   let lateDropped = 0;
+  // a record or timer is being applied; it has begun noting its timer changes (see `begin`)
+  let applying = false;
+  let timersNoted = false;
 
   const boundClock: ChainClock = { processingTime: () => clock.processingTime(), watermark: () => clock.watermark() };
 
@@ -75,6 +78,12 @@ export function compileChain(
     onTimer: (opId, fn) => timerHandlers.set(opId, fn),
     dropLate: () => {
       lateDropped++;
+    },
+    recordTimers: () => {
+      if (applying && !timersNoted) {
+        timers.beginRecord();
+        timersNoted = true;
+      }
     },
   };
 
@@ -217,13 +226,18 @@ export function compileChain(
   let lateMark = 0;
   // only the stores an operator of this stage can change take part (each costs calls per record)
   const kinds = new Set(stage.operators.map((o) => graph.get(o.id)!.kind));
-  const keyed = kinds.has('process') || kinds.has('coProcess') || kinds.has('broadcastProcess');
-  const usesTimers = keyed || kinds.has('window');
+  // a window changes timers at nearly every record; a keyed process function rarely does, so its
+  // record notes them from its first change on (env.recordTimers, called by its timer service)
+  const windowTimers = kinds.has('window');
   const usesOperatorState = kinds.has('operatorProcess');
   const usesBroadcast = kinds.has('broadcastProcess');
   const begin = () => {
+    applying = true;
     state.beginRecord();
-    if (usesTimers) timers.beginRecord();
+    if (windowTimers) {
+      timers.beginRecord();
+      timersNoted = true;
+    }
     outbox.beginRecord();
     if (usesOperatorState) operatorState.beginRecord();
     if (usesBroadcast) broadcast.beginRecord();
@@ -231,15 +245,23 @@ export function compileChain(
   };
   // outputs first: should writing one fail, the record is still undone
   const commit = () => {
+    applying = false;
     outbox.commitRecord();
     state.commitRecord();
-    if (usesTimers) timers.commitRecord();
+    if (timersNoted) {
+      timersNoted = false;
+      timers.commitRecord();
+    }
     if (usesOperatorState) operatorState.commitRecord();
     if (usesBroadcast) broadcast.commitRecord();
   };
   const rollback = () => {
+    applying = false;
     state.rollbackRecord();
-    if (usesTimers) timers.rollbackRecord();
+    if (timersNoted) {
+      timersNoted = false;
+      timers.rollbackRecord();
+    }
     outbox.rollbackRecord();
     if (usesOperatorState) operatorState.rollbackRecord();
     if (usesBroadcast) broadcast.rollbackRecord();

@@ -110,16 +110,21 @@ class Timers implements TimerService {
     this.currentWatermark = env.clock.watermark;
     this.currentProcessingTime = env.clock.processingTime;
   }
+  // each change is noted for the undo of the record at hand, also through a service kept from an earlier one
   registerEventTimeTimer(t: number): void {
+    this.env.recordTimers();
     this.env.timers.register('event-time', this.opId, this.key, this.kg, t);
   }
   deleteEventTimeTimer(t: number): void {
+    this.env.recordTimers();
     this.env.timers.remove('event-time', this.opId, this.key, t);
   }
   registerProcessingTimeTimer(t: number): void {
+    this.env.recordTimers();
     this.env.timers.register('processing-time', this.opId, this.key, this.kg, t);
   }
   deleteProcessingTimeTimer(t: number): void {
+    this.env.recordTimers();
     this.env.timers.remove('processing-time', this.opId, this.key, t);
   }
 }

@@ -39,6 +39,11 @@ export interface OperatorEnv {
   onTimer(opId: string, fn: TimerFn): void;
   /** counts a record dropped as too late for its window (undone with the record) */
   dropLate(): void;
+  /**
+   * Called before a keyed process function adds or deletes a timer: the record (or timer) being
+   * applied starts noting its timer changes then, for its undo, instead of at every record.
+   */
+  recordTimers(): void;
 }
 
 export const NO_META: RecordMeta = { timestamp: undefined, recordId: '', key: undefined, keyGroup: 0 };

@@ -17,6 +17,7 @@ import {
   WatermarkStrategies,
   listState,
   type ListState,
+  type TimerService,
   type ValueState,
   type ValueStateDescriptor,
 } from '../api/index.js';
@@ -198,6 +199,33 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     ]);
     expect(r.published<string>('fired').sort()).toEqual(['a@500']);
     expect(r.deadLetters()).toHaveLength(2);
+  });
+
+  it('timers: a timer added through a timer service kept from an earlier record is undone too (record undo: timer changes noted from the first change of a record)', async () => {
+    const j = job('undo-kept-timers', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    let kept: TimerService | undefined;
+    j.source<Ev>(source('ev'))
+      .keyBy((e) => e.key, { parallelism: 1 })
+      .process<string>({
+        processElement(e, ctx) {
+          // the first record keeps its service; the bad one adds through it, never asking its own context
+          if (kept === undefined) kept = ctx.timerService;
+          else if (e.bad) {
+            kept.registerEventTimeTimer(e.v);
+            throw new Error('bad record');
+          }
+        },
+        onTimer(time, ctx, out) {
+          out.collect(`${String(ctx.key)}@${time}`);
+        },
+      })
+      .sinkTo(collectSink('fired'));
+    const r = await run(j, [
+      { key: 'a', ts: 1, v: 0 },
+      { key: 'a', ts: 2, v: 600, bad: true }, // added through the kept service, undone
+    ]);
+    expect(r.published<string>('fired')).toEqual([]);
+    expect(r.deadLetters()).toHaveLength(1);
   });
 
   it('window contents: a late-but-allowed record whose firing throws downstream leaves the window as it was (record undo: window list replaced, not changed in place)', async () => {
