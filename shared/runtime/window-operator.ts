@@ -1,8 +1,9 @@
 /**
  * The window operator compiled for the chain: per key, a list of its windows ([start, end,
- * accumulator or elements], sorted by start) in one value state, replaced whole at every change so
- * that an undone record leaves the stored list as it was; an event-time timer at each window's
- * last instant fires it (and, with allowed lateness, another purges it).
+ * accumulator or elements], sorted by start) in one value state, replaced whole when it changes so
+ * that an undone record leaves the stored list as it was — but for a tumbling window's accumulator,
+ * replaced in place with a note for the undo (`changedInPlace`); an event-time timer at each
+ * window's last instant fires it (and, with allowed lateness, another purges it).
  */
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
@@ -227,16 +228,21 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
           }
         }
       }
-      // a new list and a new entry, never the stored ones changed: an undone record leaves them as they were
       let list: Windows;
       let e: Windows[number];
       if (at >= 0) {
-        e = [start, end, add(old![at]![2], v)];
-        list = old!.length === 1 ? [e] : old!.slice();
-        list[at] = e;
+        // the window's accumulator is replaced in the stored list, noted for the record's undo: no
+        // new list and entry per record (they would live until the key's next record, long enough
+        // to be promoted and collected as old garbage)
+        e = old![at]!;
+        const acc = add(e[2], v);
+        state.changedInPlace(e, 2, e[2]);
+        e[2] = acc;
+        list = old!;
         // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
         if (lateness > 0) schedule(key, m.keyGroup, end, wm);
       } else {
+        // a new list: an undone record leaves the stored one as it was
         e = [start, end, add(undefined, v)];
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
