@@ -293,7 +293,7 @@ export function compileChain(
   for (const op of stage.operators) {
     const n = graph.get(op.id)!;
     if (n.kind === 'process' || n.kind === 'reduce' || n.kind === 'window' || n.kind === 'coProcess' || n.kind === 'broadcastProcess') {
-      // a window's list is replaced whole at every change (see compileWindow)
+      // a window's list is replaced whole at every change, or its accumulator noted for the undo when changed in place (see compileWindow)
       if (n.kind === 'window') state.register(op.id, [windowStateDescriptor(n)], true);
       else state.register(op.id, n.state);
       keyedOperators.push(op.id);

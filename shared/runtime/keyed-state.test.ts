@@ -281,4 +281,26 @@ describe('KeyedStateCache', () => {
     c.valueState('op2-process', 'b', 0, count).update(2);
     expect(c.dirtyRows().map((r) => [r.key, new TextDecoder().decode(r.values.count)])).toEqual([['a', '5'], ['b', '2']]);
   });
+
+  it('puts back what an engine operator changed in place when the record is undone, last change first; a committed record keeps it', () => {
+    const c = new KeyedStateCache();
+    const acc = [1000, 2000, 1];
+    // outside a record nothing is noted
+    c.changedInPlace(acc, 2, 0);
+    c.beginRecord();
+    c.changedInPlace(acc, 2, acc[2]);
+    acc[2] = 2;
+    c.changedInPlace(acc, 2, acc[2]);
+    acc[2] = 3;
+    c.rollbackRecord();
+    expect(acc).toEqual([1000, 2000, 1]);
+    c.beginRecord();
+    c.changedInPlace(acc, 2, acc[2]);
+    acc[2] = 4;
+    c.commitRecord();
+    c.beginRecord();
+    c.rollbackRecord();
+    expect(acc).toEqual([1000, 2000, 4]);
+  });
 });
+

@@ -98,11 +98,16 @@ export class KeyedStateCache {
   private readonly savedRest: Array<SavedSlots | undefined> = [];
   private lastSaveOp: string | undefined;
   private lastSaveSlots: OperatorSlots | undefined;
+  // slots of arrays an engine operator changed in place during the record, with their old values (`changedInPlace`)
+  private readonly inPlace: unknown[][] = [];
+  private readonly inPlaceAt: number[] = [];
+  private readonly inPlaceOld: unknown[] = [];
+  private inPlaceLength = 0;
 
   /**
    * Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is
-   * used. `replacedWhole`: the engine's own operator writes new values and never changes one in
-   * place, so an undo keeps a reference instead of the value's bytes.
+   * used. `replacedWhole`: the engine's own operator writes new values, or notes what it changes in
+   * place (`changedInPlace`), so an undo keeps a reference instead of the value's bytes.
    */
   register(operatorId: string, descriptors: readonly StateDescriptor<unknown>[], replacedWhole = false): void {
     const byName = new Map(descriptors.map((d) => [d.name, d]));
@@ -236,11 +241,30 @@ export class KeyedStateCache {
   commitRecord(): void {
     this.record = 0;
     this.touchedLength = 0;
+    this.inPlaceLength = 0;
+  }
+
+  /**
+   * An engine operator sets `a[i]` of a value it keeps (a window's accumulator in the key's list)
+   * in place instead of writing a new value: an undone record puts `old` back. Call it before or
+   * after the change, with the value it replaces; the state's `write` still follows (the key is dirty).
+   */
+  changedInPlace(a: unknown[], i: number, old: unknown): void {
+    if (this.record === 0) return;
+    const n = this.inPlaceLength++;
+    this.inPlace[n] = a;
+    this.inPlaceAt[n] = i;
+    this.inPlaceOld[n] = old;
   }
 
   /** The record failed: every entry it touched gets back its values, TTL times and dirty flag. */
   rollbackRecord(): void {
     this.record = 0;
+    for (let i = this.inPlaceLength - 1; i >= 0; i--) {
+      this.inPlace[i]![this.inPlaceAt[i]!] = this.inPlaceOld[i];
+      this.inPlace[i] = this.inPlaceOld[i] = undefined as never;
+    }
+    this.inPlaceLength = 0;
     const touched = this.touched;
     for (let i = this.touchedLength - 1; i >= 0; i--) {
       const e = touched[i]!;

@@ -65,6 +65,22 @@ const sortedRows = (model: ModelTimers) =>
     .sort((a, b) => a.time - b.time || (a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0))
     .map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
 
+/** One change to both the index and the model. */
+const change = (idx: TimerIndex, model: ModelTimers, del: boolean, t: Timer) => {
+  if (del) {
+    idx.delete(t);
+    model.delete(t);
+  } else {
+    idx.add(t);
+    model.add(t);
+  }
+};
+/** The index writes the model's timers in firing order. */
+const expectRows = (idx: TimerIndex, model: ModelTimers) => expect(idx.toJSON()).toEqual(sortedRows(model));
+/** The index finds the model's due timers. */
+const expectDue = (idx: TimerIndex, model: ModelTimers, domain: TimeDomain, upTo: number) =>
+  expect(new Set(idx.peekDue(domain, upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(domain, upTo).map((t) => JSON.stringify(row(t)))));
+
 describe('TimerIndex', () => {
   it.each([
     ['many', wideOps, 0],
@@ -75,27 +91,15 @@ describe('TimerIndex', () => {
         const idx = new TimerIndex();
         const model = new ModelTimers();
         for (const o of ops) {
-          if (o.op === 'add') {
-            idx.add(o.t);
-            model.add(o.t);
-          } else if (o.op === 'delete') {
-            idx.delete(o.t);
-            model.delete(o.t);
-          } else if (o.op === 'snapshot') {
-            expect(idx.toJSON()).toEqual(sortedRows(model));
-          } else {
-            expect(new Set(idx.peekDue(o.domain, o.upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(o.domain, o.upTo).map((t) => JSON.stringify(row(t)))));
+          if (o.op === 'add' || o.op === 'delete') change(idx, model, o.op === 'delete', o.t);
+          else if (o.op === 'snapshot') expectRows(idx, model);
+          else {
+            expectDue(idx, model, o.domain, o.upTo);
             for (const c of o.afterPeek) {
-              if (c.del) {
-                idx.delete(c.t);
-                model.delete(c.t);
-              } else {
-                idx.add(c.t);
-                model.add(c.t);
-              }
+              change(idx, model, c.del, c.t);
               // the peeked buckets hold what changed since in their firing order
-              expect(idx.toJSON()).toEqual(sortedRows(model));
-              expect(new Set(idx.peekDue(o.domain, o.upTo).map((t) => JSON.stringify(row(t))))).toEqual(new Set(model.due(o.domain, o.upTo).map((t) => JSON.stringify(row(t)))));
+              expectRows(idx, model);
+              expectDue(idx, model, o.domain, o.upTo);
             }
             let i = 0;
             for (;;) {
@@ -106,14 +110,8 @@ describe('TimerIndex', () => {
               const d = o.during[i++];
               if (d) {
                 // a snapshot while a bucket fires
-                if (d.snapshot) expect(idx.toJSON()).toEqual(sortedRows(model));
-                if (d.del) {
-                  idx.delete(d.t);
-                  model.delete(d.t);
-                } else {
-                  idx.add(d.t);
-                  model.add(d.t);
-                }
+                if (d.snapshot) expectRows(idx, model);
+                change(idx, model, d.del, d.t);
               }
             }
           }

@@ -1,12 +1,13 @@
 /**
  * The window operator compiled for the chain: per key, a list of its windows ([start, end,
- * accumulator or elements], sorted by start) in one value state, replaced whole at every change so
- * that an undone record leaves the stored list as it was; an event-time timer at each window's
- * last instant fires it (and, with allowed lateness, another purges it).
+ * accumulator or elements], sorted by start) in one value state, replaced whole when it changes so
+ * that an undone record leaves the stored list as it was — but for a tumbling window's accumulator,
+ * replaced in place with a note for the undo (`changedInPlace`); an event-time timer at each
+ * window's last instant fires it (and, with allowed lateness, another purges it).
  */
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
-import { jsonSerializer } from '../api/serializers.js';
+import { jsonSerializer, type Serializer } from '../api/serializers.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import { timerRecordId, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
@@ -58,7 +59,65 @@ class FiringMeta implements RecordMeta {
 }
 
 /** The value state a window operator keeps its list in (registered as replaced whole). */
-export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Windows> => ({ name: node.state[0]!.name, kind: 'value', serializer: jsonSerializer() });
+export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Windows> => ({ name: node.state[0]!.name, kind: 'value', serializer: windowListSerializer() });
+
+const ascii = new TextEncoder();
+
+/**
+ * The JSON serializer for a key's window list, with the same bytes made for less: a window's
+ * `[start,end,` is the same text for every key that has the window (a checkpoint writes thousands),
+ * so its bytes are kept and only each accumulator goes through the JSON serializer. A list whose
+ * text could differ from JSON.stringify's that way (a bound that is not finite, an accumulator JSON
+ * leaves out or that has its own `toJSON`, called with another key inside an array) is serialized whole.
+ */
+export function windowListSerializer(): Serializer<Windows> {
+  const json = jsonSerializer<unknown>();
+  // per window start: its end and the bytes of `[start,end,`
+  const heads = new Map<number, { end: number; bytes: Uint8Array }>();
+  const head = (start: number, end: number): Uint8Array => {
+    let h = heads.get(start);
+    if (h === undefined || h.end !== end) {
+      if (heads.size >= 64) heads.clear();
+      heads.set(start, (h = { end, bytes: ascii.encode(`[${start},${end},`) }));
+    }
+    return h.bytes;
+  };
+  const parts: Uint8Array[] = [];
+  return {
+    id: json.id,
+    decode: json.decode as (bytes: Uint8Array) => Windows,
+    encode: (list) => {
+      const n = list.length;
+      if (n === 0) return json.encode(list);
+      // '[' and ']', a ',' between windows, a ']' after each
+      let size = 1 + n;
+      for (let i = 0; i < n; i++) {
+        const [start, end, acc] = list[i]!;
+        if (!Number.isFinite(start) || !Number.isFinite(end) || (typeof acc === 'object' && acc !== null && typeof (acc as { toJSON?: unknown }).toJSON === 'function')) return json.encode(list);
+        const a = json.encode(acc);
+        // undefined, a function, a symbol: nothing alone, `null` inside an array
+        if (a.length === 0) return json.encode(list);
+        const h = head(start, end);
+        parts[2 * i] = h;
+        parts[2 * i + 1] = a;
+        size += h.length + a.length + 1;
+      }
+      const out = new Uint8Array(size);
+      out[0] = 0x5b; // [
+      let w = 1;
+      for (let i = 0; i < n; i++) {
+        if (i > 0) out[w++] = 0x2c; // ,
+        for (let j = 2 * i; j < 2 * i + 2; j++) {
+          const b = parts[j]!;
+          for (let k = 0; k < b.length; k++) out[w++] = b[k]!;
+        }
+        out[w++] = 0x5d; // ]
+      }
+      out[w] = 0x5d;
+      return out;
+    },
+  };
+}
 
 export function compileWindow(node: WindowNode, next: Push, side: Map<string, Push>, env: OperatorEnv): Push {
   const { state, timers, clock } = env;
@@ -169,16 +228,21 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
           }
         }
       }
-      // a new list and a new entry, never the stored ones changed: an undone record leaves them as they were
       let list: Windows;
       let e: Windows[number];
       if (at >= 0) {
-        e = [start, end, add(old![at]![2], v)];
-        list = old!.length === 1 ? [e] : old!.slice();
-        list[at] = e;
+        // the window's accumulator is replaced in the stored list, noted for the record's undo: no
+        // new list and entry per record (they would live until the key's next record, long enough
+        // to be promoted and collected as old garbage)
+        e = old![at]!;
+        const acc = add(e[2], v);
+        state.changedInPlace(e, 2, e[2]);
+        e[2] = acc;
+        list = old!;
         // the window already has its timer: without lateness nothing fired or removed it (it would be gone)
         if (lateness > 0) schedule(key, m.keyGroup, end, wm);
       } else {
+        // a new list: an undone record leaves the stored one as it was
         e = [start, end, add(undefined, v)];
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);

@@ -15,7 +15,9 @@ import {
   WatermarkStrategies,
   type WindowAssigner,
 } from '../api/index.js';
+import { jsonSerializer } from '../api/serializers.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
+import { windowListSerializer } from './window-operator.js';
 
 interface Ev {
   id: number;
@@ -249,4 +251,27 @@ describe('event-time windows', () => {
       );
     });
   }
+
+  it("writes a key's window list as the JSON serializer does, whatever its bounds and accumulators", () => {
+    const json = jsonSerializer<unknown>();
+    // one serializer for every list: the bytes it keeps per window are reused across lists
+    const lists = windowListSerializer();
+    // few starts (kept bytes reused, one start with another end), any number (not finite, -0)
+    const bound = fc.oneof(fc.constantFrom(0, -0, 1000, 1_767_225_600_000), fc.integer(), fc.double());
+    const acc = fc.oneof(
+      fc.anything(),
+      fc.string({ unit: 'binary' }),
+      fc.constantFrom(undefined, null, () => 1, Symbol('s'), new Date(0), { n: 1, sum: 2 }),
+      // a `toJSON` is called with the accumulator's key: '2' inside the list, '' alone
+      fc.constant({ toJSON: (k: string) => `at ${k}` }),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(bound, bound, acc), { maxLength: 4 }), (list) => {
+        const bytes = lists.encode(list);
+        expect([...bytes]).toEqual([...json.encode(list)]);
+        expect(lists.decode(bytes)).toEqual(JSON.parse(JSON.stringify(list)));
+      }),
+      { numRuns: 2000, seed: 4245 },
+    );
+  });
 });
