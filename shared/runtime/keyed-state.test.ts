@@ -302,5 +302,32 @@ describe('KeyedStateCache', () => {
     c.rollbackRecord();
     expect(acc).toEqual([1000, 2000, 4]);
   });
+
+  it('a record undone after earlier committed records of its key gets back what it found, dirty flag too (each first access saves over the last record\'s saves)', () => {
+    const c = cache();
+    const box = valueState<{ n: number }>('box');
+    c.register('op6-process', [box, label]);
+    const at = () => c.valueState('op6-process', 'a', 0, box);
+    c.beginRecord();
+    at().update({ n: 1 });
+    c.valueState('op6-process', 'a', 0, label).update('one');
+    c.commitRecord();
+    c.dirtyRows();
+    c.markClean();
+    // record 2 changes the value in place (saved as bytes) and makes the key dirty again
+    c.beginRecord();
+    const v = at().value()!;
+    v.n = 2;
+    at().update(v);
+    c.commitRecord();
+    c.beginRecord();
+    at().value()!.n = 3;
+    c.valueState('op6-process', 'a', 0, label).update('three');
+    c.rollbackRecord();
+    expect(at().value()).toEqual({ n: 2 });
+    expect(c.valueState('op6-process', 'a', 0, label).value()).toBe('one');
+    expect(c.dirtyRows().map((r) => r.key)).toEqual(['a']);
+  });
+
 });
 

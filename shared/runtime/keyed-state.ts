@@ -22,37 +22,12 @@ import type {
   ValueStateDescriptor,
 } from '../api/state.js';
 import { keyGroupOf } from '../plan/key-groups.js';
-import { ABSENT, AggregatingHandle, Cell, cellGet, cellSet, KeyEntry, ListHandle, MapHandle, ReducingHandle, slotGet, slotSet, touchedGet, touchedSet, ValueHandle } from './state-handles.js';
+import { fromStored, type OperatorSlots, RecordUndo, toStored, UndoableEntry } from './keyed-record-undo.js';
+import { ABSENT, AggregatingHandle, Cell, cellGet, cellSet, type KeyEntry, ListHandle, MapHandle, ReducingHandle, slotGet, slotSet, touchedGet, touchedSet, ValueHandle } from './state-handles.js';
 import type { StateRow, StateRowId } from './ports.js';
 
 /** The key group of a key: `keyGroupOf`, under the name the engine's callers use. */
 export const keyGroupOfKey = keyGroupOf;
-
-interface OperatorSlots {
-  readonly descriptors: ReadonlyArray<StateDescriptor<unknown>>;
-  readonly byName: ReadonlyMap<string, number>;
-  /** per slot: an object value is saved as its serialized bytes (a function may change it in place) */
-  readonly copy: readonly boolean[];
-}
-
-/** An entry's slots past the first, as a record found them. */
-interface SavedSlots {
-  readonly more: unknown[] | undefined;
-  readonly moreT: Array<number | undefined> | undefined;
-  readonly extra: Map<string, unknown> | undefined;
-  readonly extraT: Map<string, number> | undefined;
-}
-
-/** A value saved as its bytes: restored by decoding them, as a restore from a checkpoint would. */
-class SavedBytes {
-  constructor(
-    readonly d: StateDescriptor<unknown>,
-    readonly bytes: Uint8Array,
-  ) {}
-  value(): unknown {
-    return fromStored(this.d, this.d.serializer.decode(this.bytes));
-  }
-}
 
 export class KeyedStateCache {
   private readonly ops = new Map<string, Map<string, KeyEntry>>();
@@ -80,29 +55,10 @@ export class KeyedStateCache {
   private lastSlotOp: string | undefined;
   private lastSlotName: string | undefined;
   private lastSlot = -1;
-  /**
-   * The record being applied (0: none). Every entry a record touches is saved at its first access
-   * in the record (values, TTL times, dirty flag), so that a record whose function throws can be
-   * undone whole (`rollback`); `commit` forgets the saves. Only first accesses cost anything.
-   */
-  private record = 0;
-  private records = 0;
-  // reused: filled up to `touchedLength` (setting an array's length to 0 would drop its storage)
-  private readonly touched: KeyEntry[] = [];
-  private readonly touchedOps: string[] = [];
-  private touchedLength = 0;
-  // what each touched entry held before the record: slot 0 inline, the other slots only when there are any
-  private readonly savedV0: unknown[] = [];
-  private readonly savedT0: Array<number | undefined> = [];
-  private readonly savedDirty: boolean[] = [];
-  private readonly savedRest: Array<SavedSlots | undefined> = [];
+  /** the record being applied and what it saved of the entries it touched (`beginRecord`) */
+  private readonly undo = new RecordUndo();
   private lastSaveOp: string | undefined;
   private lastSaveSlots: OperatorSlots | undefined;
-  // slots of arrays an engine operator changed in place during the record, with their old values (`changedInPlace`)
-  private readonly inPlace: unknown[][] = [];
-  private readonly inPlaceAt: number[] = [];
-  private readonly inPlaceOld: unknown[] = [];
-  private inPlaceLength = 0;
 
   /**
    * Declares an operator's state descriptors (needed to (de)serialize its rows), before its state is
@@ -131,8 +87,8 @@ export class KeyedStateCache {
     return i;
   }
 
-  private newEntry(operatorId: string, keyGroup: number, key: string): KeyEntry {
-    return new KeyEntry(keyGroup, this.slots.get(operatorId)?.descriptors.length ?? 0, key);
+  private newEntry(operatorId: string, keyGroup: number, key: string): UndoableEntry {
+    return new UndoableEntry(keyGroup, this.slots.get(operatorId)?.descriptors.length ?? 0, key, operatorId);
   }
 
   has(operatorId: string, key: string): boolean {
@@ -210,11 +166,11 @@ export class KeyedStateCache {
   private entry(operatorId: string, key: string, keyGroup: number): KeyEntry {
     if (key === this.lastEntryKey && operatorId === this.lastEntryOp) {
       const last = this.lastEntry!;
-      if (this.record !== 0 && last.saved !== this.record) this.save(operatorId, last);
+      if (this.undo.record !== 0 && last.saved !== this.undo.record) this.save(operatorId, last);
       return last;
     }
     const e = this.findEntry(operatorId, key, keyGroup);
-    if (this.record !== 0 && e.saved !== this.record) this.save(operatorId, e);
+    if (this.undo.record !== 0 && e.saved !== this.undo.record) this.save(operatorId, e);
     return e;
   }
 
@@ -234,14 +190,12 @@ export class KeyedStateCache {
 
   /** Starts a record: entries it touches are saved at their first access. */
   beginRecord(): void {
-    this.record = ++this.records;
+    this.undo.begin();
   }
 
   /** The record was applied whole: forget what it saved. */
   commitRecord(): void {
-    this.record = 0;
-    this.touchedLength = 0;
-    this.inPlaceLength = 0;
+    this.undo.commit();
   }
 
   /**
@@ -250,67 +204,22 @@ export class KeyedStateCache {
    * after the change, with the value it replaces; the state's `write` still follows (the key is dirty).
    */
   changedInPlace(a: unknown[], i: number, old: unknown): void {
-    if (this.record === 0) return;
-    const n = this.inPlaceLength++;
-    this.inPlace[n] = a;
-    this.inPlaceAt[n] = i;
-    this.inPlaceOld[n] = old;
+    this.undo.changedInPlace(a, i, old);
   }
 
   /** The record failed: every entry it touched gets back its values, TTL times and dirty flag. */
   rollbackRecord(): void {
-    this.record = 0;
-    for (let i = this.inPlaceLength - 1; i >= 0; i--) {
-      this.inPlace[i]![this.inPlaceAt[i]!] = this.inPlaceOld[i];
-      this.inPlace[i] = this.inPlaceOld[i] = undefined as never;
-    }
-    this.inPlaceLength = 0;
-    const touched = this.touched;
-    for (let i = this.touchedLength - 1; i >= 0; i--) {
-      const e = touched[i]!;
-      e.v0 = restored(this.savedV0[i]);
-      e.t0 = this.savedT0[i];
-      const rest = this.savedRest[i];
-      if (rest) {
-        if (e.more) for (let j = 0; j < e.more.length; j++) e.more[j] = restored(rest.more![j]);
-        e.moreT = rest.moreT;
-        e.extra = rest.extra;
-        e.extraT = rest.extraT;
-      } else e.extra = e.extraT = undefined;
-      this.savedV0[i] = this.savedRest[i] = undefined;
-      if (e.dirty && !this.savedDirty[i]) {
-        // listed by this record: it is at the end of its operator's list
-        const list = this.dirty.get(this.touchedOps[i]!)!;
-        const at = list.lastIndexOf(e);
-        if (at >= 0) list.splice(at, 1);
-        e.dirty = false;
-      }
-    }
-    this.touchedLength = 0;
+    this.undo.rollback(this.dirty);
   }
 
+  // every entry is made by newEntry: an UndoableEntry
   private save(operatorId: string, e: KeyEntry): void {
-    e.saved = this.record;
     let slots = this.lastSaveSlots;
     if (operatorId !== this.lastSaveOp) {
       slots = this.lastSaveSlots = this.slots.get(operatorId);
       this.lastSaveOp = operatorId;
     }
-    const n = this.touchedLength++;
-    this.touched[n] = e;
-    this.touchedOps[n] = operatorId;
-    this.savedV0[n] = keepValue(slots, 0, e.v0);
-    this.savedT0[n] = e.t0;
-    this.savedDirty[n] = e.dirty;
-    this.savedRest[n] =
-      e.more || e.extra
-        ? {
-            more: e.more?.map((v, j) => keepValue(slots, j + 1, v)),
-            moreT: e.moreT?.slice(),
-            extra: e.extra && new Map(e.extra),
-            extraT: e.extraT && new Map(e.extraT),
-          }
-        : undefined;
+    this.undo.save(e as UndoableEntry, slots);
   }
 
   private markDirty(operatorId: string, _key: string, e: KeyEntry): void {
@@ -553,23 +462,6 @@ export class KeyedStateCache {
     }
     return evicted;
   }
-}
-
-/** What an undo keeps of slot i's value: the value, or its bytes when a function could change it in place. */
-function keepValue(slots: OperatorSlots | undefined, i: number, v: unknown): unknown {
-  if (typeof v !== 'object' || v === null || !slots?.copy[i]) return v;
-  const d = slots.descriptors[i]!;
-  return new SavedBytes(d, d.serializer.encode(toStored(d, v)));
-}
-
-const restored = (v: unknown): unknown => (v instanceof SavedBytes ? v.value() : v);
-
-/** Map state lives as a Map in memory and as an array of pairs in storage. */
-function toStored(d: StateDescriptor<unknown>, v: unknown): unknown {
-  return d.kind === 'map' ? [...(v as Map<unknown, unknown>).entries()] : v;
-}
-function fromStored(d: StateDescriptor<unknown>, v: unknown): unknown {
-  return d.kind === 'map' ? new Map(v as Array<[unknown, unknown]>) : v;
 }
 
 /** Entries of one operator by key, compared as `<` does (UTF-16 code units): `compareRows`' order. */
