@@ -48,7 +48,7 @@ export class KeyEntry {
   placed = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
-  /** the record (KeyedStateCache.record) that last saved this entry (what it saved is in the cache) */
+  /** the record (KeyedStateCache.record) that last saved this entry (what it saved is on the entry: keyed-record-undo.ts) */
   saved = 0;
   /**
    * no longer the cache's entry of its key (evicted, taken out, replaced): a reference kept past
