@@ -328,6 +328,4 @@ describe('KeyedStateCache', () => {
     expect(c.valueState('op6-process', 'a', 0, label).value()).toBe('one');
     expect(c.dirtyRows().map((r) => r.key)).toEqual(['a']);
   });
-
 });
-
