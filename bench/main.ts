@@ -9,13 +9,14 @@
  * (on one line). Every rate is events over total wall time or over total CPU time of what it
  * measures; performance is never asserted (shared machines are noisy).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { checkpointRounds, measureCheckpoint, S3_PUT_IN_WCU, type CheckpointFigures } from './checkpoint.js';
 import { measureComponents, type ComponentFigures } from './components.js';
 import type { MonthlyCost } from './cost.js';
+import { withResults } from './doc-results.js';
 import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
 import { FairCount, FairSource, FairWindow } from './fair-loops.js';
@@ -438,9 +439,11 @@ Options:
   --help            this text; runs nothing
   --quick           tiny inputs, no emulators (a smoke run); writes nothing
   --only <parts>    only these parts (comma-separated); writes nothing
-  --out <dir>       where a full run writes latest.json and latest.svg (default bench/results)
+  --out <dir>       where a full run writes latest.json and latest.svg (default bench/results);
+                    with --out, docs/performance.md is left alone
 
-Only a full run (no --quick, no --only) writes results.
+Only a full run (no --quick, no --only) writes results; into bench/results, it also rewrites the
+figures docs/performance.md quotes from them.
 
 Parts:
 ${PARTS.map((p) => `  ${p.padEnd(11)} ${PART_HELP[p]}`).join('\n')}
@@ -498,11 +501,18 @@ async function main(): Promise<number> {
   const r = await runBench({ quick: args.quick, only: args.only, log: (l) => process.stderr.write(`${l}\n`) });
   process.stdout.write(`${renderTable(r)}\n\n`);
   if (full) {
-    const outDir = args.out ?? join(dirname(fileURLToPath(import.meta.url)), 'results');
+    const here = dirname(fileURLToPath(import.meta.url));
+    const outDir = args.out ?? join(here, 'results');
     mkdirSync(outDir, { recursive: true });
     writeFileSync(join(outDir, 'latest.json'), `${JSON.stringify(r, null, 2)}\n`);
     writeFileSync(join(outDir, 'latest.svg'), renderSvg(r));
     process.stdout.write(`wrote ${join(outDir, 'latest.json')} and ${join(outDir, 'latest.svg')}\n`);
+    // the page quotes the committed results, so only a run that writes those rewrites it
+    if (args.out === undefined) {
+      const page = join(here, '..', 'docs', 'performance.md');
+      writeFileSync(page, withResults(readFileSync(page, 'utf8'), r));
+      process.stdout.write(`rewrote the figures in ${page}; its prose is still yours to update\n`);
+    }
   } else process.stdout.write(`(${args.quick ? '--quick' : '--only'}: nothing written; only a full run writes results)\n`);
   process.stdout.write(`${r.summary}\n`);
   if (r.costLine) process.stdout.write(`${r.costLine}\n`);
