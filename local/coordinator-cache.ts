@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { coordinatorDefinition, type CoordinatorDefinition, type CoordinatorDefinitionOptions } from '../cdk/coordinator-definition.js';
 import type { Job } from '../shared/api/job.js';
@@ -31,25 +31,41 @@ export const PLACEHOLDER_PREFIX = 'x0prefix0x';
 const read = new Map<string, string>();
 
 /**
- * The files whose text shapes the definition: cdk's modules, and the shared modules they import
- * (constants read while synthesizing, such as the checkpoint record's sort-key width in
- * control-table-keys.ts, which sizes the rounds' key states). Their own imports are not
- * followed: cdk reads values from these modules, not from the engine behind them.
+ * The files whose text shapes the definition: cdk's modules and every module they import through
+ * relative imports, transitively (constants read while synthesizing, such as the checkpoint record's
+ * sort-key width in control-table-keys.ts, which sizes the rounds' key states, may sit in a module
+ * cdk reaches only through another). Packages are not followed: the lockfile pins them.
  */
 export function definitionSources(root: string = ROOT): string[] {
   const cdkDir = join(root, 'cdk');
   // sources in a checkout; compiled modules (and no cdk.json) in an installed package
   const cdk = readdirSync(cdkDir).filter((f) => /\.(ts|js)$/.test(f) && !f.endsWith('.test.ts')).sort().map((f) => join(cdkDir, f));
-  const shared = new Set<string>();
-  for (const f of cdk) {
-    for (const m of readFileSync(f, 'utf8').matchAll(/from '\.\.\/(shared\/[^']+)\.js'/g)) {
-      const base = join(root, m[1]!);
+  const inCdk = new Set(cdk);
+  return [...cdk, ...importClosure(cdk).filter((f) => !inCdk.has(f)).sort()];
+}
+
+/**
+ * A static import or re-export of a relative module (`import … from './x.js'`, `export … from`,
+ * `import '../y.js'`), at the start of a line: an example in a doc comment starts with ` * `.
+ * The names between keyword and specifier hold no quote, and may span lines.
+ */
+const RELATIVE_IMPORT = /^[ \t]*(?:import|export)\b[^;'"]*?['"](\.{1,2}\/[^'"]+)\.js['"]/gm;
+
+/** The modules `entries` import, directly or not, with the entries themselves (each once: cycles end). */
+export function importClosure(entries: readonly string[]): string[] {
+  const seen = new Set<string>();
+  const todo = [...entries];
+  for (let f = todo.pop(); f !== undefined; f = todo.pop()) {
+    if (seen.has(f)) continue;
+    seen.add(f);
+    for (const m of readFileSync(f, 'utf8').matchAll(RELATIVE_IMPORT)) {
+      const base = resolve(dirname(f), m[1]!);
       const found = [`${base}.ts`, `${base}.js`].find((p) => existsSync(p));
-      if (!found) throw new Error(`cdk imports ${m[1]}.js, which is neither a .ts nor a .js file under ${root}`);
-      shared.add(found);
+      if (!found) throw new Error(`${f} imports ${m[1]}.js, which is neither a .ts nor a .js file`);
+      todo.push(found);
     }
   }
-  return [...cdk, ...[...shared].sort()];
+  return [...seen];
 }
 
 /** The cache key of a plan's definition: its hash, the options but the prefix, the sources and cdk.json. */

@@ -29,31 +29,32 @@
  * - It needs `Promise.withResolvers` (Node 22); a polyfill is installed when missing.
  * Not supported by the interpreter: JSONata, `Assign`/variables, `$$.State.*`, `$$.Task.*`
  * (other than the token), Distributed Map, Activities.
+ *
+ * This module holds the executions; the Task states are prepared in `-definition`, run in
+ * `-task-runner` (with `-tasks` for the resources and `-tokens` for the callback pattern), an
+ * execution's record is kept in `-execution`, and the HTTP API is served by `-api`.
  */
 import { randomUUID } from 'node:crypto';
 import type * as Ddb from '@aws-sdk/client-dynamodb';
-import { StateMachine, ExecutionError, ExecutionTimeoutError, type StateMachineDefinition } from 'aws-local-stepfunctions';
+import { StateMachine, type StateMachineDefinition } from 'aws-local-stepfunctions';
 import { SfnApiError, serveStepFunctionsApi, type StepFunctionsApi } from './step-functions-local-api.js';
-import { TaskTokens } from './step-functions-local-tokens.js';
+import { prepareTasks } from './step-functions-local-definition.js';
 import {
-  DYNAMO_OPTIMIZED,
-  DYNAMO_SDK,
-  LAMBDA_ARN,
-  LAMBDA_INVOKE,
-  LAMBDA_INVOKE_TOKEN,
-  MAX_TASK_TIMEOUT_SECONDS,
-  START_EXECUTION,
-  StatesError,
-  TOKEN_PLACEHOLDER,
-  deepClone,
-  functionName,
-  lambdaFailure,
-  runDynamoTask,
-  substituteToken,
-} from './step-functions-local-tasks.js';
+  abortedError,
+  recordEvents,
+  settleFrom,
+  summaryOf,
+  type ExecutionRecord,
+  type ExecutionStatus,
+  type ExecutionSummary,
+} from './step-functions-local-execution.js';
+import { TaskRunner } from './step-functions-local-task-runner.js';
+import { TaskTokens } from './step-functions-local-tokens.js';
+import { TOKEN_PLACEHOLDER, deepClone } from './step-functions-local-tasks.js';
 
 export { SfnApiError } from './step-functions-local-api.js';
 export { StatesError } from './step-functions-local-tasks.js';
+export type { ExecutionStatus, ExecutionSummary } from './step-functions-local-execution.js';
 
 // Polyfill before any execution starts (the interpreter calls it inside Task states).
 {
@@ -72,7 +73,6 @@ export { StatesError } from './step-functions-local-tasks.js';
 }
 
 export type LambdaHandler = (payload: unknown) => Promise<unknown>;
-export type ExecutionStatus = 'RUNNING' | 'SUCCEEDED' | 'FAILED' | 'TIMED_OUT' | 'ABORTED';
 
 export interface LocalStateMachineOptions {
   /** ASL JSON with no CloudFormation tokens left. */
@@ -110,41 +110,6 @@ export interface LocalStateMachineOptions {
   closedExecutionRetention?: number;
 }
 
-export interface ExecutionSummary {
-  arn: string;
-  name: string;
-  status: ExecutionStatus;
-  startDate: Date;
-  stopDate?: Date;
-  input: unknown;
-  output?: unknown;
-  /** the Error name, for FAILED / TIMED_OUT / ABORTED */
-  error?: string;
-  cause?: string;
-}
-
-type TaskState = { Type: 'Task'; Resource: string; TimeoutSeconds?: number; TimeoutSecondsPath?: string; HeartbeatSeconds?: number };
-
-interface ExecutionRecord extends ExecutionSummary {
-  stateMachineArn: string;
-  inputJson: string;
-  abort?: () => void;
-  /** rejects every task promise still running in this execution */
-  abortTasks: Set<(err: unknown) => void>;
-  done: Promise<void>;
-  history: unknown[];
-  /** billed state transitions so far: states entered plus retries (AWS counts both) */
-  transitions: number;
-  /** the same, by state name */
-  transitionsByState: Map<string, number>;
-}
-
-const HISTORY_LIMIT = 1_000;
-
-function summaryOf(r: ExecutionRecord): ExecutionSummary {
-  const { arn, name, status, startDate, stopDate, input, output, error, cause } = r;
-  return { arn, name, status, startDate, stopDate, input, output, error, cause };
-}
 const DEFAULT_CLOSED_RETENTION = 100;
 
 export class LocalStepFunctions {
@@ -154,9 +119,9 @@ export class LocalStepFunctions {
   private readonly account: string;
   private readonly definition: StateMachineDefinition;
   private readonly machine: StateMachine;
-  private readonly tasks = new Map<string, TaskState>();
   private readonly execs = new Map<string, ExecutionRecord>();
   private readonly tokens = new TaskTokens();
+  private readonly runner: TaskRunner;
   /** closed executions still kept, oldest first */
   private readonly closed = new Set<string>();
   /** billed transitions of the closed executions no longer kept */
@@ -179,54 +144,11 @@ export class LocalStepFunctions {
     this.account = arnParts[4];
     this.name = arnParts[6];
     this.definition = deepClone(opts.definition) as StateMachineDefinition;
-    this.collectTasks(this.definition as unknown as { States?: Record<string, unknown> });
+    const tasks = prepareTasks(this.definition as unknown as { States?: Record<string, unknown> }, opts);
+    this.runner = new TaskRunner(this, opts, tasks, this.tokens);
     this.machine = new StateMachine(this.definition, {
       validationOptions: opts.validate === false ? { noValidate: true } : { checkArn: true, checkPaths: true },
     });
-  }
-
-  /** Walks the machine, including Parallel branches and Map processors; fixes Task timeouts; rejects resources that cannot run. */
-  private collectTasks(machine: { States?: Record<string, unknown> }): void {
-    for (const [stateName, raw] of Object.entries(machine.States ?? {})) {
-      const state = raw as Record<string, unknown>;
-      if (state.Type === 'Task') {
-        const task = state as unknown as TaskState;
-        if (this.tasks.has(stateName)) throw new Error(`LocalStepFunctions: state name ${stateName} is used twice`);
-        if (task.TimeoutSeconds === undefined && task.TimeoutSecondsPath === undefined) {
-          task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
-        }
-        const override = this.opts.taskTimeoutOverrides?.[stateName];
-        if (override !== undefined) {
-          if (task.Resource !== LAMBDA_INVOKE_TOKEN && !String(task.Resource).endsWith('.waitForTaskToken')) {
-            throw new Error(`LocalStepFunctions: taskTimeoutOverrides names ${stateName}, which is not a task-token task`);
-          }
-          if (task.HeartbeatSeconds === undefined) {
-            // the timer in withTaskToken fails the state; the interpreter's own never fires first
-            task.TimeoutSeconds = MAX_TASK_TIMEOUT_SECONDS;
-            delete task.TimeoutSecondsPath;
-          }
-        }
-        if (!this.canRun(task.Resource)) {
-          throw new Error(
-            `LocalStepFunctions: Task ${stateName} uses Resource ${task.Resource}, which cannot run locally; ` +
-              `supported: ${LAMBDA_INVOKE}[.waitForTaskToken], Lambda function ARNs, arn:aws:states:::states:startExecution[.sync|.sync:2|.waitForTaskToken], ` +
-              `DynamoDB (with the dynamodb option), or pass resourceHandlers[${JSON.stringify(task.Resource)}]`,
-          );
-        }
-        this.tasks.set(stateName, task);
-      }
-      for (const branch of (state.Branches as unknown[] | undefined) ?? []) this.collectTasks(branch as { States?: Record<string, unknown> });
-      for (const key of ['Iterator', 'ItemProcessor']) {
-        if (state[key]) this.collectTasks(state[key] as { States?: Record<string, unknown> });
-      }
-    }
-  }
-
-  private canRun(resource: string): boolean {
-    if (this.opts.resourceHandlers?.[resource]) return true;
-    if (resource === LAMBDA_INVOKE || resource === LAMBDA_INVOKE_TOKEN || LAMBDA_ARN.test(resource)) return true;
-    if (START_EXECUTION.test(resource)) return true;
-    return !!this.opts.dynamodb && (DYNAMO_OPTIMIZED.test(resource) || DYNAMO_SDK.test(resource));
   }
 
   // -------------------------------------------------------------------------------------------
@@ -264,7 +186,7 @@ export class LocalStepFunctions {
     this.execs.set(arn, rec);
     const run = this.machine.run(deepClone(rec.input) as never, {
       overrides: {
-        taskResourceLocalHandlers: this.handlersFor(rec),
+        taskResourceLocalHandlers: this.runner.handlersFor(rec),
         waitTimeOverrides: this.opts.waitTimeOverrides,
         retryIntervalOverrides: this.opts.retryIntervalOverrides,
       },
@@ -277,42 +199,8 @@ export class LocalStepFunctions {
       },
     });
     rec.abort = run.abort;
-    void (async () => {
-      try {
-        for await (const ev of run.eventLogs) {
-          rec.history.push(ev);
-          if (rec.history.length > HISTORY_LIMIT) rec.history.shift();
-          const e = ev as { type?: string; state?: { name?: string } };
-          if (e.type === 'StateEntered' || e.type === 'StateRetried') {
-            rec.transitions++;
-            const name = e.state?.name ?? '?';
-            rec.transitionsByState.set(name, (rec.transitionsByState.get(name) ?? 0) + 1);
-          }
-          if (rec.status !== 'RUNNING') break;
-        }
-      } catch {
-        // history is best effort
-      }
-    })();
-    rec.done = run.result.then(
-      (output) => {
-        if (rec.status !== 'RUNNING') return; // aborted: the interpreter resolved with null
-        rec.status = 'SUCCEEDED';
-        rec.output = output;
-      },
-      (err: unknown) => {
-        if (rec.status !== 'RUNNING') return;
-        if (err instanceof ExecutionTimeoutError) {
-          rec.status = 'TIMED_OUT';
-          rec.error = 'States.Timeout';
-        } else {
-          const cause = err instanceof ExecutionError ? (err.cause as Error | undefined) : (err as Error);
-          rec.status = 'FAILED';
-          rec.error = cause?.name ?? 'States.Runtime';
-          rec.cause = cause?.message ?? String(err);
-        }
-      },
-    ).finally(() => this.closeExecution(rec));
+    void recordEvents(rec, run.eventLogs);
+    rec.done = settleFrom(rec, run.result).finally(() => this.closeExecution(rec));
     return { executionArn: arn, startDate: rec.startDate };
   }
 
@@ -393,155 +281,6 @@ export class LocalStepFunctions {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Task handlers
-
-  private handlersFor(rec: ExecutionRecord): Record<string, (input: unknown) => Promise<never>> {
-    const out: Record<string, (input: unknown) => Promise<never>> = {};
-    for (const [stateName, task] of this.tasks) {
-      // The interpreter checks its abort signal only between states: a Retry's backoff ends at the
-      // abort and calls the task again. An aborted execution runs no more tasks; otherwise that call
-      // would never settle and the interpreter's TimeoutSeconds timer would hold the process open.
-      out[stateName] = (input) =>
-        (rec.status === 'RUNNING' ? this.guard(rec, this.runTask(rec, stateName, task, input)) : Promise.reject(abortedError())) as Promise<never>;
-    }
-    return out;
-  }
-
-  /** Races a task against its execution's abort, so aborted executions settle (and free their timers). */
-  private guard<T>(rec: ExecutionRecord, task: Promise<T>): Promise<T> {
-    let onAbort!: (err: unknown) => void;
-    const aborted = new Promise<never>((_, reject) => {
-      onAbort = reject;
-    });
-    rec.abortTasks.add(onAbort);
-    return Promise.race([task, aborted]).finally(() => rec.abortTasks.delete(onAbort));
-  }
-
-  private async runTask(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown): Promise<unknown> {
-    const resource = task.Resource;
-    const custom = this.opts.resourceHandlers?.[resource];
-    if (custom) return deepClone(await custom(deepClone(input)));
-
-    if (resource === LAMBDA_INVOKE || resource === LAMBDA_INVOKE_TOKEN) {
-      const params = (input ?? {}) as { FunctionName?: string; Payload?: unknown; InvocationType?: string };
-      if (typeof params.FunctionName !== 'string') {
-        throw new StatesError('States.Runtime', `Task ${stateName}: Parameters.FunctionName is missing`);
-      }
-      if (resource === LAMBDA_INVOKE_TOKEN) {
-        return this.withTaskToken(rec, stateName, task, params.Payload, (payload) =>
-          this.invokeLambda(params.FunctionName!, payload, params.InvocationType === 'Event'),
-        );
-      }
-      const isEvent = params.InvocationType === 'Event';
-      const result = await this.invokeLambda(params.FunctionName, params.Payload, isEvent);
-      return {
-        ExecutedVersion: '$LATEST',
-        Payload: isEvent ? '' : result,
-        SdkHttpMetadata: { HttpStatusCode: isEvent ? 202 : 200 },
-        SdkResponseMetadata: { RequestId: randomUUID() },
-        StatusCode: isEvent ? 202 : 200,
-      };
-    }
-
-    if (LAMBDA_ARN.test(resource)) return this.invokeLambda(resource, input, false);
-
-    const start = START_EXECUTION.exec(resource);
-    if (start) return this.startChild(rec, stateName, task, input, start[1]);
-
-    return runDynamoTask(this.opts.dynamodb, resource, input);
-  }
-
-  private async invokeLambda(fn: string, payload: unknown, asEvent: boolean): Promise<unknown> {
-    const handlers = this.opts.lambdaHandlers;
-    const handler =
-      handlers[fn] ?? Object.entries(handlers).find(([k]) => functionName(k) === functionName(fn))?.[1];
-    if (!handler) {
-      throw new StatesError('Lambda.ResourceNotFoundException', `Function not found: ${fn} (no local handler registered)`);
-    }
-    const call = Promise.resolve().then(() => handler(deepClone(payload)));
-    if (asEvent) {
-      call.catch(() => undefined); // an Event invocation's outcome is not the state's
-      return null;
-    }
-    try {
-      return deepClone(await call);
-    } catch (err) {
-      throw lambdaFailure(err);
-    }
-  }
-
-  /**
-   * The callback pattern: a fresh token is swapped into the input, registered before the call (the
-   * callee may answer before it returns), and the state waits for SendTask* on that token. A failed
-   * call fails the task, unless the token was already answered.
-   */
-  private async withTaskToken(
-    rec: ExecutionRecord,
-    stateName: string,
-    task: TaskState,
-    input: unknown,
-    call: (input: unknown) => Promise<unknown>,
-  ): Promise<unknown> {
-    const overrideMs = this.opts.taskTimeoutOverrides?.[stateName];
-    const { token, answer } = this.tokens.open(rec.arn, {
-      ...(overrideMs !== undefined ? { overrideMs } : {}),
-      ...(task.TimeoutSeconds !== undefined ? { timeoutSeconds: task.TimeoutSeconds } : {}),
-      ...(task.HeartbeatSeconds !== undefined ? { heartbeatMs: overrideMs ?? task.HeartbeatSeconds * 1000 } : {}),
-    });
-    try {
-      await call(substituteToken(input, token));
-    } catch (err) {
-      this.tokens.failIfOpen(token, err);
-    }
-    return answer;
-  }
-
-  private async startChild(rec: ExecutionRecord, stateName: string, task: TaskState, input: unknown, mode: string | undefined): Promise<unknown> {
-    let target: LocalStepFunctions = this;
-    const run = async (params: unknown) => {
-      const p = (params ?? {}) as { StateMachineArn?: string; Input?: unknown; Name?: string };
-      const found = p.StateMachineArn === this.stateMachineArn ? this : this.opts.nested?.find((m) => m.stateMachineArn === p.StateMachineArn);
-      if (!found) {
-        const known = [this.stateMachineArn, ...(this.opts.nested ?? []).map((m) => m.stateMachineArn)].join(', ');
-        throw new StatesError('StepFunctions.StateMachineDoesNotExistException', `State Machine Does Not Exist: '${String(p.StateMachineArn)}' (only ${known} run locally)`);
-      }
-      target = found;
-      let childInput = p.Input ?? {};
-      if (typeof childInput === 'string') {
-        try {
-          childInput = JSON.parse(childInput);
-        } catch {
-          throw new StatesError('StepFunctions.InvalidExecutionInputException', 'Input is not valid JSON');
-        }
-      }
-      try {
-        return await target.startExecution(childInput, p.Name);
-      } catch (err) {
-        if (err instanceof SfnApiError) throw new StatesError(`StepFunctions.${err.type}Exception`, err.message);
-        throw err;
-      }
-    };
-    if (mode === '.waitForTaskToken') return this.withTaskToken(rec, stateName, task, input, run);
-    const started = await run(input);
-    if (!mode) return { ExecutionArn: started.executionArn, StartDate: started.startDate.getTime() };
-    // .sync / .sync:2: wait for the child and fail like it did.
-    const d = await target.waitFor(started.executionArn, 2 ** 31 - 1);
-    if (d.status !== 'SUCCEEDED') {
-      throw new StatesError('States.TaskFailed', JSON.stringify({ ExecutionArn: d.arn, Status: d.status, Error: d.error, Cause: d.cause }));
-    }
-    return {
-      ExecutionArn: d.arn,
-      Input: mode === '.sync:2' ? d.input : JSON.stringify(d.input),
-      Name: d.name,
-      Output: mode === '.sync:2' ? d.output : JSON.stringify(d.output),
-      StartDate: d.startDate.getTime(),
-      StateMachineArn: target.stateMachineArn,
-      Status: d.status,
-      StopDate: d.stopDate?.getTime(),
-    };
-  }
-
-  // -------------------------------------------------------------------------------------------
   // Callback API (also reachable over HTTP)
 
   sendTaskSuccess(taskToken: string, output: string): void {
@@ -576,8 +315,4 @@ export class LocalStepFunctions {
     this.api = undefined;
     if (api) await api.close();
   }
-}
-
-function abortedError(): StatesError {
-  return new StatesError('States.Aborted', 'execution aborted');
 }

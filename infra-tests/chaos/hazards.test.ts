@@ -448,13 +448,17 @@ describe('chaos: the protocol\'s hazards on the emulated stack', () => {
       const deadline = Date.now() + 30_000;
       while ((codes.get('REPLAY_TRIMMED') ?? 0) < 3 && Date.now() < deadline) await sleep(200);
       expect(codes.get('REPLAY_TRIMMED') ?? 0, JSON.stringify({ codes: [...codes], served })).toBeGreaterThanOrEqual(3);
-      await sleep(3_000);
+      // the window watched: until three more replays have failed and the barriers of a checkpoint
+      // after the last completed one are out (it cannot complete while an instance cannot replay)
+      const failed = codes.get('REPLAY_TRIMMED')!;
+      const completed = (list: CheckpointRecord[]) => list.filter((c) => c.status === 'COMPLETED');
+      const lastCompleted = Math.max(...completed(await run.checkpoints()).map((c) => c.checkpointId));
+      const watched = async () => (codes.get('REPLAY_TRIMMED') ?? 0) >= failed + 3 && (await run.checkpoints()).some((c) => c.checkpointId > lastCompleted && c.injected);
+      for (const until = Date.now() + 30_000; !(await watched()) && Date.now() < until; ) await sleep(200);
+      expect(await watched(), JSON.stringify({ codes: [...codes], checkpoints: await run.checkpoints() })).toBe(true);
       const during = run.runner.collected.published<ChaosOutput>(OUTPUTS_SINK).filter((o) => Number(o.id.slice(o.id.indexOf('-') + 1)) >= 20);
       expect(during, 'records after the snapshot were published while the replay could not read').toEqual([]);
-      const list: CheckpointRecord[] = await run.checkpoints();
-      const before = list.filter((c) => c.status === 'COMPLETED').length;
-      await sleep(2_000);
-      expect((await run.checkpoints()).filter((c) => c.status === 'COMPLETED').length, 'a checkpoint completed while an instance could not replay').toBe(before);
+      expect(Math.max(...completed(await run.checkpoints()).map((c) => c.checkpointId)), 'a checkpoint completed while an instance could not replay').toBe(lastCompleted);
       trimmed = false;
       const since = run.faultsOff();
       const q = await run.quiet(since, 90_000);
