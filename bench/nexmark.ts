@@ -45,6 +45,8 @@ export interface NexmarkFigures {
   readonly cpuMs: number;
   /** `cpuMs` by stage, in the plan's order */
   readonly stageCpuMs: readonly number[];
+  /** records each stage read (control records included), in the plan's order */
+  readonly stageRecords: readonly number[];
   readonly wallMs: number;
   /** events fed ÷ CPU seconds of all stages */
   readonly epsPerCore: number;
@@ -76,6 +78,7 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
   const mem = createMemoryPorts({ seed: o.seed ?? 1, collect, now: () => clock });
   let cpuMs = 0;
   const stageCpuMs = plan.stages.map(() => 0);
+  const stageRecords = plan.stages.map(() => 0);
   let wallMs = 0;
   // the twin's own PutRecords work during a batch, timed to be taken off the batch's CPU
   let inBatch = false;
@@ -104,7 +107,8 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
       inBatch = true;
       twinMs = 0;
     },
-    onBatch: (i, _n, wall, cpu) => {
+    onBatch: (i, n, wall, cpu) => {
+      stageRecords[i] = stageRecords[i]! + n;
       inBatch = false;
       wallMs += wall;
       cpuMs += cpu - twinMs;
@@ -164,6 +168,7 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
     checkpoints,
     cpuMs,
     stageCpuMs,
+    stageRecords,
     wallMs,
     epsPerCore: fed / (cpuMs / 1000),
     twinKinesisCpuMs,
