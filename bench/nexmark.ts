@@ -43,6 +43,10 @@ export interface NexmarkFigures {
   readonly stages: number;
   readonly checkpoints: number;
   readonly cpuMs: number;
+  /** `cpuMs` by stage, in the plan's order */
+  readonly stageCpuMs: readonly number[];
+  /** records each stage read (control records included), in the plan's order */
+  readonly stageRecords: readonly number[];
   readonly wallMs: number;
   /** events fed ÷ CPU seconds of all stages */
   readonly epsPerCore: number;
@@ -73,6 +77,8 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
   let clock = Date.UTC(2026, 0, 1);
   const mem = createMemoryPorts({ seed: o.seed ?? 1, collect, now: () => clock });
   let cpuMs = 0;
+  const stageCpuMs = plan.stages.map(() => 0);
+  const stageRecords = plan.stages.map(() => 0);
   let wallMs = 0;
   // the twin's own PutRecords work during a batch, timed to be taken off the batch's CPU
   let inBatch = false;
@@ -101,10 +107,12 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
       inBatch = true;
       twinMs = 0;
     },
-    onBatch: (_i, _n, wall, cpu) => {
+    onBatch: (i, n, wall, cpu) => {
+      stageRecords[i] = stageRecords[i]! + n;
       inBatch = false;
       wallMs += wall;
       cpuMs += cpu - twinMs;
+      stageCpuMs[i] = stageCpuMs[i]! + cpu - twinMs;
       twinKinesisCpuMs += twinMs;
     },
   });
@@ -159,6 +167,8 @@ export async function runNexmark(query: NexmarkQuery, o: NexmarkOptions, all?: r
     stages: plan.stages.length,
     checkpoints,
     cpuMs,
+    stageCpuMs,
+    stageRecords,
     wallMs,
     epsPerCore: fed / (cpuMs / 1000),
     twinKinesisCpuMs,

@@ -4,7 +4,7 @@
  *
  *   npx node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/profile-nexmark.ts [q5] [times=1]
  *
- * Prints each run's events per second per core; it writes no results.
+ * Prints each run's events per second per core and each stage's CPU; it writes no results.
  */
 import { NEXMARK_QUERIES, runNexmark, type NexmarkQuery } from './nexmark.js';
 
@@ -16,6 +16,6 @@ for (let i = 0; i < times; i++) {
   // the full-size part's options (bench/main.ts, `sizes`)
   const f = await runNexmark(q as NexmarkQuery, { events: 200_000, checkpointEvery: 20_000, batch: 500, ratePerSecond: 10_000 });
   console.log(
-    `${q}: ${f.events} events through ${f.stages} stages, ${f.cpuMs.toFixed(0)} ms CPU (the twins' Kinesis's ${f.twinKinesisCpuMs.toFixed(0)} ms left out): ${(f.epsPerCore / 1000).toFixed(1)} k ev/s per core; ${f.outputs} results`,
+    `${q}: ${f.events} events through ${f.stages} stages, ${f.cpuMs.toFixed(0)} ms CPU (by stage ${f.stageCpuMs.map((c) => c.toFixed(0)).join(' / ')} for ${f.stageRecords.join(' / ')} records; the twins' Kinesis's ${f.twinKinesisCpuMs.toFixed(0)} ms left out): ${(f.epsPerCore / 1000).toFixed(1)} k ev/s per core; ${f.outputs} results`,
   );
 }
