@@ -281,47 +281,6 @@ describe('packets', () => {
     b.add(ok(2));
     expect(norm(decodePacket(b.finish()).envelopes)).toEqual(norm([ok(0), ok(2)]));
   });
-
-  it('rewind takes back what was added since the mark: the packet, and what follows it, are as if it never was', () => {
-    const field = fc.record({ epoch: fc.nat({ max: 3 }), seq: fc.nat({ max: 5 }), keyGroup: fc.nat({ max: 300 }), timestamp, payload: fc.uint8Array({ maxLength: 80 }) });
-    fc.assert(
-      fc.property(fc.array(field, { maxLength: 8 }), fc.array(field, { maxLength: 8 }), fc.array(field, { maxLength: 8 }), fc.boolean(), (before, taken, after, marked) => {
-        const add = (b: PacketBuilder, fs: typeof before) => {
-          for (const f of fs) b.addData(f.epoch, f.seq, f.keyGroup, f.timestamp, f.payload, 0);
-        };
-        const b = new PacketBuilder('p');
-        const want = new PacketBuilder('p');
-        add(b, before);
-        // no mark: back to the empty packet
-        if (marked) {
-          b.mark();
-          add(want, before);
-        }
-        add(b, taken);
-        b.rewind();
-        add(b, after);
-        add(want, after);
-        expect(b.envelopes).toBe(want.envelopes);
-        expect(b.finish()).toEqual(want.finish());
-      }),
-    );
-  });
-
-  it('finishedAtMark cuts a finished packet back to what it held at the mark (undefined: it held nothing)', () => {
-    const d = (seq: number, ts: number): DataEnvelope => ({ kind: 'data', epoch: 2, seq, keyGroup: 1, timestamp: ts, payload: new Uint8Array([seq]) });
-    const b = new PacketBuilder('producer-a');
-    b.add(d(0, 10));
-    b.add(d(1, 12));
-    b.mark();
-    b.add(d(2, 15));
-    const whole = b.finish();
-    expect(norm(decodePacket(whole).envelopes)).toEqual(norm([d(0, 10), d(1, 12), d(2, 15)]));
-    expect(b.finishedAtMark(whole)).toEqual(encodePacket('producer-a', [d(0, 10), d(1, 12)]));
-    const empty = new PacketBuilder('p');
-    empty.mark();
-    empty.add(d(0, 1));
-    expect(empty.finishedAtMark(empty.finish())).toBeUndefined();
-  });
 });
 
 describe('source control records', () => {

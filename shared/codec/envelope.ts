@@ -100,12 +100,6 @@ export class PacketBuilder {
   private lastSeq = -2;
   private lastTs = 0;
   private readonly countAt: number;
-  // what `mark` found: `rewind` puts it back
-  private markLength = 0;
-  private markCount = 0;
-  private markEpoch = -1;
-  private markSeq = -2;
-  private markTs = 0;
 
   constructor(readonly producer: string) {
     // count is written last into a fixed 5-byte slot so the packet can grow incrementally
@@ -114,7 +108,6 @@ export class PacketBuilder {
     this.w.bytes(utf8.encode(producer));
     this.countAt = this.w.length;
     for (let i = 0; i < 5; i++) this.w.byte(0);
-    this.markLength = this.w.length;
   }
 
   get size(): number {
@@ -164,49 +157,6 @@ export class PacketBuilder {
     this.count++;
   }
 
-  /** Notes the packet as it is now: `rewind` takes back every envelope added since. */
-  mark(): void {
-    this.markLength = this.w.length;
-    this.markCount = this.count;
-    this.markEpoch = this.lastEpoch;
-    this.markSeq = this.lastSeq;
-    this.markTs = this.lastTs;
-  }
-
-  /**
-   * Takes back the envelopes added since the last `mark` (every one if none was made): the packet
-   * is then byte for byte what it was at the mark, and the next envelope is written as it would
-   * have been then (its epoch, seq and timestamp are relative to the envelope before it).
-   */
-  rewind(): void {
-    if (this.finished) throw new Error('PacketBuilder: rewind after finish');
-    this.w.length = this.markLength;
-    this.count = this.markCount;
-    this.lastEpoch = this.markEpoch;
-    this.lastSeq = this.markSeq;
-    this.lastTs = this.markTs;
-  }
-
-  /**
-   * `rewind` of a finished builder: what `finish` would have given at the last `mark`, cut from
-   * `packet` (what it gave), or undefined when the packet held no envelope then.
-   */
-  finishedAtMark(packet: Uint8Array): Uint8Array | undefined {
-    if (!this.finished) throw new Error('PacketBuilder: finishedAtMark before finish');
-    if (this.markCount === 0) return undefined;
-    const out = packet.slice(0, this.markLength);
-    writeCount(out, this.countAt, this.markCount);
-    return out;
-  }
-
-  /** Drops the packet unfinished (nothing it holds is sent); its buffer goes to the next builders. */
-  discard(): void {
-    if (this.finished) throw new Error('PacketBuilder: discarded after finish');
-    this.finished = true;
-    const buf = this.w.release();
-    if (spare.length < MAX_SPARE && buf.length <= MAX_SPARE_BYTES) spare.push(buf);
-  }
-
   private addControl(e: Exclude<Envelope, DataEnvelope>): void {
     if (this.finished) throw new Error('PacketBuilder: add after finish');
     const mark = this.w.length;
@@ -253,17 +203,13 @@ export class PacketBuilder {
     const out = this.w.finish();
     const buf = this.w.release();
     if (spare.length < MAX_SPARE && buf.length <= MAX_SPARE_BYTES) spare.push(buf);
-    writeCount(out, this.countAt, this.count);
+    // fixed-width varint: 5 bytes, continuation bits on the first four
+    let n = this.count;
+    for (let i = 0; i < 5; i++) {
+      out[this.countAt + i] = (n & 0x7f) | (i < 4 ? 0x80 : 0);
+      n >>>= 7;
+    }
     return out;
-  }
-}
-
-/** A packet's envelope count, in its fixed-width slot: 5 bytes, continuation bits on the first four. */
-function writeCount(out: Uint8Array, at: number, count: number): void {
-  let n = count;
-  for (let i = 0; i < 5; i++) {
-    out[at + i] = (n & 0x7f) | (i < 4 ? 0x80 : 0);
-    n >>>= 7;
   }
 }
 

@@ -35,7 +35,7 @@ export function makeDestination(stream: string, shards: readonly ShardInfo[], ma
   return { stream, shards: sorted, shardOfKeyGroup };
 }
 
-/** kinds of output a record holds until it succeeds (`Outbox.staged`) */
+/** kinds of output a record holds until it succeeds */
 const enum Staged {
   Keyed,
   Rebalance,
@@ -52,44 +52,6 @@ interface Channel {
   readonly done: Uint8Array[];
   /** control envelopes held for the flush's second wave (`DestinationBuffer.pushControl`) */
   deferred?: Envelope[];
-  /**
-   * the record (`Outbox.record`) that last wrote here, and what it found at its first write: the
-   * channel's seq, its open packet (marked), its packets done and its destination's round-robin cursor
-   */
-  rec: number;
-  recSeq: number;
-  recBuilder: PacketBuilder | undefined;
-  recDone: number;
-  recRr: number;
-}
-
-const newChannel = (shardIndex: number): Channel => ({ shardIndex, seq: 0, builder: undefined, done: [], rec: 0, recSeq: 0, recBuilder: undefined, recDone: 0, recRr: 0 });
-
-/** Takes back what the record that `enter`ed the channel wrote to it, packets it closed included. */
-function takeBack(ch: Channel): void {
-  ch.seq = ch.recSeq;
-  const b = ch.recBuilder;
-  const open = ch.builder;
-  if (open !== undefined && open !== b) open.discard(); // opened by the record
-  ch.builder = undefined;
-  let done = ch.recDone;
-  if (b !== undefined) {
-    if (ch.done.length === done) {
-      b.rewind();
-      ch.builder = b;
-    } else {
-      // the record filled the packet it found, which was closed: cut back to what it held
-      const cut = b.finishedAtMark(ch.done[done]!);
-      if (cut !== undefined) ch.done[done++] = cut;
-    }
-  }
-  ch.done.length = done;
-}
-
-/** Ends the channel's open packet. */
-function closeChannel(channel: Channel, b: PacketBuilder): void {
-  channel.done.push(b.finish());
-  channel.builder = undefined;
 }
 
 /**
@@ -110,7 +72,7 @@ class KeyGroupRouting {
   readonly control: Envelope[] = [];
   constructor(maxParallelism: number) {
     this.counts = new Int32Array(maxParallelism);
-    this.groups = Array.from({ length: maxParallelism }, (_, g) => newChannel(g));
+    this.groups = Array.from({ length: maxParallelism }, (_, g) => ({ shardIndex: g, seq: 0, builder: undefined, done: [] }));
     this.hashKeys = Array.from({ length: maxParallelism }, (_, g) => hashKeyOfKeyGroup(g, maxParallelism));
   }
 }
@@ -152,7 +114,7 @@ class DestinationBuffer {
     /** the destination stage's number in the plan (barriers name resharded stages by number) */
     readonly stageIndex: number,
   ) {
-    this.channels = dest.shards.map((_, i) => newChannel(i));
+    this.channels = dest.shards.map((_, i) => ({ shardIndex: i, seq: 0, builder: undefined, done: [] }));
   }
 
   get routing(): KeyGroupRouting | undefined {
@@ -172,14 +134,14 @@ class DestinationBuffer {
   /** Switches to the shards of a resharded stream (their channels start empty). */
   replace(dest: Destination): void {
     this.dest = dest;
-    this.channels = dest.shards.map((_, i) => newChannel(i));
+    this.channels = dest.shards.map((_, i) => ({ shardIndex: i, seq: 0, builder: undefined, done: [] }));
   }
 
   push(channel: Channel, e: Envelope): void {
     let b = channel.builder;
     if (!b) channel.builder = b = new PacketBuilder(this.producer);
     b.add(e);
-    if (b.size >= MAX_PACKET_BYTES) closeChannel(channel, b);
+    if (b.size >= MAX_PACKET_BYTES) this.close(channel, b);
   }
 
   /** `push` of a data envelope, from its fields (no envelope object per output). */
@@ -187,7 +149,12 @@ class DestinationBuffer {
     let b = channel.builder;
     if (!b) channel.builder = b = new PacketBuilder(this.producer);
     b.addData(epoch, seq, keyGroup, timestamp, payload, input);
-    if (b.size >= MAX_PACKET_BYTES) closeChannel(channel, b);
+    if (b.size >= MAX_PACKET_BYTES) this.close(channel, b);
+  }
+
+  private close(channel: Channel, b: PacketBuilder): void {
+    channel.done.push(b.finish());
+    channel.builder = undefined;
   }
 
   /** Barrier counts of the epoch that ends: per channel, or per shard of the (new) layout when routed by key group. */
@@ -279,23 +246,10 @@ export class Outbox {
   /** see UpsertWrite.generation; back to 0 at every epoch */
   generation = 0;
   /**
-   * A record whose function throws emits nothing and takes no sequence number (a replay that skips
-   * it numbers the rest the same). While a record is applied, its data envelopes to a
-   * destination's shards (keyed, rebalance, broadcast) are written straight into the channels'
-   * packets; each channel notes at the record's first write to it what the record found (`enter`),
-   * and a record that fails takes back what it wrote (`rollbackRecord`, `takeBack`). The other
-   * kinds (control envelopes, sink writes, outputs of an epoch routed by key group) wait in
-   * `staged` until the record succeeds, and so does whatever the record emits after one of them,
-   * so that its outputs keep their order.
+   * While a record is applied, what it emits waits here (flat: a kind, then its arguments) and goes
+   * out only when the record succeeds: a record whose function throws emits nothing, and takes no
+   * sequence number (a replay that skips it numbers the rest the same).
    */
-  private record = 0;
-  private records = 0;
-  // the channels the record wrote to, and their destinations; reused, filled up to `touchedLength`
-  private readonly touched: Channel[] = [];
-  private readonly touchedDest: DestinationBuffer[] = [];
-  private touchedLength = 0;
-  private dataOutOfRecord = 0;
-  /** the record's outputs from here on wait in `staged` (flat: a kind, then its arguments) until it succeeds */
   private staging = false;
   // reused: filled up to `stagedLength` (setting an array's length to 0 would drop its storage)
   private readonly staged: unknown[] = [];
@@ -313,51 +267,19 @@ export class Outbox {
     this.stagedLength = n + 6;
   }
 
-  /** `stage6` of the record's first output that cannot be written at once: it and the rest wait. */
-  private stageRest(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown): void {
-    this.staging = true;
-    this.stage6(a, b, c, d, e, f);
-  }
-
   constructor(readonly producer: string) {}
 
-  /** Starts a record: its outputs can be taken back until `commitRecord`. */
+  /** Starts a record: its outputs are held until `commitRecord`. */
   beginRecord(): void {
-    this.record = ++this.records;
-    this.dataOutOfRecord = this.dataOut;
-  }
-
-  /** Notes what channel `ch` of `d` holds at the record's first write to it. */
-  private enter(ch: Channel, d: DestinationBuffer): void {
-    ch.rec = this.record;
-    ch.recSeq = ch.seq;
-    ch.recRr = d.rr;
-    const b = ch.builder;
-    ch.recBuilder = b;
-    if (b !== undefined) b.mark();
-    ch.recDone = ch.done.length;
-    const n = this.touchedLength++;
-    this.touched[n] = ch;
-    this.touchedDest[n] = d;
-  }
-
-  /** Writes a data envelope into the channel's open packet (closed when full). */
-  private write(ch: Channel, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number): void {
-    let b = ch.builder;
-    if (b === undefined) ch.builder = b = new PacketBuilder(this.producer);
-    b.addData(this.epoch, seq, keyGroup, timestamp, payload, input);
-    this.dataOut++;
-    if (b.size >= MAX_PACKET_BYTES) closeChannel(ch, b);
+    this.staging = true;
   }
 
   /** The record was applied whole: its outputs go out, in the order it emitted them. */
   commitRecord(): void {
-    this.record = 0;
-    this.touchedLength = 0;
-    if (!this.staging) return;
     this.staging = false;
     const st = this.staged;
     const n = this.stagedLength;
+    if (n === 0) return;
     this.stagedLength = 0;
     for (let i = 0; i < n; ) {
       switch (st[i] as Staged) {
@@ -389,19 +311,10 @@ export class Outbox {
     }
   }
 
-  /** The record failed: what it emitted is dropped, its sequence numbers and round-robin turns given back. */
+  /** The record failed: what it emitted is dropped. */
   rollbackRecord(): void {
-    this.record = 0;
     this.staging = false;
     this.stagedLength = 0;
-    // last first: a destination's cursor ends as the record's first write to it found it
-    for (let i = this.touchedLength - 1; i >= 0; i--) {
-      const ch = this.touched[i]!;
-      takeBack(ch);
-      this.touchedDest[i]!.rr = ch.recRr;
-    }
-    this.touchedLength = 0;
-    this.dataOut = this.dataOutOfRecord;
   }
 
   addDestination(toStage: string, dest: Destination, stageIndex = -1): void {
@@ -448,18 +361,14 @@ export class Outbox {
     const d = this.dest(toStage);
     const r = d.routing;
     if (r) {
-      if (this.record !== 0) {
-        this.stageRest(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
-        return;
-      }
       r.counts[keyGroup]!++;
       d.pushData(r.groups[keyGroup]!, this.epoch, r.seq++, keyGroup, timestamp, payload, input);
       this.dataOut++;
       return;
     }
     const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
-    if (this.record !== 0 && ch.rec !== this.record) this.enter(ch, d);
-    this.write(ch, ch.seq++, keyGroup, timestamp, payload, input);
+    d.pushData(ch, this.epoch, ch.seq++, keyGroup, timestamp, payload, input);
+    this.dataOut++;
   }
 
   /** Emits a data envelope to the next shard in round-robin order. */
@@ -472,10 +381,6 @@ export class Outbox {
     const r = d.routing;
     const i = d.rr;
     if (r) {
-      if (this.record !== 0) {
-        this.stageRest(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
-        return;
-      }
       // round robin over key groups: whichever shard owns the group applies the record
       d.rr = (i + 1) % r.groups.length;
       r.counts[i]!++;
@@ -483,10 +388,10 @@ export class Outbox {
       this.dataOut++;
       return;
     }
-    const ch = d.channels[i]!;
-    if (this.record !== 0 && ch.rec !== this.record) this.enter(ch, d);
     d.rr = (i + 1) % d.channels.length;
-    this.write(ch, ch.seq++, 0, timestamp, payload, input);
+    const ch = d.channels[i]!;
+    d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input);
+    this.dataOut++;
   }
 
   /** Emits a data envelope to every shard. */
@@ -498,10 +403,6 @@ export class Outbox {
     const d = this.dest(toStage);
     const r = d.routing;
     if (r) {
-      if (this.record !== 0) {
-        this.stageRest(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
-        return;
-      }
       // one sequence number for every copy: a shard holding several key groups applies it once
       const seq = r.seq++;
       r.everywhere++;
@@ -509,16 +410,14 @@ export class Outbox {
       this.dataOut++;
       return;
     }
-    for (const ch of d.channels) {
-      if (this.record !== 0 && ch.rec !== this.record) this.enter(ch, d);
-      this.write(ch, ch.seq++, 0, timestamp, payload, input);
-    }
+    for (const ch of d.channels) d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input);
+    this.dataOut += d.channels.length;
   }
 
   /** Sends a control envelope (watermark, tick, end) to every shard of every destination. */
   emitControl(e: Envelope): void {
-    if (this.record !== 0) {
-      this.stageRest(Staged.Control, e, undefined, undefined, undefined, undefined);
+    if (this.staging) {
+      this.stage6(Staged.Control, e, undefined, undefined, undefined, undefined);
       return;
     }
     for (const d of this.dests.values()) d.pushControl(e);
@@ -531,8 +430,8 @@ export class Outbox {
   }
 
   upsert(sink: string, table: string, keyAttribute: string, key: string, item: Record<string, unknown>): void {
-    if (this.record !== 0) {
-      this.stageRest(Staged.Upsert, sink, table, keyAttribute, key, item);
+    if (this.staging) {
+      this.stage6(Staged.Upsert, sink, table, keyAttribute, key, item);
       return;
     }
     let u = this.upserts.get(sink);
@@ -542,8 +441,8 @@ export class Outbox {
   }
 
   collect(sink: string, value: unknown): void {
-    if (this.record !== 0) {
-      this.stageRest(Staged.Collect, sink, value, undefined, undefined, undefined);
+    if (this.staging) {
+      this.stage6(Staged.Collect, sink, value, undefined, undefined, undefined);
       return;
     }
     let c = this.collected.get(sink);

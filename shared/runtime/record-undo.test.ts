@@ -75,7 +75,7 @@ describe('a record whose function throws is undone whole (record undo)', () => {
     expect(r.deadLetters()).toHaveLength(2);
   });
 
-  it('outputs: main output to the next stage, side output and sinks emitted before the throw are dropped (record undo: outputs to the next stage taken back from its packets, the others held until the record succeeds)', async () => {
+  it('outputs: main output to the next stage, side output and sinks emitted before the throw are dropped (record undo: outputs held until the record succeeds)', async () => {
     const side = new OutputTag<string>('side');
     const j = job('undo-out', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
     const p = j
