@@ -359,4 +359,28 @@ describe('routing by key group while a destination is resharded', () => {
     o.emitKeyed('s1', 3, undefined, payload(1));
     expect(() => o.replaceDestination('s1', makeDestination('st', shards(4), MP))).toThrow(/RESHARD_UNCOORDINATED|rescale --in-place/);
   });
+
+  it('an output whose event time the wire cannot carry fails where it is emitted, and takes no sequence number', () => {
+    const sh = shards(1);
+    const o = new Outbox('s0:shardId-000000000000');
+    o.addDestination('s1', makeDestination('stream-s1', sh, MP));
+    o.epoch = 2;
+    // outside a record it fails at the write; the next output takes the number it did not
+    expect(() => o.emitKeyed('s1', 3, 1.5, payload(1))).toThrow(RangeError);
+    expect(() => o.emitRebalance('s1', 2 ** 60, payload(2))).toThrow(RangeError);
+    // inside a record it fails at the emit, while the record can still be undone whole
+    o.beginRecord();
+    o.emitKeyed('s1', 3, 1_000, payload(3));
+    expect(() => o.emitKeyed('s1', 3, Number.NaN, payload(4))).toThrow(/event time must be a whole number of ms/);
+    expect(() => o.emitBroadcast('s1', Number.POSITIVE_INFINITY, payload(5))).toThrow(/event time must be a whole number of ms/);
+    o.rollbackRecord();
+    o.emitKeyed('s1', 3, 2_000, payload(6));
+    o.closeEpoch(3, [1, 1], false);
+    const list = byShard(o.take().records[0]!.waves.flat(), sh).get(0)!;
+    // a gap in the numbers, or a barrier counting an envelope never written, would hold the next stage at this barrier
+    expect(list.map((e) => (e.kind === 'data' ? [e.seq, e.payload[0]] : [e.kind, e.kind === 'barrier' ? e.count : -1]))).toEqual([
+      [0, 6],
+      ['barrier', 1],
+    ]);
+  });
 });

@@ -45,6 +45,15 @@ const enum Staged {
   Collect,
 }
 
+/**
+ * An output's event time must be an exact integer to go on the wire. Checked while the record runs,
+ * so the record fails whole (undone, dead-lettered) instead of at its commit, when some of its
+ * outputs would already be written.
+ */
+function badTimestamp(timestamp: number): never {
+  throw new RangeError(`an output's event time must be a whole number of ms within ±${Number.MAX_SAFE_INTEGER}, not ${timestamp}`);
+}
+
 interface Channel {
   readonly shardIndex: number;
   seq: number;
@@ -352,28 +361,36 @@ export class Outbox {
     return d.dest;
   }
 
-  /** Emits a data envelope to the shard owning `keyGroup`. */
+  /**
+   * Emits a data envelope to the shard owning `keyGroup`. Its sequence number and the barrier's
+   * counts move only once the envelope is written: one that cannot be (a bad field) leaves no gap a
+   * next stage would wait for at the barrier.
+   */
   emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     if (this.staging) {
+      if (timestamp !== undefined && !Number.isSafeInteger(timestamp)) badTimestamp(timestamp);
       this.stage6(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
       return;
     }
     const d = this.dest(toStage);
     const r = d.routing;
     if (r) {
+      d.pushData(r.groups[keyGroup]!, this.epoch, r.seq, keyGroup, timestamp, payload, input);
       r.counts[keyGroup]!++;
-      d.pushData(r.groups[keyGroup]!, this.epoch, r.seq++, keyGroup, timestamp, payload, input);
+      r.seq++;
       this.dataOut++;
       return;
     }
     const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
-    d.pushData(ch, this.epoch, ch.seq++, keyGroup, timestamp, payload, input);
+    d.pushData(ch, this.epoch, ch.seq, keyGroup, timestamp, payload, input);
+    ch.seq++;
     this.dataOut++;
   }
 
   /** Emits a data envelope to the next shard in round-robin order. */
   emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     if (this.staging) {
+      if (timestamp !== undefined && !Number.isSafeInteger(timestamp)) badTimestamp(timestamp);
       this.stage6(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
       return;
     }
@@ -382,21 +399,24 @@ export class Outbox {
     const i = d.rr;
     if (r) {
       // round robin over key groups: whichever shard owns the group applies the record
+      d.pushData(r.groups[i]!, this.epoch, r.seq, i, timestamp, payload, input);
       d.rr = (i + 1) % r.groups.length;
       r.counts[i]!++;
-      d.pushData(r.groups[i]!, this.epoch, r.seq++, i, timestamp, payload, input);
+      r.seq++;
       this.dataOut++;
       return;
     }
-    d.rr = (i + 1) % d.channels.length;
     const ch = d.channels[i]!;
-    d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input);
+    d.pushData(ch, this.epoch, ch.seq, 0, timestamp, payload, input);
+    d.rr = (i + 1) % d.channels.length;
+    ch.seq++;
     this.dataOut++;
   }
 
   /** Emits a data envelope to every shard. */
   emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     if (this.staging) {
+      if (timestamp !== undefined && !Number.isSafeInteger(timestamp)) badTimestamp(timestamp);
       this.stage6(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
       return;
     }

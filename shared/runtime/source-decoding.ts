@@ -122,5 +122,8 @@ export function eventTimeOf(value: unknown, fns: SourceFunctions | undefined, ar
   if (!fns?.timestamp) return arrival;
   const ts = fns.timestamp(value);
   if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
-  return Math.floor(ts);
+  const ms = Math.floor(ts);
+  // the wire carries event times as exact integers: a larger one could not be sent on
+  if (!Number.isSafeInteger(ms)) throw new Error(`the timestamp function returned ${ts}, beyond ±${Number.MAX_SAFE_INTEGER} ms`);
+  return ms;
 }

@@ -110,4 +110,20 @@ describe('source records: one meta, pointed at each record in turn', () => {
     expect(letter).toMatchObject({ sequenceNumber: seqs[1], subSequence: 0, reason: expect.stringMatching(/^cannot de-aggregate KPL record: /) });
     expect(letter!.data).toEqual(broken);
   });
+
+  it('a record whose event time is too large for the wire is a dead letter, and the next stage still completes its checkpoints', async () => {
+    const j = job('source-huge-time');
+    j.source<In>({ name: 'in', shards: 1, format: 'json', timestamp: (v) => v.ts! })
+      .keyBy((v) => v.k)
+      .reduce((a, b) => ({ k: a.k, ts: Math.max(a.ts!, b.ts!) }))
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    r.produce('in', [json({ k: 'a', ts: 1_000 }), json({ k: 'b', ts: 1e300 }), json({ k: 'c', ts: 3_000 })]);
+    // a record whose output took a sequence number and was never written held the checkpoint forever
+    await r.drain();
+    expect(r.published<In>('out').map((v) => v.k).sort()).toEqual(['a', 'c']);
+    expect(r.deadLetters().map((l) => [l.reason, new TextDecoder().decode(l.data)])).toEqual([
+      [`cannot decode json record: Error: the timestamp function returned 1e+300, beyond ±${Number.MAX_SAFE_INTEGER} ms`, JSON.stringify({ k: 'b', ts: 1e300 })],
+    ]);
+  });
 });
