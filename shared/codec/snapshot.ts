@@ -8,7 +8,8 @@ import type { OperatorListRow } from '../runtime/operator-state.js';
 import type { StateRow } from '../runtime/ports.js';
 import type { TimerIndex } from '../runtime/timers.js';
 import { SluiceError } from '../util/errors.js';
-import { decodePayload, encodeDeltaFast, encodePayload } from './payload.js';
+import { decodePayload, encodePayload } from './payload.js';
+import { encodeDeltaFast } from './payload-writer.js';
 
 /** A source instance's event-time clock: what it saw, what it emitted, whether it is idle. */
 export interface SourceClock {
