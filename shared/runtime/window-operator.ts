@@ -109,6 +109,26 @@ export function windowListSerializer(): Serializer<Windows> {
     room(b.length);
     for (let k = 0; k < b.length; k++) buf[w++] = b[k]!;
   };
+  /** a 32-bit integer's decimal digits (its JSON text; −0 is `0`), without making its string */
+  const int32 = (v: number): void => {
+    room(11);
+    let u = v;
+    if (u < 0) {
+      buf[w++] = 0x2d; // -
+      u = -u; // 2^31 at most: still exact
+    }
+    const from = w;
+    do {
+      buf[w++] = 0x30 + (u % 10);
+      u = Math.floor(u / 10);
+    } while (u > 0);
+    // the digits were written last first
+    for (let i = from, j = w - 1; i < j; i++, j--) {
+      const c = buf[i]!;
+      buf[i] = buf[j]!;
+      buf[j] = c;
+    }
+  };
   /**
    * `acc` as JSON.stringify writes it when it is a plain object whose own enumerable values are
    * all finite numbers (a number's text is JSON's, and ASCII; own keys in JSON's order, which
@@ -133,9 +153,12 @@ export function windowListSerializer(): Serializer<Windows> {
       }
       first = false;
       copy(name(k));
-      const text = String(v);
-      room(text.length);
-      for (let c = 0; c < text.length; c++) buf[w++] = text.charCodeAt(c);
+      if (((v as number) | 0) === v) int32(v as number);
+      else {
+        const text = String(v);
+        room(text.length);
+        for (let c = 0; c < text.length; c++) buf[w++] = text.charCodeAt(c);
+      }
     }
     room(1);
     buf[w++] = 0x7d; // }
