@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import { decodePayload, decodePayloadAt, encodePayload, encodePayloadFast } from './payload.js';
+import { decodePayload, decodePayloadAt, encodePayload } from './payload.js';
+import { encodePayloadFast } from './payload-writer.js';
 
 /** msgpackr alone, with the codec's options: what `decodePayloadAt` must agree with */
 const reference = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });

@@ -8,7 +8,8 @@ import type { OperatorListRow } from '../runtime/operator-state.js';
 import type { StateRow } from '../runtime/ports.js';
 import type { TimerIndex } from '../runtime/timers.js';
 import { SluiceError } from '../util/errors.js';
-import { decodePayload, encodeDeltaFast, encodePayload } from './payload.js';
+import { decodePayload, encodePayload } from './payload.js';
+import { encodeDeltaFast } from './payload-writer.js';
 
 /** A source instance's event-time clock: what it saw, what it emitted, whether it is idle. */
 export interface SourceClock {
@@ -39,12 +40,15 @@ export interface SnapshotExtras {
   readonly topology?: number[];
 }
 
-export function encodeDelta(rows: readonly StateRow[], extras?: SnapshotExtras): Uint8Array {
+/** What a snapshot's writer gives: the timers may be `TimerIndex.snapshotRows()` (the same bytes as its `toJSON()`). */
+export type SnapshotExtrasToWrite = Omit<SnapshotExtras, 'timers'> & { readonly timers: SnapshotExtras['timers'] | ReturnType<TimerIndex['snapshotRows']> };
+
+export function encodeDelta(rows: readonly StateRow[], extras?: SnapshotExtrasToWrite): Uint8Array {
   return encodeDeltaFast(rows, extras ?? null) ?? encodePayload(deltaValue(rows, extras));
 }
 
-/** The value a delta's bytes encode (what encodeDeltaFast writes without building it). */
-export function deltaValue(rows: readonly StateRow[], extras?: SnapshotExtras): unknown {
+/** The value a delta's bytes encode (what encodeDeltaFast writes without building it; a `KeptList` encodes as its `toJSON()`). */
+export function deltaValue(rows: readonly StateRow[], extras?: SnapshotExtrasToWrite): unknown {
   return { v: 2, rows: rows.map((r) => [r.operatorId, r.keyGroup, r.key, r.values]), extras: extras ?? null };
 }
 

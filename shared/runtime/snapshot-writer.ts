@@ -4,7 +4,7 @@
  * ones) as one delta, then the lease's pointer (fenced), then the rows applied to the state table
  * when due (changelog.ts), then the ack.
  */
-import { encodeDelta, type SnapshotExtras } from '../codec/snapshot.js';
+import { encodeDelta, type SnapshotExtrasToWrite } from '../codec/snapshot.js';
 import type { DirtySpill } from './dirty-spill.js';
 import { compareRows, type KeyedStateCache } from './keyed-state.js';
 import type { Outbox } from './outbox.js';
@@ -13,7 +13,7 @@ import type { ReplayPoint, RuntimePorts } from './ports.js';
 
 /** What a snapshot holds besides the rows, read when the rows are (after the drain). */
 export interface SnapshotContent {
-  extras(): SnapshotExtras;
+  extras(): SnapshotExtrasToWrite;
   /** the checkpoint record's part, read once the delta is written */
   meta(): { watermark: number | null; timers: number; finished: boolean };
 }

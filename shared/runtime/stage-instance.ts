@@ -546,7 +546,7 @@ export class StageInstance {
       extras: () => {
         const time = this.watermarks.snapshot(this.source !== undefined);
         return {
-          timers: this.timers.toJSON(),
+          timers: this.timers.snapshotRows(),
           channels: time.channels,
           watermark: time.watermark,
           processingTime: this.processingTime,

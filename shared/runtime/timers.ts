@@ -8,6 +8,7 @@
  * its due timers from the heap's top instead of scanning every timer; a bucket is sorted by
  * (operator, key) once, when it starts to fire.
  */
+import { KeptList, type KeptEncoding } from '../codec/payload-writer.js';
 import type { KeyEntry } from './state-handles.js';
 
 export type TimeDomain = 'event-time' | 'processing-time';
@@ -29,15 +30,22 @@ export interface Timer {
 
 type TimerRow = [TimeDomain, string, string, number, number];
 
+/** A timer's snapshot row. */
+const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGroup, t.time];
+
 /**
  * A timer as the index holds it. `live` turns false when it fires or is deleted: the bucket's map
  * keeps it until the bucket is dropped whole, so firing a timer costs no map lookup or deletion
  * (deleting thousands of keys one by one from a map also shrinks and rehashes it again and again).
  */
-class Entry implements Timer {
+class Entry implements Timer, KeptEncoding {
   live = true;
   /** the sort (`keyOrder`) that last found this timer's key in the previous order */
   sortPass = 0;
+  /** its snapshot row's bytes, once snapshots wrote them (`snapshotRows`) */
+  keptBytes: Uint8Array | undefined = undefined;
+  keptAt = 0;
+  keptLength = 0;
   constructor(
     readonly domain: TimeDomain,
     readonly operatorId: string,
@@ -409,18 +417,31 @@ export class TimerIndex {
    * then the two domains merged.
    */
   toJSON(): TimerRow[] {
-    const ev = this.rowsOf(this.eventTime);
-    const pt = this.rowsOf(this.processingTime);
+    return this.ordered().map(timerRow);
+  }
+
+  /**
+   * The rows of `toJSON` as a snapshot writes them: each timer's row is encoded the first time a
+   * snapshot writes it and copied from its bytes after that (a timer is written into every delta
+   * until it fires).
+   */
+  snapshotRows(): KeptList<Entry> {
+    return new KeptList(this.ordered(), timerRow);
+  }
+
+  private ordered(): Entry[] {
+    const ev = this.entriesOf(this.eventTime);
+    const pt = this.entriesOf(this.processingTime);
     if (!pt.length) return ev;
     if (!ev.length) return pt;
-    const out: TimerRow[] = [];
+    const out: Entry[] = [];
     let i = 0;
     let j = 0;
     while (i < ev.length && j < pt.length) {
       const a = ev[i]!;
       const b = pt[j]!;
       // equal (time, operator, key): event time first
-      if (a[4] !== b[4] ? a[4] < b[4] : a[1] !== b[1] ? a[1] < b[1] : a[2] <= b[2]) out.push(ev[i++]!);
+      if (a.time !== b.time ? a.time < b.time : a.operatorId !== b.operatorId ? a.operatorId < b.operatorId : a.key <= b.key) out.push(ev[i++]!);
       else out.push(pt[j++]!);
     }
     while (i < ev.length) out.push(ev[i++]!);
@@ -428,10 +449,10 @@ export class TimerIndex {
     return out;
   }
 
-  private rowsOf(dt: DomainTimers): TimerRow[] {
-    const rows: TimerRow[] = [];
-    for (const b of dt.inOrder()) for (const t of b.sorted()) rows.push([t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
-    return rows;
+  private entriesOf(dt: DomainTimers): Entry[] {
+    const out: Entry[] = [];
+    for (const b of dt.inOrder()) for (const t of b.sorted()) out.push(t);
+    return out;
   }
 
   static fromJSON(rows: ReadonlyArray<TimerRow>): TimerIndex {

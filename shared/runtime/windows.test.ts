@@ -264,6 +264,18 @@ describe('event-time windows', () => {
       fc.constantFrom(undefined, null, () => 1, Symbol('s'), new Date(0), { n: 1, sum: 2 }),
       // a `toJSON` is called with the accumulator's key: '2' inside the list, '' alone
       fc.constant({ toJSON: (k: string) => `at ${k}` }),
+      // flat objects of numbers (written without JSON.stringify): names to escape, integer-like
+      // names (JSON puts them first), numbers JSON writes as null or in exponent form
+      fc.dictionary(
+        fc.oneof(fc.constantFrom('n', 'sum', '10', '2', '__proto__', 'a"b', 'ü', '\ud800', 'toJSON'), fc.string({ maxLength: 4 })),
+        fc.oneof(fc.integer(), fc.double(), fc.constantFrom(-0, 1e21, 5e-7, 2 ** 53)),
+        { maxKeys: 4, noNullPrototype: true },
+      ),
+      // an inherited enumerable name (JSON leaves it out), a value that is not a number
+      fc.constant(Object.assign(Object.create({ inherited: 1 }) as object, { n: 1 })),
+      fc.constant({ n: 1, sum: '2' }),
+      fc.constantFrom({ n: 1, sum: Number.NaN }, { n: Number.POSITIVE_INFINITY }, { n: 2, sum: Number.NEGATIVE_INFINITY }),
+      fc.constant({ n: 1, nested: { sum: 2 } }),
     );
     fc.assert(
       fc.property(fc.array(fc.tuple(bound, bound, acc), { maxLength: 4 }), (list) => {

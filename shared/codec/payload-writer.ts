@@ -1,0 +1,389 @@
+/**
+ * The fast MessagePack writer behind `encodePayload` (payload.ts) and the checkpoint delta's writer.
+ * For the common shapes — plain objects, arrays, ASCII strings, numbers, booleans, null, undefined,
+ * Uint8Arrays — it writes the very bytes msgpackr writes with payload.ts's options (replay relies
+ * on equal values giving equal bytes): objects always as map 16 (what msgpackr's `useRecords:
+ * false` writer does), own enumerable keys in for-in order; integers of 32 bits in their smallest
+ * form (0–127 as a fixint); every other number as a float 64; strings with the smallest header.
+ * Anything else (non-ASCII text, other classes, bigints, functions, deep or huge values) gives up
+ * without side effects and msgpackr encodes the whole value. Results are views of a shared chunk,
+ * as msgpackr's are.
+ */
+
+/** deeper than this is left to msgpackr (the fast reader and writer recurse) */
+export const MAX_DEPTH = 64;
+
+const CHUNK = 64 * 1024;
+// a plain Uint8Array, not a Buffer: a Buffer's `subarray` goes through its species constructor,
+// which cost more than the rest of a small payload's writing
+let out = new Uint8Array(CHUNK);
+let outView = new DataView(out.buffer);
+/** where the next result starts in `out` */
+let at = 0;
+/** write position */
+let w = 0;
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/** The bytes msgpackr would make of `value`, or undefined when the value is not of a shape written here. */
+export function encodePayloadFast(value: unknown): Uint8Array | undefined {
+  if (out.length - at < 256) {
+    out = new Uint8Array(CHUNK);
+    outView = new DataView(out.buffer);
+    at = 0;
+  }
+  w = at;
+  if (!writeValue(value, 0)) return undefined;
+  const r = out.subarray(at, w);
+  at = w;
+  return r;
+}
+
+/**
+ * The checkpoint delta's shape, `{ v: 2, rows: [[operatorId, keyGroup, key, values], …], extras }`,
+ * written straight from the rows: the bytes `encodePayload` makes of that value, without building
+ * a tuple per row. Undefined when the fast writer would give up (then msgpackr encodes the value).
+ */
+export function encodeDeltaFast(rows: readonly DeltaRow[], extras: unknown): Uint8Array | undefined {
+  // one chunk of about the delta's size: growing one by doubling copies it and leaves a trail of
+  // large buffers whose collection costs more than the writing
+  const size = deltaSize(rows);
+  if (out.length - at < size) {
+    out = new Uint8Array(Math.max(CHUNK, size + (size >> 2)));
+    outView = new DataView(out.buffer);
+    at = 0;
+  }
+  w = at;
+  room(8);
+  // a map 16 of three keys, as writeObject writes a plain object
+  out[w++] = 0xde;
+  out[w++] = 0;
+  out[w++] = 3;
+  writeString('v');
+  out[w++] = 2;
+  writeString('rows');
+  writeArrayHeader(rows.length);
+  for (let i = 0; i < rows.length; i++) if (!writeRow(rows[i]!)) return undefined;
+  if (!writeString('extras') || !writeValue(extras, 1)) return undefined;
+  const result = out.subarray(at, w);
+  at = w;
+  return result;
+}
+
+/** About the bytes of a delta's rows (exact for ASCII keys if every row's values are the first row's size). */
+function deltaSize(rows: readonly DeltaRow[]): number {
+  const n = rows.length;
+  if (n === 0) return 256;
+  let values = 3;
+  const first = rows[0]!.values;
+  for (const k in first) values += k.length + 10 + (first[k]?.byteLength ?? 0);
+  let size = 256 + n * (values + 16);
+  for (let i = 0; i < n; i++) size += rows[i]!.operatorId.length + rows[i]!.key.length;
+  return size;
+}
+
+/** A row of a delta, as `encodeDeltaFast` reads it. */
+export interface DeltaRow {
+  readonly operatorId: string;
+  readonly keyGroup: number;
+  readonly key: string;
+  readonly values: Readonly<Record<string, Uint8Array>>;
+}
+
+/**
+ * One row as its tuple. A function of its own: called once per row, it is optimized after a few
+ * deltas, where the delta's loop alone would run as on-stack-replaced code for dozens of them.
+ */
+function writeRow(r: DeltaRow): boolean {
+  room(1);
+  out[w++] = 0x94;
+  if (!writeRepeated(r.operatorId, rowOp)) return false;
+  writeNumber(r.keyGroup);
+  return writeString(r.key) && (r.values.constructor === Object ? writeObject(r.values, 3, rowName) : writeValue(r.values, 3));
+}
+
+/** The last string written through it and its bytes: a delta's rows repeat their operator's id and state names. */
+type StringCache = { s: string | undefined; bytes: Uint8Array };
+const rowOp: StringCache = { s: undefined, bytes: new Uint8Array(0) };
+const rowName: StringCache = { s: undefined, bytes: new Uint8Array(0) };
+
+/** writeString, copying the bytes of `cache`'s string when `s` is it. */
+function writeRepeated(s: string, cache: StringCache): boolean {
+  if (s !== cache.s) {
+    const from = w - at;
+    if (!writeString(s)) return false;
+    cache.s = s;
+    cache.bytes = out.slice(at + from, w);
+    return true;
+  }
+  const b = cache.bytes;
+  const n = b.length;
+  room(n);
+  for (let i = 0; i < n; i++) out[w + i] = b[i]!;
+  w += n;
+  return true;
+}
+
+/** Makes room for `n` more bytes, moving the value written so far to a larger chunk if needed. */
+function room(n: number): void {
+  if (w + n <= out.length) return;
+  const used = w - at;
+  const next = new Uint8Array(Math.max(CHUNK, 2 * (used + n)));
+  next.set(out.subarray(at, w), 0);
+  out = next;
+  outView = new DataView(out.buffer);
+  at = 0;
+  w = used;
+}
+
+function writeValue(v: unknown, depth: number): boolean {
+  switch (typeof v) {
+    case 'string':
+      return writeString(v);
+    case 'number':
+      writeNumber(v);
+      return true;
+    case 'boolean':
+      room(1);
+      out[w++] = v ? 0xc3 : 0xc2;
+      return true;
+    case 'undefined':
+      room(3);
+      out[w++] = 0xd4;
+      out[w++] = 0;
+      out[w++] = 0;
+      return true;
+    case 'object': {
+      if (v === null) {
+        room(1);
+        out[w++] = 0xc0;
+        return true;
+      }
+      if (depth >= MAX_DEPTH) return false;
+      const c = (v as object).constructor;
+      if (c === Object) return writeObject(v as Record<string, unknown>, depth);
+      if (c === Array) return writeArray(v as unknown[], depth);
+      if (c === KeptList) return writeKept(v as KeptList<KeptEncoding>, depth);
+      if (c === Uint8Array || c === Buffer) {
+        writeBin(v as Uint8Array);
+        return true;
+      }
+      return false;
+    }
+    default:
+      return false;
+  }
+}
+
+/**
+ * Where an item's encoded bytes are kept (`KeptList`): `keptBytes[keptAt, keptAt + keptLength)`, a
+ * part of a slab the writer fills (positions, not a view per item: a view is an object of its own
+ * for the collector). Start with no bytes and a length of 0; a length of -1 means written once,
+ * bytes not kept.
+ */
+export interface KeptEncoding {
+  keptBytes: Uint8Array | undefined;
+  keptAt: number;
+  keptLength: number;
+}
+
+/**
+ * A list the fast writer writes by copying each item's kept bytes: the bytes of `plain(item)`,
+ * kept on the item the second time it is written (a checkpoint writes the same timers into delta
+ * after delta; an item written once only, such as a timer that fires before the next checkpoint,
+ * is not worth the copy and the slab it would hold). `plain(item)` must not change once the item is written, and must be the same for
+ * every list the item is in. Anything else (msgpackr, JSON) sees `toJSON()`, the plain list; the
+ * bytes are the same either way (copied bytes skip the depth limit, which only guards the
+ * writer's recursion: msgpackr writes the same bytes at any depth).
+ */
+export class KeptList<T extends KeptEncoding> {
+  constructor(
+    readonly items: readonly T[],
+    readonly plain: (item: T) => unknown,
+  ) {}
+
+  toJSON(): unknown[] {
+    return this.items.map(this.plain);
+  }
+}
+
+const KEEP_CHUNK = 64 * 1024;
+/** the slab kept bytes are copied to; bytes once kept are never written over */
+let keep = new Uint8Array(KEEP_CHUNK);
+let keepW = 0;
+
+function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
+  const items = list.items;
+  const n = items.length;
+  writeArrayHeader(n);
+  for (let i = 0; i < n; i++) {
+    const item = items[i]!;
+    const b = item.keptBytes;
+    if (b !== undefined) {
+      // a loop, not `set` of a view: rows are tens of bytes, and a view per row is garbage
+      const len = item.keptLength;
+      const a = item.keptAt;
+      room(len);
+      for (let k = 0; k < len; k++) out[w + k] = b[a + k]!;
+      w += len;
+      continue;
+    }
+    // relative to the value's start: `room` may move the value to another chunk
+    const from = w - at;
+    if (!writeValue(list.plain(item), depth + 1)) return false;
+    if (item.keptLength === 0) {
+      item.keptLength = -1;
+      continue;
+    }
+    const len = w - at - from;
+    if (keep.length - keepW < len) {
+      keep = new Uint8Array(Math.max(KEEP_CHUNK, len));
+      keepW = 0;
+    }
+    for (let k = 0, p = at + from; k < len; k++) keep[keepW + k] = out[p + k]!;
+    item.keptBytes = keep;
+    item.keptAt = keepW;
+    item.keptLength = len;
+    keepW += len;
+  }
+  return true;
+}
+
+function writeNumber(x: number): void {
+  room(9);
+  if (x >>> 0 === x) {
+    if (x < 0x80) out[w++] = x;
+    else if (x < 0x100) {
+      out[w++] = 0xcc;
+      out[w++] = x;
+    } else if (x < 0x10000) {
+      out[w++] = 0xcd;
+      out[w++] = x >> 8;
+      out[w++] = x & 0xff;
+    } else {
+      out[w++] = 0xce;
+      out[w++] = x >>> 24;
+      out[w++] = (x >> 16) & 0xff;
+      out[w++] = (x >> 8) & 0xff;
+      out[w++] = x & 0xff;
+    }
+  } else if (x >> 0 === x) {
+    if (x >= -0x20) out[w++] = 0x100 + x;
+    else if (x >= -0x80) {
+      out[w++] = 0xd0;
+      out[w++] = x + 0x100;
+    } else if (x >= -0x8000) {
+      out[w++] = 0xd1;
+      out[w++] = (x >> 8) & 0xff;
+      out[w++] = x & 0xff;
+    } else {
+      out[w++] = 0xd2;
+      out[w++] = (x >>> 24) & 0xff;
+      out[w++] = (x >> 16) & 0xff;
+      out[w++] = (x >> 8) & 0xff;
+      out[w++] = x & 0xff;
+    }
+  } else {
+    out[w++] = 0xcb;
+    outView.setFloat64(w, x); // big-endian
+    w += 8;
+  }
+}
+
+/** ASCII strings only (anything else: false, and the caller gives up). */
+function writeString(s: string): boolean {
+  const n = s.length;
+  room(n + 5);
+  if (n < 0x20) out[w++] = 0xa0 | n;
+  else if (n < 0x100) {
+    out[w++] = 0xd9;
+    out[w++] = n;
+  } else if (n < 0x10000) {
+    out[w++] = 0xda;
+    out[w++] = n >> 8;
+    out[w++] = n & 0xff;
+  } else {
+    out[w++] = 0xdb;
+    out[w++] = n >>> 24;
+    out[w++] = (n >> 16) & 0xff;
+    out[w++] = (n >> 8) & 0xff;
+    out[w++] = n & 0xff;
+  }
+  for (let i = 0; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x80) return false;
+    out[w++] = c;
+  }
+  return true;
+}
+
+function writeBin(b: Uint8Array): void {
+  const n = b.byteLength;
+  room(n + 5);
+  if (n < 0x100) {
+    out[w++] = 0xc4;
+    out[w++] = n;
+  } else if (n < 0x10000) {
+    out[w++] = 0xc5;
+    out[w++] = n >> 8;
+    out[w++] = n & 0xff;
+  } else {
+    out[w++] = 0xc6;
+    out[w++] = n >>> 24;
+    out[w++] = (n >> 16) & 0xff;
+    out[w++] = (n >> 8) & 0xff;
+    out[w++] = n & 0xff;
+  }
+  if (n < 16) for (let i = 0; i < n; i++) out[w++] = b[i]!;
+  else {
+    out.set(b, w);
+    w += n;
+  }
+}
+
+function writeArray(a: unknown[], depth: number): boolean {
+  const n = a.length;
+  writeArrayHeader(n);
+  for (let i = 0; i < n; i++) if (!writeValue(a[i], depth + 1)) return false;
+  return true;
+}
+
+function writeArrayHeader(n: number): void {
+  room(5);
+  if (n < 0x10) out[w++] = 0x90 | n;
+  else if (n < 0x10000) {
+    out[w++] = 0xdc;
+    out[w++] = n >> 8;
+    out[w++] = n & 0xff;
+  } else {
+    out[w++] = 0xdd;
+    out[w++] = n >>> 24;
+    out[w++] = (n >> 16) & 0xff;
+    out[w++] = (n >> 8) & 0xff;
+    out[w++] = n & 0xff;
+  }
+}
+
+/** Always a map 16, its size written once the own keys are counted (msgpackr's plain-object writer); `names`: keys through writeRepeated. */
+function writeObject(o: Readonly<Record<string, unknown>>, depth: number, names?: StringCache): boolean {
+  room(3);
+  out[w++] = 0xde;
+  // relative to the value's start: `room` may move the value to another chunk
+  const sizeAt = w - at;
+  w += 2;
+  let size = 0;
+  for (const k in o) {
+    if (!hasOwn.call(o, k)) continue;
+    // an own `hasOwnProperty` changes which keys msgpackr writes: leave such objects to it
+    if (k === 'hasOwnProperty') return false;
+    if (!(names ? writeRepeated(k, names) : writeString(k))) return false;
+    const v = o[k];
+    // byte arrays (a delta's state values) without the generic dispatch: writeValue writes them alike
+    if (v !== undefined && v !== null && depth + 1 < MAX_DEPTH && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
+    else if (!writeValue(v, depth + 1)) return false;
+    size++;
+  }
+  if (size > 0xffff) return false;
+  out[at + sizeAt] = size >> 8;
+  out[at + sizeAt + 1] = size & 0xff;
+  return true;
+}
