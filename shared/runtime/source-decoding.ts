@@ -4,6 +4,7 @@
  */
 import aggModule from 'aws-kinesis-agg';
 import type { RecordFormat } from '../plan/plan.js';
+import { MAX_EVENT_TIME } from './watermark-tracker.js';
 
 // a static import, so bundlers (esbuild in CDK) see the dependency and ship it
 const agg = aggModule as unknown as {
@@ -123,7 +124,6 @@ export function eventTimeOf(value: unknown, fns: SourceFunctions | undefined, ar
   const ts = fns.timestamp(value);
   if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
   const ms = Math.floor(ts);
-  // the wire carries event times as exact integers: a larger one could not be sent on
-  if (!Number.isSafeInteger(ms)) throw new Error(`the timestamp function returned ${ts}, beyond ±${Number.MAX_SAFE_INTEGER} ms`);
+  if (!(ms <= MAX_EVENT_TIME && ms >= -MAX_EVENT_TIME)) throw new Error(`the timestamp function returned ${ts}, beyond ±${MAX_EVENT_TIME} ms`);
   return ms;
 }
