@@ -142,4 +142,21 @@ describe('source records: one meta, pointed at each record in turn', () => {
       [`cannot decode json record: Error: the timestamp function returned ${-(2 ** 53 - 1)}, beyond ±${2 ** 50} ms`, JSON.stringify({ k: 'a', ts: -(2 ** 53 - 1) })],
     ]);
   });
+
+  it('a JSON record holding half a surrogate pair is a dead letter, not a record whose key or value changed on its way to the next stage', async () => {
+    const j = job('source-lone-surrogate');
+    j.source<In>({ name: 'in', shards: 1, format: 'json', timestamp: (v) => v.ts! })
+      .keyBy((v) => v.k)
+      .reduce((a) => a)
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    // JSON.stringify writes the escape: {"k":"\udc00","ts":0}
+    r.produce('in', [json({ k: '\udc00', ts: 0 }), json({ k: '\ud83d\ude00', ts: 0 })]);
+    await r.drain();
+    // without the check the first reached the reduce as "\ufffd\ufffd\ufffd": another key, another key group
+    expect(r.published<In>('out')).toEqual([{ k: '\ud83d\ude00', ts: 0 }]);
+    expect(r.deadLetters().map((l) => [l.reason, new TextDecoder().decode(l.data)])).toEqual([
+      ['cannot decode json record: Error: the string "\\udc00" holds a lone surrogate, which UTF-8 cannot carry', '{"k":"\\udc00","ts":0}'],
+    ]);
+  });
 });
