@@ -8,6 +8,7 @@ import type { ExchangeNode, LogicalNode, SinkDefinition, SourceNode, WatermarkSt
 import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './state.js';
 import { listState, mapState, valueState } from './state.js';
 import { UsageError } from '../util/errors.js';
+import { MAX_EVENT_TIME } from '../runtime/watermark-tracker.js';
 import { appendBufferMapSerializer, appended, type AppendBuffer } from './append-buffer.js';
 import type {
   Collector,
@@ -109,6 +110,11 @@ export class Job {
 
   /** Reads a Kinesis stream fed by ordinary producers. */
   source<T = unknown>(options: KinesisSourceOptions<T>): DataStream<T> {
+    const bound = options.watermarks?.maxOutOfOrdernessMs;
+    // a watermark the wire cannot carry (a fraction, or too far) would fail every batch of the shard
+    if (bound !== undefined && !(Number.isInteger(bound) && bound >= 0 && bound <= MAX_EVENT_TIME)) {
+      throw new Error(`source ${options.name}: the out-of-orderness bound must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(bound)}`);
+    }
     const id = this.newId('source');
     const spec: PlanSource = {
       id,

@@ -70,6 +70,13 @@ export interface Packet {
 
 const MAGIC = 0x53;
 const VERSION = 1;
+/**
+ * The event times the wire carries: a data envelope's time is written as a zig-zag varint of its
+ * difference from the packet's previous one, so two times within ±(2^51 − 1) differ by a zig-zag that
+ * is still a safe integer. A time beyond it could fail to be written next to another one.
+ */
+export const MAX_WIRE_TIME = 2 ** 51 - 1;
+
 const KIND = { data: 0, barrier: 1, watermark: 2, tick: 3, end: 4 } as const;
 const F_TS = 0x08;
 const F_SAME_EPOCH = 0x10;

@@ -5,7 +5,7 @@
  * a replay gives every output the same id.
  */
 import type { Envelope } from '../codec/envelope.js';
-import { PacketBuilder } from '../codec/envelope.js';
+import { MAX_WIRE_TIME, PacketBuilder } from '../codec/envelope.js';
 import { hashKeyOfKeyGroup } from '../plan/key-groups.js';
 import { SluiceError } from '../util/errors.js';
 import type { OutgoingRecord, ShardInfo, StagedOutput, UpsertWrite } from './ports.js';
@@ -46,12 +46,13 @@ const enum Staged {
 }
 
 /**
- * An output's event time must be an exact integer to go on the wire. Checked while the record runs,
- * so the record fails whole (undone, dead-lettered) instead of at its commit, when some of its
- * outputs would already be written.
+ * An output's event time must be an integer the wire carries (MAX_WIRE_TIME). Checked where it is
+ * emitted, so a record fails whole (undone, dead-lettered) instead of at its commit, when some of its
+ * outputs would already be written, and no write fails on it later.
  */
-function badTimestamp(timestamp: number): never {
-  throw new RangeError(`an output's event time must be a whole number of ms within ±${Number.MAX_SAFE_INTEGER}, not ${timestamp}`);
+function checkTimestamp(timestamp: number | undefined): void {
+  if (timestamp === undefined || (Number.isInteger(timestamp) && timestamp <= MAX_WIRE_TIME && timestamp >= -MAX_WIRE_TIME)) return;
+  throw new RangeError(`an output's event time must be a whole number of ms within ±${MAX_WIRE_TIME}, not ${timestamp}`);
 }
 
 interface Channel {
@@ -367,8 +368,8 @@ export class Outbox {
    * next stage would wait for at the barrier.
    */
   emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+    checkTimestamp(timestamp);
     if (this.staging) {
-      if (timestamp !== undefined && !Number.isSafeInteger(timestamp)) badTimestamp(timestamp);
       this.stage6(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
       return;
     }
@@ -389,8 +390,8 @@ export class Outbox {
 
   /** Emits a data envelope to the next shard in round-robin order. */
   emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+    checkTimestamp(timestamp);
     if (this.staging) {
-      if (timestamp !== undefined && !Number.isSafeInteger(timestamp)) badTimestamp(timestamp);
       this.stage6(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
       return;
     }
@@ -415,8 +416,8 @@ export class Outbox {
 
   /** Emits a data envelope to every shard. */
   emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+    checkTimestamp(timestamp);
     if (this.staging) {
-      if (timestamp !== undefined && !Number.isSafeInteger(timestamp)) badTimestamp(timestamp);
       this.stage6(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
       return;
     }

@@ -4,6 +4,7 @@
  */
 import aggModule from 'aws-kinesis-agg';
 import type { RecordFormat } from '../plan/plan.js';
+import { MAX_EVENT_TIME } from './watermark-tracker.js';
 
 // a static import, so bundlers (esbuild in CDK) see the dependency and ship it
 const agg = aggModule as unknown as {
@@ -41,12 +42,36 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  */
 export function decodeUserRecord(bytes: Uint8Array, format: RecordFormat, text?: string): unknown {
   switch (format) {
-    case 'json':
-      return JSON.parse(text ?? utf8.decode(bytes));
+    case 'json': {
+      const t = text ?? utf8.decode(bytes);
+      const value: unknown = JSON.parse(t);
+      // only a \u escape makes a lone surrogate: the stages' payloads (UTF-8) would carry it as U+FFFD
+      if (t.includes('\\u')) checkSurrogates(value);
+      return value;
+    }
     case 'text':
       return text ?? utf8.decode(bytes);
     case 'binary':
       return bytes;
+  }
+}
+
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/**
+ * Throws on a string (value or object key) holding half a surrogate pair: the stages' payloads are
+ * UTF-8, which has no such character, so it would reach the next stage changed (a key, another key).
+ */
+function checkSurrogates(value: unknown): void {
+  if (typeof value === 'string') {
+    if (LONE_SURROGATE.test(value)) throw new Error(`the string ${JSON.stringify(value.slice(0, 40))} holds a lone surrogate, which UTF-8 cannot carry`);
+  } else if (Array.isArray(value)) {
+    for (const v of value) checkSurrogates(v);
+  } else if (typeof value === 'object' && value !== null) {
+    for (const [k, v] of Object.entries(value)) {
+      checkSurrogates(k);
+      checkSurrogates(v);
+    }
   }
 }
 
@@ -123,7 +148,6 @@ export function eventTimeOf(value: unknown, fns: SourceFunctions | undefined, ar
   const ts = fns.timestamp(value);
   if (typeof ts !== 'number' || !Number.isFinite(ts)) throw new Error(`the timestamp function returned ${String(ts)}, not a finite number of ms`);
   const ms = Math.floor(ts);
-  // the wire carries event times as exact integers: a larger one could not be sent on
-  if (!Number.isSafeInteger(ms)) throw new Error(`the timestamp function returned ${ts}, beyond ±${Number.MAX_SAFE_INTEGER} ms`);
+  if (!(ms <= MAX_EVENT_TIME && ms >= -MAX_EVENT_TIME)) throw new Error(`the timestamp function returned ${ts}, beyond ±${MAX_EVENT_TIME} ms`);
   return ms;
 }

@@ -7,7 +7,7 @@
  */
 import aggModule from 'aws-kinesis-agg';
 import { describe, expect, it } from 'vitest';
-import { collectSink, job } from '../api/index.js';
+import { collectSink, job, WatermarkStrategies } from '../api/index.js';
 import { decodeSourceControl } from '../codec/envelope.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
 import { seededRandom } from './random.js';
@@ -123,7 +123,47 @@ describe('source records: one meta, pointed at each record in turn', () => {
     await r.drain();
     expect(r.published<In>('out').map((v) => v.k).sort()).toEqual(['a', 'c']);
     expect(r.deadLetters().map((l) => [l.reason, new TextDecoder().decode(l.data)])).toEqual([
-      [`cannot decode json record: Error: the timestamp function returned 1e+300, beyond ±${Number.MAX_SAFE_INTEGER} ms`, JSON.stringify({ k: 'b', ts: 1e300 })],
+      [`cannot decode json record: Error: the timestamp function returned 1e+300, beyond ±${2 ** 50} ms`, JSON.stringify({ k: 'b', ts: 1e300 })],
     ]);
+  });
+
+  it('an event time the wire carries but only just (−(2^53 − 1)) is a dead letter: its watermark and its difference from the next time could not be written', async () => {
+    const j = job('source-low-time');
+    j.source<In>({ name: 'in', shards: 1, format: 'json', timestamp: (v) => v.ts! })
+      .keyBy((v) => v.k)
+      .reduce((a, b) => ({ k: a.k, ts: Math.max(a.ts!, b.ts!) }))
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    r.produce('in', [json({ k: 'a', ts: -(2 ** 53 - 1) }), json({ k: 'a', ts: 0 })]);
+    // a safe integer, but its zig-zag varint is not: the batch failed at its watermark, forever
+    await r.drain();
+    expect(r.published<In>('out')).toEqual([{ k: 'a', ts: 0 }]);
+    expect(r.deadLetters().map((l) => [l.reason, new TextDecoder().decode(l.data)])).toEqual([
+      [`cannot decode json record: Error: the timestamp function returned ${-(2 ** 53 - 1)}, beyond ±${2 ** 50} ms`, JSON.stringify({ k: 'a', ts: -(2 ** 53 - 1) })],
+    ]);
+  });
+
+  it('a JSON record holding half a surrogate pair is a dead letter, not a record whose key or value changed on its way to the next stage', async () => {
+    const j = job('source-lone-surrogate');
+    j.source<In>({ name: 'in', shards: 1, format: 'json', timestamp: (v) => v.ts! })
+      .keyBy((v) => v.k)
+      .reduce((a) => a)
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j);
+    // JSON.stringify writes the escape: {"k":"\udc00","ts":0}
+    r.produce('in', [json({ k: '\udc00', ts: 0 }), json({ k: '\ud83d\ude00', ts: 0 })]);
+    await r.drain();
+    // without the check the first reached the reduce as "\ufffd\ufffd\ufffd": another key, another key group
+    expect(r.published<In>('out')).toEqual([{ k: '\ud83d\ude00', ts: 0 }]);
+    expect(r.deadLetters().map((l) => [l.reason, new TextDecoder().decode(l.data)])).toEqual([
+      ['cannot decode json record: Error: the string "\\udc00" holds a lone surrogate, which UTF-8 cannot carry', '{"k":"\\udc00","ts":0}'],
+    ]);
+  });
+
+  it('an out-of-orderness bound whose watermarks the wire cannot carry is refused when the job is built, not at every batch', () => {
+    const source = (bound: number) => job('source-bound').source<In>({ name: 'in', timestamp: (v) => v.ts!, watermarks: WatermarkStrategies.boundedOutOfOrderness(bound) });
+    // 1.5 made every watermark a fraction, 2^53 one beyond the wire: each batch failed, forever
+    for (const bound of [1.5, 2 ** 53, -5, Number.NaN]) expect(() => source(bound)).toThrow(/source in: the out-of-orderness bound must be a whole number of ms from 0 to 1125899906842624/);
+    for (const bound of [0, 5_000, 2 ** 50]) expect(() => source(bound)).not.toThrow();
   });
 });
