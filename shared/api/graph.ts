@@ -27,6 +27,13 @@ export interface SourceNode extends NodeBase {
   readonly watermarks?: WatermarkStrategy;
 }
 
+/**
+ * A source's event times stay within ±2^50 ms (about 35,700 years from 1970): the wire carries
+ * ±(2^51 − 1) (MAX_WIRE_TIME), and what a job adds to an event time (a window's end, a timer's delay,
+ * the out-of-orderness bound) stays below the final watermark, so it still fires at the end of input.
+ */
+export const MAX_EVENT_TIME = 2 ** 50;
+
 /** How a source derives watermarks from the event times it sees. */
 export interface WatermarkStrategy {
   /** records may arrive this much later (in event time) than the latest seen; 0 = monotonous */

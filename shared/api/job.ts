@@ -4,11 +4,10 @@
  * stream carries. Nothing here touches AWS or the runtime.
  */
 import type { PlanSource, RecordFormat } from '../plan/plan.js';
-import type { ExchangeNode, LogicalNode, SinkDefinition, SourceNode, WatermarkStrategy } from './graph.js';
+import { MAX_EVENT_TIME, type ExchangeNode, type LogicalNode, type SinkDefinition, type SourceNode, type WatermarkStrategy } from './graph.js';
 import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './state.js';
 import { listState, mapState, valueState } from './state.js';
 import { UsageError } from '../util/errors.js';
-import { MAX_EVENT_TIME } from '../runtime/watermark-tracker.js';
 import { appendBufferMapSerializer, appended, type AppendBuffer } from './append-buffer.js';
 import type {
   Collector,
@@ -113,7 +112,7 @@ export class Job {
     const bound = options.watermarks?.maxOutOfOrdernessMs;
     // a watermark the wire cannot carry (a fraction, or too far) would fail every batch of the shard
     if (bound !== undefined && !(Number.isInteger(bound) && bound >= 0 && bound <= MAX_EVENT_TIME)) {
-      throw new Error(`source ${options.name}: the out-of-orderness bound must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(bound)}`);
+      throw new UsageError(`source ${options.name}`, 'watermarks.maxOutOfOrdernessMs', `must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(bound)}`);
     }
     const id = this.newId('source');
     const spec: PlanSource = {

@@ -3,8 +3,8 @@
  * (aws-kinesis-agg), then each user record is decoded by the source's format.
  */
 import aggModule from 'aws-kinesis-agg';
+import { MAX_EVENT_TIME } from '../api/graph.js';
 import type { RecordFormat } from '../plan/plan.js';
-import { MAX_EVENT_TIME } from './watermark-tracker.js';
 
 // a static import, so bundlers (esbuild in CDK) see the dependency and ship it
 const agg = aggModule as unknown as {

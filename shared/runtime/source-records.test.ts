@@ -163,7 +163,7 @@ describe('source records: one meta, pointed at each record in turn', () => {
   it('an out-of-orderness bound whose watermarks the wire cannot carry is refused when the job is built, not at every batch', () => {
     const source = (bound: number) => job('source-bound').source<In>({ name: 'in', timestamp: (v) => v.ts!, watermarks: WatermarkStrategies.boundedOutOfOrderness(bound) });
     // 1.5 made every watermark a fraction, 2^53 one beyond the wire: each batch failed, forever
-    for (const bound of [1.5, 2 ** 53, -5, Number.NaN]) expect(() => source(bound)).toThrow(/source in: the out-of-orderness bound must be a whole number of ms from 0 to 1125899906842624/);
+    for (const bound of [1.5, 2 ** 53, -5, Number.NaN]) expect(() => source(bound)).toThrow(/source in: watermarks.maxOutOfOrdernessMs must be a whole number of ms from 0 to 1125899906842624/);
     for (const bound of [0, 5_000, 2 ** 50]) expect(() => source(bound)).not.toThrow();
   });
 });

@@ -10,12 +10,6 @@ import type { SourceClock } from '../codec/snapshot.js';
 /** The final watermark, sent at the end of a bounded input: it fires every window. */
 export const MAX_WATERMARK = 2 ** 51; // far beyond any event time, and still a safe zig-zag varint
 
-/**
- * A source's event times stay within ±2^50 ms (about 35,700 years from 1970): the wire carries
- * ±(2^51 − 1) (MAX_WIRE_TIME), and what a job adds to an event time (a window's end, a timer's delay,
- * the out-of-orderness bound) stays below the final watermark, so it still fires at the end of input.
- */
-export const MAX_EVENT_TIME = 2 ** 50;
 
 export interface WatermarkStrategy {
   readonly maxOutOfOrdernessMs: number;
