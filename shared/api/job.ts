@@ -114,6 +114,11 @@ export class Job {
     if (bound !== undefined && !(Number.isInteger(bound) && bound >= 0 && bound <= MAX_EVENT_TIME)) {
       throw new UsageError(`source ${options.name}`, 'watermarks.maxOutOfOrdernessMs', `must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(bound)}`);
     }
+    const idle = options.watermarks?.idleTimeoutMs;
+    // a NaN, negative or infinite timeout is a mistake (leave it unset for never)
+    if (idle !== undefined && !(Number.isInteger(idle) && idle >= 0 && idle <= MAX_EVENT_TIME)) {
+      throw new UsageError(`source ${options.name}`, 'watermarks.idleTimeoutMs', `must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(idle)}`);
+    }
     const id = this.newId('source');
     const spec: PlanSource = {
       id,
@@ -323,10 +328,19 @@ export class WindowedStream<K extends Key, T> {
     private readonly options: WindowOptions<T>,
   ) {
     const a = assigner;
-    const bad = (field: string, v: unknown) => new Error(`window assigner ${a.kind}: ${field} must be a positive integer of ms, got ${String(v)}`);
-    if (a.kind === 'session' && !(Number.isInteger(a.gapMs) && a.gapMs > 0)) throw bad('gapMs', a.gapMs);
-    if (a.kind !== 'session' && !(Number.isInteger(a.sizeMs) && a.sizeMs > 0)) throw bad('sizeMs', a.sizeMs);
-    if (a.kind === 'sliding' && !(Number.isInteger(a.slideMs) && a.slideMs > 0)) throw bad('slideMs', a.slideMs);
+    // window bounds are event times: beyond MAX_EVENT_TIME a window's end (or its timer) would not be a safe integer on the wire
+    const bad = (field: string, v: unknown) => new Error(`window assigner ${a.kind}: ${field} must be a positive integer of ms up to ${MAX_EVENT_TIME}, got ${String(v)}`);
+    const ms = (v: number) => Number.isInteger(v) && v > 0 && v <= MAX_EVENT_TIME;
+    if (a.kind === 'session' && !ms(a.gapMs)) throw bad('gapMs', a.gapMs);
+    if (a.kind !== 'session' && !ms(a.sizeMs)) throw bad('sizeMs', a.sizeMs);
+    if (a.kind === 'sliding' && !ms(a.slideMs)) throw bad('slideMs', a.slideMs);
+    if (a.kind !== 'session' && !(Number.isInteger(a.offsetMs) && Math.abs(a.offsetMs) <= MAX_EVENT_TIME)) {
+      throw new Error(`window assigner ${a.kind}: offsetMs must be an integer of ms within ±${MAX_EVENT_TIME}, got ${String(a.offsetMs)}`);
+    }
+    const lateness = options.allowedLatenessMs;
+    if (lateness !== undefined && !(Number.isInteger(lateness) && lateness >= 0 && lateness <= MAX_EVENT_TIME)) {
+      throw new Error(`window: allowedLatenessMs must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(lateness)}`);
+    }
   }
 
   private add<O>(name: string, fn: import('./windows.js').WindowFunctionSpec, state: StateDescriptor<unknown>, result?: (key: Key, w: TimeWindow, v: unknown) => unknown): DataStream<O> {

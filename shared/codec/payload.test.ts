@@ -186,3 +186,18 @@ describe('encodePayload', () => {
     made.forEach((m, i) => expect(decodePayload(encoded[i]!)).toEqual(m.v));
   });
 });
+
+describe('strings UTF-8 cannot carry', () => {
+  it('a value holding a lone surrogate (in a string, a key, deep or in a Map) is refused, not written as U+FFFD', () => {
+    const bad = [{ k: '\udc00' }, ['ok', 'x\ud800'], { '\ud83d': 1 }, { a: { b: [{ c: 'caf\u00e9 \udfff' }] } }, new Map([['k', '\ud800']]), 'end \ud83d'];
+    // msgpackr alone writes each as U+FFFD (or CESU bytes): the value read back is not the value written
+    for (const v of bad) expect(() => encodePayload(v)).toThrow(/^the string ".*" holds a lone surrogate, which UTF-8 cannot carry$/);
+    for (const v of bad) expect(() => encodePayload(v)).toThrow(RangeError);
+  });
+
+  it('well-formed text, surrogate pairs included, round-trips', () => {
+    for (const v of [{ k: '\ud83d\ude00' }, ['caf\u00e9', '\u{10ffff}'], { '\u00e9': '\u4e2d\u6587' }, 'a'.repeat(100) + '\ud83d\ude00']) {
+      expect(decodePayload(encodePayload(v))).toEqual(v);
+    }
+  });
+});

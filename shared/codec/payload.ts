@@ -4,12 +4,21 @@
  * shapes is payload-writer.ts; the fast reader is below.
  */
 import { Packr } from 'msgpackr';
+import { checkWellFormed } from '../util/well-formed.js';
 import { encodePayloadFast, MAX_DEPTH } from './payload-writer.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
 
+/**
+ * Throws a RangeError for a value holding a string with a lone surrogate: UTF-8 has no form for it
+ * (msgpackr would write U+FFFD), so the value read back would not be the value written. Only values
+ * the fast writer gives up on (non-ASCII text among them) are checked: ASCII pays nothing.
+ */
 export function encodePayload(value: unknown): Uint8Array {
-  return encodePayloadFast(value) ?? packr.pack(value);
+  const fast = encodePayloadFast(value);
+  if (fast !== undefined) return fast;
+  checkWellFormed(value);
+  return packr.pack(value);
 }
 
 export function decodePayload<T = unknown>(bytes: Uint8Array): T {

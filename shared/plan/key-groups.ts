@@ -7,6 +7,7 @@
 
 import { PlanError } from '../util/errors.js';
 import { operatorError, operatorLabel, UserFunctionError, type NamedOperator } from '../util/operator-errors.js';
+import { isWellFormed, loneSurrogateError } from '../util/well-formed.js';
 
 const HASH_SPACE = 1n << 128n;
 
@@ -164,7 +165,8 @@ export function hashKeyOfEvenShard(i: number, n: number): string {
 
 /**
  * A key selector that names its operator when it fails: one that throws, or returns something
- * other than a string or a finite number (a field the records lack gives `undefined`).
+ * other than a string or a finite number (a field the records lack gives `undefined`), or a string
+ * holding a lone surrogate.
  */
 export function checkedKeySelector(op: NamedOperator & { readonly keySelector?: (value: never) => unknown }): (value: unknown) => string | number {
   const selector = op.keySelector as ((value: unknown) => unknown) | undefined;
@@ -176,7 +178,13 @@ export function checkedKeySelector(op: NamedOperator & { readonly keySelector?: 
     } catch (err) {
       throw operatorError(op, err);
     }
-    if (typeof key === 'string' || (typeof key === 'number' && Number.isFinite(key))) return key;
+    if (typeof key === 'string') {
+      // the key's state row and timers are written as UTF-8 at the checkpoint: one such key would
+      // come back another key, so it fails its record here, not every checkpoint after
+      if (isWellFormed(key)) return key;
+      throw new UserFunctionError(operatorLabel(op), `the key selector returned a key UTF-8 cannot carry: ${loneSurrogateError(key).message}`);
+    }
+    if (typeof key === 'number' && Number.isFinite(key)) return key;
     throw new UserFunctionError(operatorLabel(op), `the key selector returned ${describeValue(key)}, not a string or a finite number`);
   };
 }

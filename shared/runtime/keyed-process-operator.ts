@@ -3,7 +3,7 @@
  * chain: a keyed context per (operator, key) with its declared state handles, timers and side
  * outputs, and `onTimer` routed through the chain's timer handlers.
  */
-import type { LogicalNode } from '../api/graph.js';
+import { MAX_EVENT_TIME, type LogicalNode } from '../api/graph.js';
 import type {
   AggregatingState,
   AggregatingStateDescriptor,
@@ -98,6 +98,17 @@ function handleOf<H>(op: KeyedOperator, d: StateDescriptor<unknown>, make: (cell
   return h;
 }
 
+/**
+ * A timer's time as whole ms, as event times are (floored). A time that is not finite or lies
+ * beyond ±MAX_EVENT_TIME throws (the record fails, a dead letter): the checkpoint's timer rows and
+ * the wire carry safe integers only, and such a timer could never fire.
+ */
+function timerTime(t: number, call: string): number {
+  const ms = Math.floor(t);
+  if (ms >= -MAX_EVENT_TIME && ms <= MAX_EVENT_TIME) return ms;
+  throw new RangeError(`${call}(${String(t)}): a timer's time must be a finite number of ms within ±${MAX_EVENT_TIME}`);
+}
+
 class Timers implements TimerService {
   readonly currentWatermark: () => number;
   readonly currentProcessingTime: () => number;
@@ -112,20 +123,24 @@ class Timers implements TimerService {
   }
   // each change is noted for the undo of the record at hand, also through a service kept from an earlier one
   registerEventTimeTimer(t: number): void {
+    const ms = timerTime(t, 'registerEventTimeTimer');
     this.env.recordTimers();
-    this.env.timers.register('event-time', this.opId, this.key, this.kg, t);
+    this.env.timers.register('event-time', this.opId, this.key, this.kg, ms);
   }
   deleteEventTimeTimer(t: number): void {
+    const ms = timerTime(t, 'deleteEventTimeTimer');
     this.env.recordTimers();
-    this.env.timers.remove('event-time', this.opId, this.key, t);
+    this.env.timers.remove('event-time', this.opId, this.key, ms);
   }
   registerProcessingTimeTimer(t: number): void {
+    const ms = timerTime(t, 'registerProcessingTimeTimer');
     this.env.recordTimers();
-    this.env.timers.register('processing-time', this.opId, this.key, this.kg, t);
+    this.env.timers.register('processing-time', this.opId, this.key, this.kg, ms);
   }
   deleteProcessingTimeTimer(t: number): void {
+    const ms = timerTime(t, 'deleteProcessingTimeTimer');
     this.env.recordTimers();
-    this.env.timers.remove('processing-time', this.opId, this.key, t);
+    this.env.timers.remove('processing-time', this.opId, this.key, ms);
   }
 }
 

@@ -5,6 +5,7 @@
 import aggModule from 'aws-kinesis-agg';
 import { MAX_EVENT_TIME } from '../api/graph.js';
 import type { RecordFormat } from '../plan/plan.js';
+import { checkWellFormed } from '../util/well-formed.js';
 
 // a static import, so bundlers (esbuild in CDK) see the dependency and ship it
 const agg = aggModule as unknown as {
@@ -46,32 +47,13 @@ export function decodeUserRecord(bytes: Uint8Array, format: RecordFormat, text?:
       const t = text ?? utf8.decode(bytes);
       const value: unknown = JSON.parse(t);
       // only a \u escape makes a lone surrogate: the stages' payloads (UTF-8) would carry it as U+FFFD
-      if (t.includes('\\u')) checkSurrogates(value);
+      if (t.includes('\\u')) checkWellFormed(value);
       return value;
     }
     case 'text':
       return text ?? utf8.decode(bytes);
     case 'binary':
       return bytes;
-  }
-}
-
-const LONE_SURROGATE = /\p{Cs}/u;
-
-/**
- * Throws on a string (value or object key) holding half a surrogate pair: the stages' payloads are
- * UTF-8, which has no such character, so it would reach the next stage changed (a key, another key).
- */
-function checkSurrogates(value: unknown): void {
-  if (typeof value === 'string') {
-    if (LONE_SURROGATE.test(value)) throw new Error(`the string ${JSON.stringify(value.slice(0, 40))} holds a lone surrogate, which UTF-8 cannot carry`);
-  } else if (Array.isArray(value)) {
-    for (const v of value) checkSurrogates(v);
-  } else if (typeof value === 'object' && value !== null) {
-    for (const [k, v] of Object.entries(value)) {
-      checkSurrogates(k);
-      checkSurrogates(v);
-    }
   }
 }
 
