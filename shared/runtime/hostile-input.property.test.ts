@@ -2,7 +2,7 @@
  * Bad input gets a clear error and loses nothing, as a property: hostile source records (bytes that
  * are not JSON, JSON that is not an object, fields missing or of the wrong type, keys and event times
  * at and beyond what numbers and the wire carry, odd unicode) and user functions that throw on some
- * values, through three keyed job shapes and a SQL GROUP BY. Each run must drain (every checkpoint completes: the
+ * values or return strings UTF-8 cannot carry, through three keyed job shapes and a SQL GROUP BY. Each run must drain (every checkpoint completes: the
  * MemoryJobRunner throws if one cannot), and every record is accounted for exactly once: in the
  * output, as an oracle written apart from the engine computes it, or as a dead letter holding its
  * own bytes and a reason.
@@ -51,7 +51,7 @@ const plainKey = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom('\uDC00', 'a\uD800', '\uD83D\uDE00') },
 );
 const plainTs = fc.integer({ min: -3_000, max: 5_000 });
-const plainV = fc.integer({ min: 0, max: 15 }); // 13: the user functions refuse it
+const plainV = fc.integer({ min: 0, max: 15 }); // 13: the user functions refuse it; 14: they make a lone surrogate
 
 const field = <T>(plain: fc.Arbitrary<T>, hostile: fc.Arbitrary<unknown> = hostileValue) =>
   fc.oneof({ weight: 6, arbitrary: plain.map((v) => ({ v })) }, { weight: 2, arbitrary: hostile.map((v) => ({ v })) }, { weight: 1, arbitrary: fc.constant(undefined) });
@@ -158,6 +158,12 @@ function expectLetters(r: MemoryJobRunner, records: readonly Made[], dead: Dead,
 const source = (j: ReturnType<typeof job>, shards = 2) =>
   j.source<Rec>({ name: 'in', shards, format: 'json', timestamp: (v) => v.ts, watermarks: WatermarkStrategies.boundedOutOfOrderness(500) });
 
+/**
+ * A `v` of 14 makes the user functions return half a surrogate pair (a map's result, a key
+ * selector's key): the record fails where the function ran, at the source stage, as a dead letter.
+ */
+const SURROGATE_V = 14;
+
 /** What the user functions refuse (they throw): a `v` that is not an integer, or 13. */
 const refused = (v: unknown) => typeof v !== 'number' || !Number.isInteger(v) || v === 13;
 const refuse = (v: unknown) => {
@@ -187,7 +193,7 @@ describe('hostile source records: every checkpoint completes, every record is ou
         source(j, 1)
           .map((v) => {
             if (typeof v.v !== 'number' || !Number.isInteger(v.v)) throw new Error(`${String(v.v)} is not an integer`);
-            return { k: v.k, ids: [v.id], sum: v.v };
+            return { k: v.k, ids: [v.id], sum: v.v, ...(v.v === SURROGATE_V ? { tag: 'made \uDC00' } : {}) };
           })
           .keyBy((o) => o.k, { parallelism: 2 })
           .reduce((a, b) => {
@@ -203,7 +209,7 @@ describe('hostile source records: every checkpoint completes, every record is ou
         const kept = new Map<string, Rec[]>();
         records.forEach((m, i) => {
           const rec = taken(m, i);
-          if (!rec || typeof rec.v !== 'number' || !Number.isInteger(rec.v)) return void dead.set(i, 'source');
+          if (!rec || typeof rec.v !== 'number' || !Number.isInteger(rec.v) || rec.v === SURROGATE_V) return void dead.set(i, 'source');
           const list = kept.get(keyId(rec.k)) ?? [];
           // the first of a key is not reduced, so it is never refused
           if (list.length > 0 && refused(rec.v)) return void dead.set(i, 'keyed');
@@ -284,7 +290,7 @@ describe('hostile source records: every checkpoint completes, every record is ou
       fc.asyncProperty(input, async (records) => {
         const j = job('hostile-timers', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
         source(j)
-          .keyBy((v) => v.k, { parallelism: 2 })
+          .keyBy((v) => (v.v === SURROGATE_V ? `${String(v.k)}\uD800` : v.k), { parallelism: 2 })
           .process<{ key: string | number; id?: number; at?: number }>({
             processElement(v, ctx, out) {
               out.collect({ key: v.k, id: v.id });
@@ -305,7 +311,7 @@ describe('hostile source records: every checkpoint completes, every record is ou
         const kept: Rec[] = [];
         records.forEach((m, i) => {
           const rec = taken(m, i);
-          if (!rec) dead.set(i, 'source');
+          if (!rec || rec.v === SURROGATE_V) dead.set(i, 'source');
           else if (refused(rec.v)) dead.set(i, 'keyed');
           else kept.push(rec);
         });
