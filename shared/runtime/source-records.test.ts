@@ -156,7 +156,7 @@ describe('source records: one meta, pointed at each record in turn', () => {
     // without the check the first reached the reduce as "\ufffd\ufffd\ufffd": another key, another key group
     expect(r.published<In>('out')).toEqual([{ k: '\ud83d\ude00', ts: 0 }]);
     expect(r.deadLetters().map((l) => [l.reason, new TextDecoder().decode(l.data)])).toEqual([
-      ['cannot decode json record: Error: the string "\\udc00" holds a lone surrogate, which UTF-8 cannot carry', '{"k":"\\udc00","ts":0}'],
+      ['cannot decode json record: RangeError: the string "\\udc00" holds a lone surrogate, which UTF-8 cannot carry', '{"k":"\\udc00","ts":0}'],
     ]);
   });
 
