@@ -54,18 +54,43 @@ async function skewedRun(emulators: LocalEmulators): Promise<SkewOutcome> {
   const schedule = new FaultSchedule({ seed: 41, rates: { 'clock-skew': 0.9 } });
   // the time each inject task's clock read at its start: about the time its barrier carries
   const injected: number[] = [];
+  const wentBack = () => injected.some((t, i) => i > 0 && t < Math.max(...injected.slice(0, i)) - 100);
+  /*
+   * A barrier goes back only when two injections' skews differ by more than the time between them,
+   * and on a loaded machine injections are seconds apart: the schedule's skews alone may never make
+   * one. So if none went back by the fourth injection, that one's clock reads a second before the
+   * latest time injected so far (once; the schedule's skews go on around it).
+   */
+  let forceBack = false;
+  let forced = false;
+  const clock = (): Date => {
+    const t = hooks.options.coordinatorClock!();
+    return forceBack ? new Date(Math.min(t.getTime(), Math.max(...injected) - 1_000)) : t;
+  };
   const hooks: ChaosHooks = chaosHooks(schedule, {
     invocationTimeoutMs: CHAOS_INVOCATION_TIMEOUT_MS,
     checkpointTimeoutMs: CHAOS_CHECKPOINT_TIMEOUT_MS,
-    // wider than the profiles' ±3 s: a barrier goes back only when two injections' skews differ by
-    // more than the time between them, which on a loaded machine can be several seconds
     clockSkewMaxMs: 10_000,
     beforeCoordinatorTask: async (input) => {
-      if (input.action === 'inject') injected.push(hooks.options.coordinatorClock!().getTime());
+      forceBack = false;
+      if (input.action !== 'inject') return;
+      if (!forced && injected.length >= 3 && !wentBack()) forceBack = forced = true;
+      injected.push(clock().getTime());
+    },
+    afterCoordinatorTask: async () => {
+      forceBack = false;
     },
   });
-  const wentBack = () => injected.some((t, i) => i > 0 && t < Math.max(...injected.slice(0, i)) - 100);
-  const runner = await LocalJobRunner.start(processingTimeJob(), { emulators, prefix: 'skew', environments: 2, checkpointIntervalMs: 300, seed: 41, batchSize: 10, ...hooks.options });
+  const runner = await LocalJobRunner.start(processingTimeJob(), {
+    emulators,
+    prefix: 'skew',
+    environments: 2,
+    checkpointIntervalMs: 300,
+    seed: 41,
+    batchSize: 10,
+    ...hooks.options,
+    coordinatorClock: clock,
+  });
   hooks.attach(runner);
   let produced = 0;
   try {
