@@ -42,8 +42,6 @@ export class KeyedStateCache {
    * is mostly the same keys, so only the keys new to it are sorted (and merged in)
    */
   private readonly lastOrder = new Map<string, KeyEntry[]>();
-  /** the pass that made each operator's last order (its entries' `placed`) */
-  private readonly lastPass = new Map<string, number>();
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
   private readonly slots = new Map<string, OperatorSlots>();
   /** processing time used for TTL; set by the instance */
@@ -254,59 +252,35 @@ export class KeyedStateCache {
   }
 
   /**
-   * Serializes an operator's dirty entries into `rows` in key order (`compareRows`' order) and keeps
-   * that order for the next checkpoint. The entries of the last order that are dirty again keep
-   * their order; only the others are sorted and merged in, as each entry is serialized: one walk
-   * over the dirty list (dedupe, and the keys new to the last order), one over the last order.
+   * The dirty entries of an operator in key order (`compareRows`' order). The entries of the last
+   * order that are dirty again keep their order; only the others are sorted, then both are merged:
+   * an operator writing mostly the same keys each checkpoint sorts few of them.
    */
-  private orderedRows(operatorId: string, list: readonly KeyEntry[], rows: StateRow[]): void {
-    const m = this.ops.get(operatorId);
-    const pass = ++this.pass;
+  private sortedDirty(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
+    const dirty = this.dirtyEntries(operatorId, list);
+    const pass = this.pass;
     const last = this.lastOrder.get(operatorId);
-    // entries of the last order carry its pass in `placed` (one an interrupted pass re-marked counts as new)
-    const lastPass = last === undefined ? -1 : this.lastPass.get(operatorId)!;
-    const added: KeyEntry[] = [];
-    let n = 0;
-    if (m) {
-      for (let i = 0; i < list.length; i++) {
-        const x = list[i]!;
-        const e = x.dropped ? m.get(x.key) : x;
-        if (!e || e.pass === pass) continue;
-        e.pass = pass;
-        n++;
-        if (e.placed !== lastPass) added.push(e);
-      }
-    }
-    if (added.length > 1) added.sort(compareEntries);
-    const out: KeyEntry[] = new Array(n);
-    const row = this.rowMaker(operatorId);
-    let k = 0;
-    let j = 0;
-    if (last !== undefined && added.length < n) {
+    let out = dirty;
+    if (last === undefined) dirty.sort(compareEntries);
+    else {
       // a subsequence of a sorted list is sorted; the entries it holds are current (marked by this pass)
+      const kept: KeyEntry[] = [];
       for (let i = 0; i < last.length; i++) {
         const e = last[i]!;
-        if (e.pass !== pass || e.placed !== lastPass) continue;
-        const key = e.key;
-        while (j < added.length && added[j]!.key < key) {
-          const a = added[j++]!;
-          a.placed = pass;
-          out[k++] = a;
-          rows.push(row(a));
+        if (e.pass === pass && e.placed !== pass) {
+          e.placed = pass;
+          kept.push(e);
         }
-        e.placed = pass;
-        out[k++] = e;
-        rows.push(row(e));
       }
-    }
-    while (j < added.length) {
-      const a = added[j++]!;
-      a.placed = pass;
-      out[k++] = a;
-      rows.push(row(a));
+      if (kept.length === 0) dirty.sort(compareEntries);
+      else if (kept.length < dirty.length) {
+        const added: KeyEntry[] = [];
+        for (let i = 0; i < dirty.length; i++) if (dirty[i]!.placed !== pass) added.push(dirty[i]!);
+        out = mergeByKey(kept, added.sort(compareEntries));
+      } else out = kept;
     }
     this.lastOrder.set(operatorId, out);
-    this.lastPass.set(operatorId, pass);
+    return out;
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
@@ -383,7 +357,7 @@ export class KeyedStateCache {
     const rows: StateRow[] = [];
     const ops = [...this.dirty.keys()].sort();
     // operator, then key: compareRows' order, with the default sort (UTF-16 code units, as `<`) on plain strings
-    for (const operatorId of ops) this.orderedRows(operatorId, this.dirty.get(operatorId)!, rows);
+    for (const operatorId of ops) this.rowsOf(operatorId, this.sortedDirty(operatorId, this.dirty.get(operatorId)!), rows);
     return rows;
   }
 
@@ -415,19 +389,15 @@ export class KeyedStateCache {
   }
 
   private rowsOf(operatorId: string, entries: readonly KeyEntry[], rows: StateRow[]): void {
-    const row = this.rowMaker(operatorId);
-    for (let k = 0; k < entries.length; k++) rows.push(row(entries[k]!));
-  }
-
-  /** What serializes an entry of an operator into its row (an empty `values` clears the row). */
-  private rowMaker(operatorId: string): (e: KeyEntry) => StateRow {
     const descs = this.descriptors.get(operatorId);
     const slots = this.slots.get(operatorId)?.descriptors ?? [];
     const encode = (values: Record<string, Uint8Array>, d: StateDescriptor<unknown>, v: unknown, t: number | undefined) => {
       const bytes = d.serializer.encode(toStored(d, v));
       values[d.name] = d.ttl ? encodePayload([t ?? 0, bytes]) : bytes;
     };
-    return (e) => {
+    for (let k = 0; k < entries.length; k++) {
+      const e = entries[k]!;
+      const key = e.key;
       const values: Record<string, Uint8Array> = {};
       for (let i = 0; i < slots.length; i++) {
         const v = slotGet(e, i, slots[i]!.name);
@@ -440,8 +410,8 @@ export class KeyedStateCache {
           encode(values, d, v, e.extraT?.get(name));
         }
       }
-      return { operatorId, keyGroup: e.keyGroup, key: e.key, values };
-    };
+      rows.push({ operatorId, keyGroup: e.keyGroup, key, values });
+    }
   }
 
   markClean(): void {
@@ -496,6 +466,18 @@ export class KeyedStateCache {
 
 /** Entries of one operator by key, compared as `<` does (UTF-16 code units): `compareRows`' order. */
 const compareEntries = (a: KeyEntry, b: KeyEntry): number => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+
+/** Two lists of entries in key order (no key in both) as one. */
+function mergeByKey(a: readonly KeyEntry[], b: readonly KeyEntry[]): KeyEntry[] {
+  const out: KeyEntry[] = new Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = a[i]!.key < b[j]!.key ? a[i++]! : b[j++]!;
+  while (i < a.length) out[k++] = a[i++]!;
+  while (j < b.length) out[k++] = b[j++]!;
+  return out;
+}
 
 /** A stable order of rows: deltas of the same checkpoint are byte-identical whoever makes them. */
 export function compareRows(a: StateRow, b: StateRow): number {

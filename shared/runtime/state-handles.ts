@@ -44,7 +44,7 @@ export class KeyEntry {
   dirty = false;
   /** the serialization pass that last wrote this entry (dedupes a dirty list without a Set) */
   pass = 0;
-  /** the serialization pass that last put this entry in its operator's key order (KeyedStateCache.orderedRows) */
+  /** the serialization pass that found this entry in the previous pass's key order */
   placed = 0;
   /** keyGroupOf(the entry's key), once asked for */
   private ownGroup = -1;
