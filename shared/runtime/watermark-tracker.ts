@@ -10,7 +10,6 @@ import type { SourceClock } from '../codec/snapshot.js';
 /** The final watermark, sent at the end of a bounded input: it fires every window. */
 export const MAX_WATERMARK = 2 ** 51; // far beyond any event time, and still a safe zig-zag varint
 
-
 export interface WatermarkStrategy {
   readonly maxOutOfOrdernessMs: number;
   readonly idleTimeoutMs?: number;
