@@ -175,14 +175,13 @@ function writeValue(v: unknown, depth: number): boolean {
 }
 
 /**
- * Where an item's encoded bytes are kept (`KeptList`): `keptBytes[keptAt, keptAt + keptLength)`, a
- * part of a slab the writer fills (positions, not a view per item: a view is an object of its own
- * for the collector). Start with no bytes and a length of 0; a length of -1 means written once,
+ * Where an item's encoded bytes are kept (`KeptList`): `keptBytes`, a copy of its own, written with
+ * one `set` (not a part of a shared slab: one long-lived item would keep a whole slab of fired
+ * timers' bytes alive). Start with no bytes and a length of 0; a length of -1 means written once,
  * bytes not kept.
  */
 export interface KeptEncoding {
   keptBytes: Uint8Array | undefined;
-  keptAt: number;
   keptLength: number;
 }
 
@@ -190,7 +189,7 @@ export interface KeptEncoding {
  * A list the fast writer writes by copying each item's kept bytes: the bytes of `plain(item)`,
  * kept on the item the second time it is written (a checkpoint writes the same timers into delta
  * after delta; an item written once only, such as a timer that fires before the next checkpoint,
- * is not worth the copy and the slab it would hold). `plain(item)` must not change once the item is written, and must be the same for
+ * is not worth the copy). `plain(item)` must not change once the item is written, and must be the same for
  * every list the item is in. Anything else (msgpackr, JSON) sees `toJSON()`, the plain list; the
  * bytes are the same either way (copied bytes skip the depth limit, which only guards the
  * writer's recursion: msgpackr writes the same bytes at any depth).
@@ -206,11 +205,6 @@ export class KeptList<T extends KeptEncoding> {
   }
 }
 
-const KEEP_CHUNK = 64 * 1024;
-/** the slab kept bytes are copied to; bytes once kept are never written over */
-let keep = new Uint8Array(KEEP_CHUNK);
-let keepW = 0;
-
 function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
   const items = list.items;
   const n = items.length;
@@ -219,11 +213,9 @@ function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
     const item = items[i]!;
     const b = item.keptBytes;
     if (b !== undefined) {
-      // a loop, not `set` of a view: rows are tens of bytes, and a view per row is garbage
       const len = item.keptLength;
-      const a = item.keptAt;
       room(len);
-      for (let k = 0; k < len; k++) out[w + k] = b[a + k]!;
+      out.set(b, w);
       w += len;
       continue;
     }
@@ -235,15 +227,8 @@ function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
       continue;
     }
     const len = w - at - from;
-    if (keep.length - keepW < len) {
-      keep = new Uint8Array(Math.max(KEEP_CHUNK, len));
-      keepW = 0;
-    }
-    for (let k = 0, p = at + from; k < len; k++) keep[keepW + k] = out[p + k]!;
-    item.keptBytes = keep;
-    item.keptAt = keepW;
+    item.keptBytes = out.slice(at + from, at + from + len);
     item.keptLength = len;
-    keepW += len;
   }
   return true;
 }

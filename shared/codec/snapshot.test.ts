@@ -101,7 +101,7 @@ describe('checkpoint delta codec', () => {
       }),
       { numRuns: 300 },
     );
-    // more rows than fit the writer's chunk and the slab their bytes are kept in, written twice
+    // more rows than fit the writer's chunk, written twice
     const idx = new TimerIndex();
     for (let i = 0; i < 6000; i++) idx.add({ domain: i % 3 ? 'event-time' : 'processing-time', operatorId: 'window-1', key: `user-${i}-${'x'.repeat(i % 30)}`, keyGroup: i % 128, time: 1.7e12 + (i % 7) * 10_000 });
     const rows: StateRow[] = Array.from({ length: 300 }, (_, i) => ({ operatorId: 'window-1', keyGroup: i % 128, key: `user-${i}`, values: { w: new Uint8Array(30).fill(i) } }));

@@ -44,7 +44,6 @@ class Entry implements Timer, KeptEncoding {
   sortPass = 0;
   /** its snapshot row's bytes, once snapshots wrote them (`snapshotRows`) */
   keptBytes: Uint8Array | undefined = undefined;
-  keptAt = 0;
   keptLength = 0;
   constructor(
     readonly domain: TimeDomain,
