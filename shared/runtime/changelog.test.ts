@@ -17,7 +17,7 @@ async function snapshot(control: MemoryControlStore, pending: PendingRows, n: nu
   const bytes = encodeDelta(rows);
   const delta = await control.writeDelta('i:s', n, bytes);
   const pointer: SnapshotPointer = { checkpointId: n, replayPoint: { from: 'start' }, delta, meta: {} };
-  await pending.publish(control, 'i:s', 1, pointer, { rows, bytes }, force);
+  await pending.publish(control, 'i:s', 1, pointer, { rows, bytes: bytes.length }, force);
 }
 
 describe('changelog state', () => {

@@ -16,7 +16,6 @@
  * - Garbage collection keeps every delta of an instance's current chain (coordinator/gc.ts).
  */
 import { MAX_MATERIALIZE_EVERY, type CheckpointSettings } from '../plan/plan.js';
-import { readDeltaRows } from '../codec/delta-rows.js';
 import { decodeDelta, type SnapshotExtras } from '../codec/snapshot.js';
 import { SluiceError } from '../util/errors.js';
 import { compareRows } from './keyed-state.js';
@@ -109,15 +108,13 @@ export async function readSnapshot(control: ControlStore, pointer: SnapshotPoint
  * table: reads of their keys are answered from here, with the checkpoint that wrote them (never
  * above the instance's epoch, so the zombie check of state-prefetch.ts still holds).
  *
- * Each snapshot is kept as its delta's bytes, not as rows: the rows are read back from them when
- * the table's apply or a read needs them (codec/delta-rows.ts), so a checkpoint's rows die young
- * instead of being promoted by every collection until the apply. The index by key that reads need
- * is built when something reads, and the table's rows are the snapshots' rows merged (later wins) —
- * a checkpoint itself costs no map write per dirty key.
+ * Each snapshot's rows are kept as they came, in `compareRows` order; the index by key that reads
+ * need is built when something reads, and the table's rows are the snapshots' rows merged (later
+ * wins) — a checkpoint itself costs no map write per dirty key.
  */
 export class PendingRows implements Pick<StateStore, 'getRows'> {
-  /** each snapshot's delta since the last application, oldest first, and its rows once read (by a read's index) */
-  private snapshots: Array<{ readonly n: number; readonly delta: Uint8Array; rows?: readonly StateRow[] }> = [];
+  /** each snapshot's rows since the last application, oldest first, each in compareRows order without repeats */
+  private snapshots: Array<{ readonly n: number; readonly rows: readonly StateRow[] }> = [];
   /** operator → key → the row and the checkpoint that wrote it, for the first `indexed` snapshots */
   private readonly index = new Map<string, Map<string, { row: StateRow; checkpointId: number }>>();
   private indexed = 0;
@@ -157,9 +154,7 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
   /** Brings the index up to the last snapshot taken. */
   private indexAll(): this {
     for (; this.indexed < this.snapshots.length; this.indexed++) {
-      const s = this.snapshots[this.indexed]!;
-      const { n } = s;
-      const rows = (s.rows = inOrder(readDeltaRows(s.delta)));
+      const { n, rows } = this.snapshots[this.indexed]!;
       let op: Map<string, { row: StateRow; checkpointId: number }> | undefined;
       let opId: string | undefined;
       for (const row of rows) {
@@ -191,9 +186,9 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
 
   /**
    * Publishes snapshot n's pointer (fenced), naming the chain of deltas before n's, then takes n's
-   * rows (`add`): `rows` and `bytes`, the delta that holds them, which must be durable already.
+   * rows (`add`). The delta must be durable already.
    */
-  async publish(control: ControlStore, instanceId: string, fence: number, pointer: SnapshotPointer, delta: { rows: readonly StateRow[]; bytes: Uint8Array }, force: boolean): Promise<void> {
+  async publish(control: ControlStore, instanceId: string, fence: number, pointer: SnapshotPointer, delta: { rows: readonly StateRow[]; bytes: number }, force: boolean): Promise<void> {
     const chain: ChainMeta = this.refs.length ? { base: this.base, chain: this.refs.map((r) => chainEntry(r, pointer.delta)) } : {};
     await control.publishSnapshot(instanceId, fence, { ...pointer, meta: { ...pointer.meta, ...chain } });
     await this.add(pointer.checkpointId, fence, pointer.delta, delta, force);
@@ -203,24 +198,23 @@ export class PendingRows implements Pick<StateStore, 'getRows'> {
    * Takes snapshot n's rows once its pointer is durable, and applies every pending row to the table
    * as checkpoint n when it is due (or `force`d: something is about to read the table).
    */
-  private async add(n: number, fence: number, ref: DeltaRef, delta: { rows: readonly StateRow[]; bytes: Uint8Array }, force: boolean): Promise<void> {
+  private async add(n: number, fence: number, ref: DeltaRef, delta: { rows: readonly StateRow[]; bytes: number }, force: boolean): Promise<void> {
+    const { rows } = delta;
     if (this.every <= 1 && !this.snapshots.length) {
-      await this.table.applyRows(n, fence, delta.rows);
+      await this.table.applyRows(n, fence, rows);
       this.restart(n);
       return;
     }
-    this.snapshots.push({ n, delta: delta.bytes });
-    this.bytes += delta.bytes.length;
+    this.snapshots.push({ n, rows: inOrder(rows) });
+    this.bytes += delta.bytes;
     this.refs.push(ref);
     if (force || this.refs.length >= this.every || this.refs.length >= MAX_CHAIN || this.bytes >= this.maxBytes) await this.materialize(n, fence);
   }
 
   /** Applies every pending row as checkpoint n (the last snapshot taken) and starts an empty chain. */
   private async materialize(n: number, fence: number): Promise<void> {
-    const { snapshots } = this;
-    const rowsOf = (s: (typeof snapshots)[number]) => s.rows ?? inOrder(readDeltaRows(s.delta));
-    let rows = snapshots.length ? rowsOf(snapshots[0]!) : [];
-    for (let i = 1; i < snapshots.length; i++) rows = mergeLaterWins(rows, rowsOf(snapshots[i]!));
+    let rows = this.snapshots[0]?.rows ?? [];
+    for (let i = 1; i < this.snapshots.length; i++) rows = mergeLaterWins(rows, this.snapshots[i]!.rows);
     await this.table.applyRows(n, fence, rows);
     this.restart(n);
   }

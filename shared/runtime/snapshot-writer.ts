@@ -69,7 +69,7 @@ export class SnapshotWriter {
     const m = content.meta();
     const meta = { watermark: m.watermark, timers: m.timers, bytes: delta.length, keys: rows.length, finished: m.finished };
     // rows applied to the table when due, and before anything reads it: a savepoint, a reshard's children, the job's end
-    await this.pending.publish(this.ports.control, this.id, fence, { checkpointId: n, replayPoint: cut.replayPoint, delta: ref, meta }, { rows, bytes: delta }, cut.readsTable || meta.finished);
+    await this.pending.publish(this.ports.control, this.id, fence, { checkpointId: n, replayPoint: cut.replayPoint, delta: ref, meta }, { rows, bytes: delta.length }, cut.readsTable || meta.finished);
     this.state.markClean();
     if (this.spill.size) await this.spill.clear(fence);
     this.stats.snapshots++;
