@@ -135,8 +135,9 @@ const sizes = (quick: boolean) =>
     : {
         // 20 k events per checkpoint: 4 ESM batches of 10 packets × 500 events, then the barrier
         keyedShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 } as InputShape,
-        // 12 measured checkpoints: two whole periods of the default materializeEvery at 10 s (6:
-        // runtime/changelog.ts), so the state table's writes are amortized over whole periods
+        // 12 measured checkpoints: one whole period of the default materializeEvery at 10 s (12:
+        // runtime/changelog.ts), so they hold one application of the state table — its first (the
+        // table is empty before it), which creates every item (performance.md §10)
         keyedRounds: 14,
         keyedWarmup: 2,
         keys: 10_000,
