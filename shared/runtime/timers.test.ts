@@ -234,6 +234,24 @@ describe('TimerIndex', () => {
     );
   });
 
+  it('lets go of the keys of large windows once the windows have become small', () => {
+    const guide = new KeyGuide();
+    const bucket = (keys: string[]) => new Map(keys.map((k): [string, GuidedTimer] => [k, { key: k, live: true, sortPass: 0 }]));
+    guide.order(bucket(Array.from({ length: 1000 }, (_, i) => `old-${i}`)), []);
+    expect(guide.length).toBe(1000);
+    // one small bucket (as one sorted just after its window began) leaves the guide as it is
+    guide.order(bucket(['a', 'b']), []);
+    expect(guide.length).toBe(1000);
+    guide.order(bucket(Array.from({ length: 1000 }, (_, i) => `old-${i}`)), []);
+    for (let w = 0; w < 3; w++) {
+      const out: GuidedTimer[] = [];
+      guide.order(bucket([`c${w}`, `a${w}`, `b${w}`]), out);
+      expect(out.map((t) => t.key)).toEqual([`a${w}`, `b${w}`, `c${w}`]);
+      // three in a row (the large bucket between restarted the count)
+      expect(guide.length).toBe(w < 2 ? 1000 : 3);
+    }
+  });
+
   it('fires a restored index in the order of the one it was written from (the guide is not state)', () => {
     fc.assert(
       fc.property(windowsArb, fc.nat(), (windows, at) => {

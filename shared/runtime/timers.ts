@@ -145,9 +145,11 @@ export interface GuidedTimer {
 /**
  * A bucket whose keys number less than the guide's ÷ this is sorted on its own: walking the whole
  * guide would cost more lookups than sorting its few keys (one sorted at a checkpoint just after
- * its window began).
+ * its window began). It leaves the guide as it is, unless this many buckets in a row were sorted so:
+ * then the operator's buckets have become small, and the guide is the last one's keys.
  */
 const SPARSE = 8;
+const SPARSE_RUN = 3;
 
 /**
  * One operator's keys in sorted order, as earlier buckets had them: a bucket's keys are put in
@@ -164,6 +166,13 @@ const SPARSE = 8;
 export class KeyGuide {
   private keys: string[] | undefined = undefined;
   private pass = 0;
+  /** buckets sorted on their own in a row */
+  private sparse = 0;
+
+  /** How many keys the guide holds. */
+  get length(): number {
+    return this.keys?.length ?? 0;
+  }
 
   /** Appends the live timers of `keys` (key → timer, the key its own) to `out` in key order. */
   order<T extends GuidedTimer>(keys: ReadonlyMap<string, T>, out: T[]): void {
@@ -174,9 +183,13 @@ export class KeyGuide {
       for (const [k, t] of keys) if (t.live) names.push(k);
       names.sort();
       for (let i = 0; i < names.length; i++) out.push(keys.get(names[i]!)!);
-      this.keys ??= names;
+      if (guide === undefined || ++this.sparse >= SPARSE_RUN) {
+        this.keys = names;
+        this.sparse = 0;
+      }
       return;
     }
+    this.sparse = 0;
     const pass = ++this.pass;
     const start = out.length;
     for (let i = 0; i < guide.length; i++) {
