@@ -88,16 +88,16 @@ class Bucket {
    * The live timers in (operator, key) order. The array is the bucket's own (the cache, or the
    * firing order): read it, do not keep or change it. `startFiring` takes it over, dropping the cache.
    */
-  sorted(): readonly Entry[] {
+  sorted(firing = false): readonly Entry[] {
     // while it fires, the part of `order` not fired yet is that order (adds are put in place)
     if (this.order !== undefined) return this.unfired();
     let out: Entry[];
-    if (this.cache === undefined) out = this.sortAll();
+    if (this.cache === undefined) out = this.sortAll(firing);
     else if (!this.fresh.length) out = this.cache.filter((t) => t.live);
     // few added since: sorted with a comparator and merged in; many: sorted whole, by the guide
     // (a bucket written to a checkpoint when its window had just begun is mostly added later)
     else if (this.fresh.length <= this.cache.length) out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
-    else out = this.sortAll();
+    else out = this.sortAll(firing);
     this.cache = out;
     this.fresh = [];
     return out;
@@ -115,20 +115,20 @@ class Bucket {
   /** Firing starts: its order is kept up to date from here (`insertInOrder`), the cache is no longer. */
   startFiring(): void {
     // the array becomes the order's alone: the cache that held it is dropped
-    this.order = this.sorted() as Entry[];
+    this.order = this.sorted(true) as Entry[];
     this.next = 0;
     this.cache = undefined;
   }
 
-  /** The live timers in (operator, key) order, each operator's keys put in order by its guide. */
-  private sortAll(): Entry[] {
+  /** The live timers in (operator, key) order, each operator's keys put in order by its guide (`firing`: see `KeyGuide.order`). */
+  private sortAll(firing: boolean): Entry[] {
     const out: Entry[] = [];
     const ops = [...this.byOperator.keys()];
     if (ops.length > 1) ops.sort();
     for (const op of ops) {
       let g = this.guides.get(op);
       if (g === undefined) this.guides.set(op, (g = new KeyGuide()));
-      g.order(this.byOperator.get(op)!, out);
+      g.order(this.byOperator.get(op)!, out, firing);
     }
     return out;
   }
@@ -145,8 +145,10 @@ export interface GuidedTimer {
 /**
  * A bucket whose keys number less than the guide's ÷ this is sorted on its own: walking the whole
  * guide would cost more lookups than sorting its few keys (one sorted at a checkpoint just after
- * its window began). It leaves the guide as it is, unless this many buckets in a row were sorted so:
- * then the operator's buckets have become small, and the guide is the last one's keys.
+ * its window began). It leaves the guide as it is, unless this many buckets in a row were sorted so
+ * as they started firing: then the operator's windows have become small, and the guide is the last
+ * one's keys. (A checkpoint sorts the buckets of windows just begun, many with sliding windows: those
+ * count for nothing.)
  */
 const SPARSE = 8;
 const SPARSE_RUN = 3;
@@ -174,8 +176,11 @@ export class KeyGuide {
     return this.keys?.length ?? 0;
   }
 
-  /** Appends the live timers of `keys` (key → timer, the key its own) to `out` in key order. */
-  order<T extends GuidedTimer>(keys: ReadonlyMap<string, T>, out: T[]): void {
+  /**
+   * Appends the live timers of `keys` (key → timer, the key its own) to `out` in key order.
+   * `firing`: the bucket starts firing (so has its keys), not sorted for a snapshot.
+   */
+  order<T extends GuidedTimer>(keys: ReadonlyMap<string, T>, out: T[], firing = true): void {
     const guide = this.keys;
     const n = keys.size; // dead timers too
     if (guide === undefined || n * SPARSE < guide.length) {
@@ -183,7 +188,7 @@ export class KeyGuide {
       for (const [k, t] of keys) if (t.live) names.push(k);
       names.sort();
       for (let i = 0; i < names.length; i++) out.push(keys.get(names[i]!)!);
-      if (guide === undefined || ++this.sparse >= SPARSE_RUN) {
+      if (guide === undefined || (firing && ++this.sparse >= SPARSE_RUN)) {
         this.keys = names;
         this.sparse = 0;
       }
