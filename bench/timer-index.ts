@@ -1,9 +1,8 @@
 /**
  * The timer index alone in the `window` part's pattern, two checkouts' `TimerIndex` in one process,
- * taking turns: 40 windows of 10 k registrations over 10 k uniform keys (each key a string of its
- * own, as the payload decoder makes them), each window fired whole just after the next began (200
- * registrations in), and a snapshot's rows (`toJSON`) before every second firing, as the part's
- * checkpoints come. Prints each checkout's CPU for registering, firing and snapshots per run of 40
+ * taking turns: 40 windows of 10 k registrations over 10 k uniform keys (the part's events), each
+ * window fired whole just after the next began (200 registrations in), and a snapshot's rows
+ * (`toJSON`) before every second firing, as the part's checkpoints come. Prints each checkout's CPU for registering, firing and snapshots per run of 40
  * windows (the total over all turns ÷ turns), and the second's ÷ the first's.
  *
  *   npx tsx bench/timer-index.ts DIR_BEFORE DIR_AFTER [turns=16] [keys=10000]
@@ -14,6 +13,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as Timers from '../shared/runtime/timers.js';
+import { makeEvents } from './jobs.js';
 
 const dirs = [process.argv[2], process.argv[3]];
 if (!dirs[0] || !dirs[1]) throw new Error('usage: timer-index.ts DIR_BEFORE DIR_AFTER [turns] [keys]');
@@ -22,14 +22,9 @@ const KEYS = Number(process.argv[5] ?? 10_000);
 const WINDOWS = 40;
 const PER_WINDOW = 10_000;
 
-let seed = 7;
-const rnd = () => {
-  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-  return seed / 0x7fffffff;
-};
-// a string of its own per registration: the guide's keys and a bucket's are then equal, not the same
-const keys: string[] = [];
-for (let i = 0; i < WINDOWS * PER_WINDOW; i++) keys.push(`user-${Math.floor(rnd() * KEYS)}`.split('').join(''));
+// the `window` part's keys (its events, seed 3), each a string of its own, as the payload decoder
+// makes them: the guide's keys and a bucket's are then equal, not the same
+const keys = makeEvents(WINDOWS * PER_WINDOW, KEYS, 3).map((e) => e.k.split('').join(''));
 
 const cpu = () => {
   const u = process.cpuUsage();
