@@ -120,7 +120,7 @@ class Bucket {
     this.cache = undefined;
   }
 
-  /** The live timers in (operator, key) order, each operator's keys put in order by its guide (`firing`: see `KeyGuide.order`). */
+  /** The live timers in (operator, key) order, each operator's keys put in order by its guide. */
   private sortAll(firing: boolean): Entry[] {
     const out: Entry[] = [];
     const ops = [...this.byOperator.keys()];
