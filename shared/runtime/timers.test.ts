@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { valueState } from '../api/state.js';
 import { KeyedStateCache } from './keyed-state.js';
-import { TimerIndex, type TimeDomain, type Timer } from './timers.js';
+import { KeyGuide, TimerIndex, type GuidedTimer, type TimeDomain, type Timer } from './timers.js';
 
 /** The reference: a set of timers by id; pop takes the least by (time, operator, key). */
 class ModelTimers {
@@ -216,4 +216,118 @@ describe('TimerIndex', () => {
     for (const k of ['y', 'x']) idx.register('event-time', 'w', k, 0, 39);
     expect(order(39)).toEqual(['x', 'y']);
   });
+
+  it("puts each window's keys in plain sorted order from the guide: keys appearing, disappearing, all new, all the same, none, few, dead", () => {
+    fc.assert(
+      fc.property(windowsArb, (windows) => {
+        const guide = new KeyGuide();
+        for (const keys of keySets(windows)) {
+          const bucket = new Map<string, GuidedTimer>();
+          for (const [k, live] of keys) bucket.set(k, { key: k, live, sortPass: 0 });
+          const out: GuidedTimer[] = [{ key: 'before', live: true, sortPass: 0 }];
+          guide.order(bucket, out);
+          // appended after what `out` held, the live keys only, in code-unit order
+          expect(out.map((t) => t.key)).toEqual(['before', ...plainSort([...keys].filter(([, live]) => live).map(([k]) => k))]);
+        }
+      }),
+      { seed: 1207, numRuns: 400 },
+    );
+  });
+
+  it('lets go of the keys of large windows once the windows firing have become small', () => {
+    const guide = new KeyGuide();
+    const bucket = (keys: string[]) => new Map(keys.map((k): [string, GuidedTimer] => [k, { key: k, live: true, sortPass: 0 }]));
+    guide.order(bucket(Array.from({ length: 1000 }, (_, i) => `old-${i}`)), []);
+    expect(guide.length).toBe(1000);
+    // one small bucket (as one sorted just after its window began) leaves the guide as it is
+    guide.order(bucket(['a', 'b']), []);
+    expect(guide.length).toBe(1000);
+    guide.order(bucket(Array.from({ length: 1000 }, (_, i) => `old-${i}`)), []);
+    // small buckets sorted for a snapshot (windows just begun) leave it too, however many
+    for (let w = 0; w < 5; w++) guide.order(bucket([`s${w}`]), [], false);
+    expect(guide.length).toBe(1000);
+    for (let w = 0; w < 3; w++) {
+      const out: GuidedTimer[] = [];
+      guide.order(bucket([`c${w}`, `a${w}`, `b${w}`]), out);
+      expect(out.map((t) => t.key)).toEqual([`a${w}`, `b${w}`, `c${w}`]);
+      // three in a row (the large bucket between restarted the count)
+      expect(guide.length).toBe(w < 2 ? 1000 : 3);
+    }
+  });
+
+  it('fires a restored index in the order of the one it was written from (the guide is not state)', () => {
+    fc.assert(
+      fc.property(windowsArb, fc.nat(), (windows, at) => {
+        const sets = keySets(windows);
+        const cut = at % (sets.length + 1);
+        const idx = new TimerIndex();
+        const fire = (x: TimerIndex, time: number) => {
+          const out: string[] = [];
+          for (let t = x.popDue('event-time', time); t; t = x.popDue('event-time', time)) out.push(t.key);
+          return out;
+        };
+        // a window's timers at time w, from its `from`th key; the dead ones deleted
+        const registerWindow = (x: TimerIndex, w: number, from = 0) => {
+          const keys = [...sets[w]!].slice(from);
+          for (const [k] of keys) x.register('event-time', 'w', k, 0, w);
+          for (const [k, live] of keys) if (!live) x.remove('event-time', 'w', k, w);
+        };
+        for (let w = 0; w < cut; w++) {
+          registerWindow(idx, w);
+          if (w % 3 === 1) idx.toJSON();
+          fire(idx, w);
+        }
+        const restored = TimerIndex.fromJSON(idx.toJSON());
+        for (let w = cut; w < sets.length; w++) {
+          // a checkpoint now and then just after the window began (few keys yet)
+          if (w % 2 === 0) {
+            for (const x of [idx, restored]) for (const [k] of [...sets[w]!].slice(0, 2)) x.register('event-time', 'w', k, 0, w);
+            expect(restored.toJSON()).toEqual(idx.toJSON());
+          }
+          registerWindow(idx, w);
+          registerWindow(restored, w);
+          const fired = fire(idx, w);
+          expect(fire(restored, w)).toEqual(fired);
+          expect(fired).toEqual(plainSort([...sets[w]!].filter(([, live]) => live).map(([k]) => k)));
+        }
+      }),
+      { seed: 1208, numRuns: 300 },
+    );
+  });
 });
+
+/** keys as a plain sort orders them (code units), written apart from the index */
+const plainSort = (keys: string[]) => [...keys].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+
+/** Windows of keys, each drawn from the last one's: the same keys, some of them and some others, all new, none, a few. */
+const windowsArb = fc.array(
+  fc.record({
+    kind: fc.constantFrom('same', 'mixed', 'new', 'empty', 'few', 'all'),
+    picks: fc.array(fc.nat({ max: 39 }), { maxLength: 40 }),
+    dead: fc.array(fc.nat({ max: 39 }), { maxLength: 3 }),
+  }),
+  { maxLength: 12 },
+);
+/** A key per number, some beyond ASCII and one a surrogate pair (code-unit order is not code-point order). */
+const keyName = (n: number) => ['', 'é', 'z', 'Z', '\u{1F600}', '\uFFFD', 'a'][n % 7]! + String(n % 13) + (n >= 20 ? `-${n}` : '');
+
+/** The key sets of `windows` (key → live), each from the previous as its kind says. */
+function keySets(windows: ReadonlyArray<{ kind: string; picks: number[]; dead: number[] }>): Map<string, boolean>[] {
+  const sets: Map<string, boolean>[] = [];
+  let last: string[] = [];
+  windows.forEach((w, i) => {
+    let keys: string[];
+    if (w.kind === 'same') keys = last;
+    else if (w.kind === 'new') keys = w.picks.map((n) => `${keyName(n)}/${i}`);
+    else if (w.kind === 'empty') keys = [];
+    else if (w.kind === 'few') keys = w.picks.slice(0, 2).map(keyName);
+    else if (w.kind === 'all') keys = Array.from({ length: 40 }, (_, n) => keyName(n));
+    else keys = [...last.filter((_, j) => w.picks.includes(j)), ...w.picks.map(keyName)];
+    const set = new Map<string, boolean>(keys.map((k) => [k, true]));
+    const names = [...set.keys()];
+    for (const d of w.dead) if (names.length) set.set(names[d % names.length]!, false);
+    sets.push(set);
+    last = names;
+  });
+  return sets;
+}

@@ -38,9 +38,8 @@ const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGr
  * keeps it until the bucket is dropped whole, so firing a timer costs no map lookup or deletion
  * (deleting thousands of keys one by one from a map also shrinks and rehashes it again and again).
  */
-class Entry implements Timer, KeptEncoding {
+class Entry implements Timer, GuidedTimer, KeptEncoding {
   live = true;
-  /** the sort (`keyOrder`) that last found this timer's key in the previous order */
   sortPass = 0;
   /** its snapshot row's bytes, once snapshots wrote them (`snapshotRows`) */
   keptBytes: Uint8Array | undefined = undefined;
@@ -76,8 +75,8 @@ class Bucket {
   private fresh: Entry[] = [];
   constructor(
     readonly time: number,
-    /** the domain's last key order per operator (`keyOrder`) */
-    private readonly orders: KeyOrders,
+    /** the domain's key guide per operator */
+    private readonly guides: Map<string, KeyGuide>,
   ) {}
 
   added(t: Entry): void {
@@ -89,16 +88,16 @@ class Bucket {
    * The live timers in (operator, key) order. The array is the bucket's own (the cache, or the
    * firing order): read it, do not keep or change it. `startFiring` takes it over, dropping the cache.
    */
-  sorted(): readonly Entry[] {
+  sorted(firing = false): readonly Entry[] {
     // while it fires, the part of `order` not fired yet is that order (adds are put in place)
     if (this.order !== undefined) return this.unfired();
     let out: Entry[];
-    if (this.cache === undefined) out = this.sortAll();
+    if (this.cache === undefined) out = this.sortAll(firing);
     else if (!this.fresh.length) out = this.cache.filter((t) => t.live);
-    // few added since: sorted with a comparator and merged in; many: sorted whole, by `keyOrder`
+    // few added since: sorted with a comparator and merged in; many: sorted whole, by the guide
     // (a bucket written to a checkpoint when its window had just begun is mostly added later)
     else if (this.fresh.length <= this.cache.length) out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
-    else out = this.sortAll();
+    else out = this.sortAll(firing);
     this.cache = out;
     this.fresh = [];
     return out;
@@ -116,69 +115,125 @@ class Bucket {
   /** Firing starts: its order is kept up to date from here (`insertInOrder`), the cache is no longer. */
   startFiring(): void {
     // the array becomes the order's alone: the cache that held it is dropped
-    this.order = this.sorted() as Entry[];
+    this.order = this.sorted(true) as Entry[];
     this.next = 0;
     this.cache = undefined;
   }
 
-  /** The live timers in (operator, key) order, each operator's keys put in order by `keyOrder`. */
-  private sortAll(): Entry[] {
+  /** The live timers in (operator, key) order, each operator's keys put in order by its guide. */
+  private sortAll(firing: boolean): Entry[] {
     const out: Entry[] = [];
     const ops = [...this.byOperator.keys()];
     if (ops.length > 1) ops.sort();
-    for (const op of ops) keyOrder(this.byOperator.get(op)!, op, this.orders, out);
+    for (const op of ops) {
+      let g = this.guides.get(op);
+      if (g === undefined) this.guides.set(op, (g = new KeyGuide()));
+      g.order(this.byOperator.get(op)!, out, firing);
+    }
     return out;
   }
 }
 
-/** Per operator, the keys of the last bucket put in order, in that order. */
-interface KeyOrders {
-  readonly byOperator: Map<string, string[]>;
-  pass: number;
+/** What `KeyGuide` needs of a timer. */
+export interface GuidedTimer {
+  readonly key: string;
+  readonly live: boolean;
+  /** the guide's pass that last found this timer's key in its order */
+  sortPass: number;
 }
 
 /**
- * Appends one operator's live timers of a bucket to `out` in key order. The keys are sorted as
- * plain strings (the default sort orders UTF-16 code units, as `<` does), which is cheaper than
- * sorting the timers with a comparator; keys are unique within an operator. The operator's last
- * sorted bucket (the previous window's, mostly the same keys) gives the order of the keys it shares
- * with this one: they are taken in that order, and only the others are sorted and merged in.
+ * A bucket whose keys number less than the guide's ÷ this is sorted on its own: walking the whole
+ * guide would cost more lookups than sorting its few keys (one sorted at a checkpoint just after
+ * its window began). It leaves the guide as it is, unless this many buckets in a row were sorted so
+ * as they started firing: then the operator's windows have become small, and the guide is the last
+ * one's keys. (A checkpoint sorts the buckets of windows just begun, many with sliding windows: those
+ * count for nothing.)
  */
-function keyOrder(keys: Map<string, Entry>, op: string, orders: KeyOrders, out: Entry[]): void {
-  const prev = orders.byOperator.get(op);
-  const pass = ++orders.pass;
-  // the previous order's keys live here: a subsequence of a sorted list is sorted
-  const kept: Entry[] = [];
-  if (prev !== undefined) {
-    for (let i = 0; i < prev.length; i++) {
-      const t = keys.get(prev[i]!);
+const SPARSE = 8;
+const SPARSE_RUN = 3;
+
+/**
+ * One operator's keys in sorted order, as earlier buckets had them: a bucket's keys are put in
+ * firing order from it. Consecutive windows share most keys, so walking the guide and taking the
+ * bucket's live timers in its order (a subsequence of a sorted list is sorted) orders most of them
+ * with one lookup each; only keys the guide lacks are sorted, then merged in. When the guide holds
+ * every key of the bucket, nothing is sorted and the guide is left as it is. The guide is the union
+ * of the keys of earlier buckets while the bucket finds at least half of it (a window has a share of
+ * the keys, the next another share of the same keys), else it is this bucket's keys: it is at most
+ * about three times a bucket, and keys that stopped coming leave it. Keys are compared as plain
+ * strings (the default sort orders UTF-16 code units, as `<` does); keys are unique within an
+ * operator. Not part of a snapshot: any guide gives the same order.
+ */
+export class KeyGuide {
+  private keys: string[] | undefined = undefined;
+  private pass = 0;
+  /** buckets sorted on their own in a row */
+  private sparse = 0;
+
+  /** How many keys the guide holds. */
+  get length(): number {
+    return this.keys?.length ?? 0;
+  }
+
+  /**
+   * Appends the live timers of `keys` (key → timer, the key its own) to `out` in key order.
+   * `firing`: the bucket starts firing (so has its keys), not sorted for a snapshot.
+   */
+  order<T extends GuidedTimer>(keys: ReadonlyMap<string, T>, out: T[], firing = true): void {
+    const guide = this.keys;
+    const n = keys.size; // dead timers too
+    if (guide === undefined || n * SPARSE < guide.length) {
+      const names: string[] = [];
+      for (const [k, t] of keys) if (t.live) names.push(k);
+      names.sort();
+      for (let i = 0; i < names.length; i++) out.push(keys.get(names[i]!)!);
+      if (guide === undefined || (firing && ++this.sparse >= SPARSE_RUN)) {
+        this.keys = names;
+        this.sparse = 0;
+      }
+      return;
+    }
+    this.sparse = 0;
+    const pass = ++this.pass;
+    const start = out.length;
+    for (let i = 0; i < guide.length; i++) {
+      const t = keys.get(guide[i]!);
       if (t !== undefined && t.live) {
         t.sortPass = pass;
-        kept.push(t);
+        out.push(t);
       }
     }
-  }
-  const added: string[] = [];
-  for (const [k, t] of keys) if (t.live && t.sortPass !== pass) added.push(k);
-  added.sort();
-  const names: string[] = new Array(kept.length + added.length);
-  let i = 0;
-  let j = 0;
-  let n = 0;
-  while (i < kept.length || j < added.length) {
-    if (j >= added.length || (i < kept.length && kept[i]!.key < added[j]!)) {
-      const t = kept[i++]!;
-      names[n++] = t.key;
-      out.push(t);
-    } else {
-      const k = added[j++]!;
-      names[n++] = k;
-      out.push(keys.get(k)!);
+    const found = out.length - start;
+    // every timer of the bucket found: the order is complete, the guide holds it already
+    if (found === n) return;
+    const added: string[] = [];
+    for (const [k, t] of keys) if (t.live && t.sortPass !== pass) added.push(k);
+    if (!added.length) return;
+    added.sort();
+    const kept = out.slice(start);
+    out.length = start;
+    // one merge of the guide and the added keys gives both the bucket's order and the next guide
+    const union = found * 2 >= guide.length;
+    const names: string[] = [];
+    let i = 0;
+    let j = 0;
+    let f = 0;
+    while (i < guide.length || j < added.length) {
+      if (j >= added.length || (i < guide.length && guide[i]! < added[j]!)) {
+        const k = guide[i++]!;
+        if (f < kept.length && kept[f]!.key === k) {
+          out.push(kept[f++]!);
+          names.push(k);
+        } else if (union) names.push(k);
+      } else {
+        const k = added[j++]!;
+        out.push(keys.get(k)!);
+        names.push(k);
+      }
     }
+    this.keys = names;
   }
-  // a bucket sorted when it has few keys (one written to a checkpoint just after its window began)
-  // would make a poor guide for the next: the last order stays unless this one is as large or half
-  if (prev === undefined || n >= prev.length >> 1) orders.byOperator.set(op, names);
 }
 
 /** The live timers of two lists in (operator, key) order, merged (a live timer is in one of them only). */
@@ -206,7 +261,8 @@ function mergeLive(a: readonly Entry[], b: readonly Entry[]): Entry[] {
 
 class DomainTimers {
   readonly buckets = new Map<number, Bucket>();
-  readonly orders: KeyOrders = { byOperator: new Map(), pass: 0 };
+  /** per operator, the order of its keys (`KeyGuide`) */
+  readonly guides = new Map<string, KeyGuide>();
   /** the bucket `popDue` took its last timer from */
   firing: Bucket | undefined = undefined;
   /** min-heap of the times that have (or had) a bucket; times without one are dropped lazily */
@@ -273,7 +329,7 @@ export class TimerIndex {
     else {
       b = dt.buckets.get(time);
       if (b === undefined) {
-        dt.buckets.set(time, (b = new Bucket(time, dt.orders)));
+        dt.buckets.set(time, (b = new Bucket(time, dt.guides)));
         heapPush(dt.times, time);
       }
       keys = b.byOperator.get(operatorId);
