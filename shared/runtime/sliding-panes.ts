@@ -53,14 +53,13 @@ export function compileSlidingPanes(node: WindowNode, env: OperatorEnv, d: Value
   };
 
   /**
-   * A pane's timers: the end timer of each of its windows that ends from `from` to `to` and that the
-   * watermark has not passed (earliest first, as the per-window layout registers them; a timer
-   * already there stays) and, with allowed lateness, the pane's purge timer. Each keeps the key's
-   * state entry, which its firing reads.
+   * A new pane's timers: the end timer of each of its windows the watermark has not passed (earliest
+   * first, as the per-window layout registers them; a timer already there stays) and, with allowed
+   * lateness, the pane's purge timer. Each keeps the key's state entry, which its firing reads.
    */
-  const schedule = (key: string, kg: number, pane: number, wm: number, from = pane + slideMs, to = pane + sizeMs) => {
+  const schedule = (key: string, kg: number, pane: number, wm: number) => {
     const e = state.current(opId, key, kg);
-    for (let end = from; end <= to; end += slideMs) if (end - 1 > wm) timers.register('event-time', opId, key, kg, end - 1, e);
+    for (let end = pane + slideMs; end <= pane + sizeMs; end += slideMs) if (end - 1 > wm) timers.register('event-time', opId, key, kg, end - 1, e);
     if (lateness > 0) timers.register('event-time', opId, key, kg, pane + sizeMs - 1 + lateness, e);
   };
 
@@ -114,25 +113,8 @@ export function compileSlidingPanes(node: WindowNode, env: OperatorEnv, d: Value
     } else {
       // a new list: an undone record leaves the stored one as it was
       const e: Windows[number] = [pane, paneEnd, add(undefined, v)];
-      // the windows it shares with the key's nearest panes before and after it have their end timers
-      // (registered when those were made, or passed by the watermark since): most records of a key
-      // start the pane after its last one, which leaves one window's timer to register, not size / slide
-      let from = pane + slideMs;
-      let to = pane + sizeMs;
-      if (old !== undefined) {
-        for (let k = j; k >= 0; k--) {
-          if (old[k]![1] - old[k]![0] !== slideMs) continue;
-          from = Math.max(from, old[k]![0] + sizeMs + slideMs);
-          break;
-        }
-        for (let k = j + 1; k < old.length; k++) {
-          if (old[k]![1] - old[k]![0] !== slideMs) continue;
-          to = Math.min(to, old[k]![0]);
-          break;
-        }
-      }
       list = old === undefined ? [e] : [...old.slice(0, j + 1), e, ...old.slice(j + 1)];
-      schedule(key, kg, pane, wm, from, to);
+      schedule(key, kg, pane, wm);
     }
     state.write(opId, key, kg, d, list);
     // a late-but-allowed record updates windows that already fired (the pane's first window ends
