@@ -3,8 +3,8 @@
  * accumulator or elements], sorted by start) in one value state, replaced whole when it changes so
  * that an undone record leaves the stored list as it was — but for a tumbling window's accumulator,
  * replaced in place with a note for the undo (`changedInPlace`); an event-time timer at each
- * window's last instant fires it (and, with allowed lateness, another purges it). Sliding windows
- * that can be kept on per-slide panes are (sliding-panes.ts).
+ * window's last instant fires it (and, with allowed lateness, another purges it). A sliding window
+ * that can be kept on per-slide panes is kept on them instead (sliding-panes.ts).
  */
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
