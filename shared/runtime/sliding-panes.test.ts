@@ -242,7 +242,8 @@ describe('sliding windows on panes', () => {
       [200, 300, 5],
     ]);
     h.advance(Number.MAX_SAFE_INTEGER);
-    expect(h.out).toEqual(['a [-100,200) 2 @199 timer/' + h.node.id + '/a/199', 'a [0,300) 7 @299 timer/' + h.node.id + '/a/299', 'a [100,400) 7 @399 timer/' + h.node.id + '/a/399', 'a [200,500) 5 @499 timer/' + h.node.id + '/a/499']);
+    const timer = (time: number) => `@${time} timer/${h.node.id}/a/${time}`;
+    expect(h.out).toEqual([`a [-100,200) 2 ${timer(199)}`, `a [0,300) 7 ${timer(299)}`, `a [100,400) 7 ${timer(399)}`, `a [200,500) 5 ${timer(499)}`]);
     expect(h.lists().a).toEqual([]);
   });
 
