@@ -39,7 +39,12 @@ export interface AggregateFunction<I, A, O> {
   createAccumulator(): A;
   add(value: I, accumulator: A): A;
   getResult(accumulator: A): O;
-  /** needed by merging (session) windows */
+  /**
+   * The accumulator of both inputs together; leaves `a` and `b` as they were (like `add`, it returns
+   * a new value). Needed by session windows, which merge; a sliding window whose size is a whole
+   * number of slides uses it too, to keep one accumulator per slide (pane) and merge a window's
+   * panes when it fires (without it, each record is added to every window it belongs to).
+   */
   merge?(a: A, b: A): A;
 }
 export interface AggregatingStateDescriptor<I, A, O> extends StateDescriptor<A> {

@@ -3,60 +3,18 @@
  * accumulator or elements], sorted by start) in one value state, replaced whole when it changes so
  * that an undone record leaves the stored list as it was — but for a tumbling window's accumulator,
  * replaced in place with a note for the undo (`changedInPlace`); an event-time timer at each
- * window's last instant fires it (and, with allowed lateness, another purges it).
+ * window's last instant fires it (and, with allowed lateness, another purges it). A sliding window
+ * that can be kept on per-slide panes is kept on them instead (sliding-panes.ts).
  */
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
 import { jsonSerializer, type Serializer } from '../api/serializers.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
-import { timerRecordId, type OperatorEnv, type Push, type RecordMeta } from './operator-context.js';
+import type { OperatorEnv, Push, RecordMeta } from './operator-context.js';
+import { compileSlidingPanes, slidesOnPanes } from './sliding-panes.js';
+import { byWindow, FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 import { UsageError } from '../util/errors.js';
-
-/** a key's windows in state: [start, end, accumulator or elements], sorted by start */
-type Windows = Array<[number, number, unknown]>;
-
-const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
-
-const mod = (a: number, b: number) => ((a % b) + b) % b;
-
-/**
- * The meta of a window's result: the firing record's or timer's, at the window's last instant. The
- * source meta is only read while the result is pushed (metas are valid only during the call), and
- * its id is asked for only if a function wants `ctx.random()`.
- */
-class WindowResultMeta implements RecordMeta {
-  readonly key: string | undefined;
-  readonly keyGroup: number;
-  readonly input: number | undefined;
-  constructor(
-    private readonly src: RecordMeta,
-    readonly timestamp: number,
-  ) {
-    this.key = src.key;
-    this.keyGroup = src.keyGroup;
-    this.input = src.input;
-  }
-  get recordId(): string {
-    return this.src.recordId;
-  }
-}
-
-/**
- * The meta of a result fired by a timer: the timer's meta (its time is the window's last instant),
- * with a timer's id. One per operator, pointed at each firing in turn: a meta is valid
- * only during the call that received it, and a firing would otherwise make two objects.
- */
-class FiringMeta implements RecordMeta {
-  timestamp = 0;
-  key = '';
-  keyGroup = 0;
-  readonly input = undefined;
-  constructor(private readonly opId: string) {}
-  get recordId(): string {
-    return timerRecordId(this.opId, this.key, this.timestamp);
-  }
-}
 
 /** The value state a window operator keeps its list in (registered as replaced whole). */
 export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Windows> => ({ name: node.state[0]!.name, kind: 'value', serializer: windowListSerializer() });
@@ -255,6 +213,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
       else env.dropLate();
     }
   };
+  if (slidesOnPanes(node)) return compileSlidingPanes(node, env, d, { emit, add, merge, late } satisfies WindowParts);
 
   const firing = new FiringMeta(opId);
   env.onTimer(opId, (t) => {

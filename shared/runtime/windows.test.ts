@@ -165,7 +165,9 @@ const eventsArb = fc
 describe('event-time windows', () => {
   for (const [name, assigner] of [
     ['tumbling', TumblingEventTimeWindows.of(1000)],
+    // a whole number of slides: on panes (sliding-panes.ts); else each record goes to every window
     ['sliding', SlidingEventTimeWindows.of(1000, 500)],
+    ['sliding, not on panes', SlidingEventTimeWindows.of(1000, 300)],
     ['session', EventTimeSessionWindows.withGap(400)],
   ] as const) {
     it(`${name}: fires what the oracle fires, sends late records to the side output, and survives cache loss`, async () => {
@@ -189,6 +191,7 @@ describe('event-time windows', () => {
   for (const [name, assigner] of [
     ['tumbling', TumblingEventTimeWindows.of(1000)],
     ['sliding', SlidingEventTimeWindows.of(1000, 300)],
+    ['sliding on panes', SlidingEventTimeWindows.of(1000, 250)],
   ] as const) {
     it(`${name} with allowed lateness: fires what the oracle fires, once more for each record that reaches a fired window, and survives cache loss`, async () => {
       await fc.assert(
@@ -233,6 +236,7 @@ describe('event-time windows', () => {
   for (const [name, assigner, lateness] of [
     ['tumbling', TumblingEventTimeWindows.of(1000), 0],
     ['sliding', SlidingEventTimeWindows.of(1000, 300), 250],
+    ['sliding on panes', SlidingEventTimeWindows.of(1000, 250), 250],
   ] as const) {
     it(`${name} with a cache that evicts every clean key: fires what the oracle fires and leaves no window state behind`, async () => {
       await fc.assert(
