@@ -247,6 +247,17 @@ describe('sliding windows on panes', () => {
     expect(h.lists().a).toEqual([]);
   });
 
+  it('state on panes restored without merge: records and firings go to the dead letters, none fires a pane as a window', () => {
+    const before = new Harness(windowNode(300, 100, 0, 0, true));
+    before.record({ id: 1, key: 'a', ts: 150, v: 2 });
+    const h = before.restoredAs(windowNode(300, 100, 0, 0, false));
+    h.record({ id: 2, key: 'a', ts: 160, v: 5 });
+    h.advance(Number.MAX_SAFE_INTEGER);
+    expect(h.out).toEqual(['dead letter', 'dead letter', 'dead letter', 'dead letter']);
+    // nothing was lost: the pane is still there for a job given its merge back
+    expect(h.lists().a).toEqual([[100, 200, 2]]);
+  });
+
   it('keep one entry per pane, and an undone record leaves the pane as it was', () => {
     const h = new Harness(windowNode(400, 100, 0, 0, true));
     h.record({ id: 1, key: 'a', ts: 110, v: 1 });

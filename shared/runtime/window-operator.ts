@@ -215,10 +215,21 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   };
   if (slidesOnPanes(node)) return compileSlidingPanes(node, env, d, { emit, add, merge, late } satisfies WindowParts);
 
+  // per-slide panes (sliding-panes.ts) in state this path would fire as whole windows: refused
+  // loudly (the record or timer goes to the dead letters) rather than giving wrong results
+  const wholeSize = a.kind === 'sliding' ? a.sizeMs : undefined;
+  const refusePanes = (list: Windows) => {
+    for (let i = 0; i < list.length; i++) {
+      if (list[i]![1] - list[i]![0] !== wholeSize) {
+        throw new UsageError(`window ${opId}`, 'aggregate.merge', 'is missing, but the state holds per-slide panes, kept while the aggregate had one: give it back its `merge` (or start from empty state)');
+      }
+    }
+  };
   const firing = new FiringMeta(opId);
   env.onTimer(opId, (t) => {
     const list = state.read(opId, t.key, t.keyGroup, d) as Windows | undefined;
     if (list === undefined) return;
+    if (wholeSize !== undefined) refusePanes(list);
     const time = t.time;
     let kept = 0;
     for (let i = 0; i < list.length; i++) {
@@ -305,6 +316,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
       if (n === 0) return late(v, m, ts, wm);
       const key = m.key!;
       const old = state.read(opId, key, m.keyGroup, d) as Windows | undefined;
+      if (old) refusePanes(old);
       const list: Windows = [];
       let i = 0;
       const o = old ?? [];
