@@ -36,17 +36,34 @@ function refuse(why: string): number {
   return -1;
 }
 
-const utf8Bytes = (s: string) => Buffer.byteLength(s, 'utf8');
-
 function stringSize(s: string): number {
   if (!isWellFormed(s)) return refuse(`the string ${JSON.stringify(s.slice(0, 40))} holds half of a surrogate pair, which UTF-8 cannot carry`);
   return utf8Bytes(s);
 }
 
-/** one byte per two significant digits, plus one */
-function digitsSize(digits: string): number {
-  const significant = digits.replace(/^[-+]?0*/, '').replace(/e.*$/i, '').replace('.', '').replace(/^0+/, '').replace(/0+$/, '');
-  return Math.ceil(significant.length / 2) + 1;
+/** one byte per two significant digits of a number's decimal form (`String(n)`), plus one */
+export function digitsSize(decimal: string): number {
+  let first = -1;
+  let last = -1;
+  let dot = -1;
+  for (let i = 0; i < decimal.length; i++) {
+    const c = decimal.charCodeAt(i);
+    if (c === 101 /* e */) break;
+    if (c === 46 /* . */) dot = i;
+    else if (c >= 49 && c <= 57 /* 1-9 */) {
+      if (first < 0) first = i;
+      last = i;
+    }
+  }
+  const significant = first < 0 ? 0 : last - first + 1 - (dot > first && dot < last ? 1 : 0);
+  return Math.ceil(significant / 2) + 1;
+}
+
+/** UTF-8 bytes of a string: counted in JS for short ASCII strings (most names and values), natively otherwise */
+function utf8Bytes(s: string): number {
+  if (s.length > 32) return Buffer.byteLength(s, 'utf8');
+  for (let i = 0; i < s.length; i++) if (s.charCodeAt(i) >= 0x80) return Buffer.byteLength(s, 'utf8');
+  return s.length;
 }
 
 function numberSize(n: number): number {
