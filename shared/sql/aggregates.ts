@@ -173,7 +173,7 @@ export function retractingAggregate(slots: readonly AggSlot[]) {
           case 'SUM':
           case 'AVG': {
             const [sum, k] = acc[i] as [number, number];
-            return [sum + m.r * Number(v), k + m.r];
+            return [checkedSum(s, sum + m.r * Number(v)), k + m.r];
           }
           default:
             return bump(acc[i] as Counts, JSON.stringify(v), m.r);
