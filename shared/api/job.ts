@@ -6,8 +6,9 @@
 import type { PlanSource, RecordFormat } from '../plan/plan.js';
 import { MAX_EVENT_TIME, type ExchangeNode, type LogicalNode, type SinkDefinition, type SourceNode, type WatermarkStrategy } from './graph.js';
 import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './state.js';
-import { listState, mapState, valueState } from './state.js';
+import { checkStateDeclarations, listState, mapState, valueState } from './state.js';
 import { UsageError } from '../util/errors.js';
+import { checkSinkSpec } from './sinks.js';
 import { appendBufferMapSerializer, appended, type AppendBuffer } from './append-buffer.js';
 import type {
   Collector,
@@ -219,7 +220,9 @@ export class DataStream<T> {
   /** Runs a non-keyed process function, with per-instance operator list state. */
   process<O>(fn: ProcessFunction<T, O>, options: NameOption = {}): DataStream<O> {
     const id = this.job.newId('process');
-    return this.next<O>({ id, kind: 'operatorProcess', name: options.name ?? 'process', inputs: [this.node], fn, operatorState: fn.state ?? [] });
+    const name = options.name ?? 'process';
+    checkStateDeclarations(`process "${name}"`, fn.state ?? []);
+    return this.next<O>({ id, kind: 'operatorProcess', name, inputs: [this.node], fn, operatorState: fn.state ?? [] });
   }
 
   /** Reads what the operator producing this stream emitted to a side output. */
@@ -240,6 +243,7 @@ export class DataStream<T> {
    */
   broadcast(...state: MapStateDescriptor<string | number, unknown>[]): BroadcastStream<T> {
     const id = this.job.newId('broadcast');
+    checkStateDeclarations('broadcast', state);
     const node = this.job.add({ id, kind: 'exchange', name: 'broadcast', inputs: [this.node], partitioning: 'broadcast', broadcastState: state });
     return new BroadcastStream<T>(this.job, node);
   }
@@ -251,6 +255,7 @@ export class DataStream<T> {
 
   /** Writes the stream to a sink. */
   sinkTo(sink: SinkDefinition<T>): void {
+    checkSinkSpec(sink.spec);
     this.job.add({ id: this.job.newId('sink'), kind: 'sink', name: sink.spec.name, inputs: [this.node], spec: sink.spec, sink });
   }
 
@@ -269,10 +274,12 @@ export class KeyedStream<K extends Key, T> {
   /** Runs a keyed process function: per-key state, outputs through a collector. */
   process<O>(fn: KeyedProcessFunction<K, T, O>, options: NameOption = {}): DataStream<O> {
     const id = this.job.newId('process');
+    const name = options.name ?? 'process';
+    checkStateDeclarations(`process "${name}"`, fn.state ?? []);
     const node = this.job.add({
       id,
       kind: 'process',
-      name: options.name ?? 'process',
+      name,
       inputs: [this.node],
       fn: fn as unknown as KeyedProcessFunction<Key, unknown, unknown>,
       state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],
@@ -401,10 +408,12 @@ export class ConnectedKeyedStreams<K extends Key, A, B> {
   ) {}
 
   process<O>(fn: KeyedCoProcessFunction<K, A, B, O>, options: NameOption = {}): DataStream<O> {
+    const name = options.name ?? 'co-process';
+    checkStateDeclarations(`co-process "${name}"`, fn.state ?? []);
     const node = this.job.add({
       id: this.job.newId('coProcess'),
       kind: 'coProcess',
-      name: options.name ?? 'co-process',
+      name,
       inputs: [this.left, this.right],
       fn: fn as unknown as KeyedCoProcessFunction<Key, unknown, unknown, unknown>,
       state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],
@@ -430,10 +439,12 @@ export class BroadcastConnectedStream<K extends Key, T, B> {
   ) {}
 
   process<O>(fn: KeyedBroadcastProcessFunction<K, T, B, O>, options: NameOption = {}): DataStream<O> {
+    const name = options.name ?? 'broadcast-process';
+    checkStateDeclarations(`broadcast-process "${name}"`, fn.state ?? []);
     const node = this.job.add({
       id: this.job.newId('broadcastProcess'),
       kind: 'broadcastProcess',
-      name: options.name ?? 'broadcast-process',
+      name,
       inputs: [this.keyed, this.rules],
       fn: fn as unknown as KeyedBroadcastProcessFunction<Key, unknown, unknown, unknown>,
       state: (fn.state ?? []) as readonly StateDescriptor<unknown>[],

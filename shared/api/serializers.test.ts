@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { jsonSerializer, textSerializer } from './serializers.js';
+import { bytesSerializer, jsonSerializer, textSerializer } from './serializers.js';
 
 const utf8 = new TextEncoder();
 
@@ -18,5 +18,21 @@ describe('serializers', () => {
       { numRuns: 1500 },
     );
     fc.assert(fc.property(text, (s) => void expect(textSerializer.encode(s)).toEqual(utf8.encode(s))), { numRuns: 500 });
+  });
+
+  it("text's check refuses exactly the strings that do not come back from their bytes", () => {
+    const text = fc.oneof(fc.string({ maxLength: 20, unit: 'binary' }), fc.string({ maxLength: 6, unit: fc.constantFrom('a', '\ud800', '\udc00', '\ud83d\ude00', 'é') }));
+    fc.assert(
+      fc.property(text, (s) => {
+        const roundTrips = textSerializer.decode(textSerializer.encode(s)) === s;
+        expect(textSerializer.check!(s) === undefined).toBe(roundTrips);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it("bytes' check refuses what is not a Uint8Array (its encode would hand it on as it is)", () => {
+    expect(bytesSerializer.check!(new Uint8Array(2))).toBeUndefined();
+    expect(bytesSerializer.check!([1, 2] as unknown as Uint8Array)).toMatch(/Uint8Array/);
   });
 });

@@ -1,8 +1,16 @@
+import { isWellFormed } from '../util/well-formed.js';
+
 /** A value that can cross a process boundary as bytes. */
 export interface Serializer<T> {
   readonly id: string;
   encode(value: T): Uint8Array;
   decode(bytes: Uint8Array): T;
+  /**
+   * Why `value` cannot be encoded so that `decode` gives it back, or undefined when it can. Every
+   * keyed state write asks it, so such a value fails the record that writes it (a dead letter)
+   * instead of the checkpoint or the restore that would meet it later.
+   */
+  check?(value: T): string | undefined;
 }
 
 const encoder = new TextEncoder();
@@ -58,6 +66,9 @@ export const textSerializer: Serializer<string> = {
   id: 'text',
   encode: (value) => utf8(value),
   decode: (bytes) => decoder.decode(bytes),
+  // UTF-8 would carry half a surrogate pair as U+FFFD: the value restored would not be the one written
+  check: (value) =>
+    typeof value !== 'string' ? `must be a string, got ${typeof value}` : isWellFormed(value) ? undefined : `${JSON.stringify(value.slice(0, 40))} holds half of a surrogate pair, which UTF-8 cannot carry`,
 };
 
 /** Raw bytes, untouched. */
@@ -65,4 +76,5 @@ export const bytesSerializer: Serializer<Uint8Array> = {
   id: 'binary',
   encode: (value) => value,
   decode: (bytes) => bytes,
+  check: (value) => (value instanceof Uint8Array ? undefined : `must be a Uint8Array, got ${value === null ? 'null' : typeof value}`),
 };

@@ -1,5 +1,34 @@
 /** Sink factories. Each sink states the guarantee it gives; `describe` prints it. */
+import type { PlanSink } from '../plan/plan.js';
+import { UsageError } from '../util/errors.js';
+import { isWellFormed } from '../util/well-formed.js';
 import type { SinkDefinition } from './graph.js';
+
+/** Attributes of an upsert sink's rows that start so are the engine's (its version: epoch, seq, producer, generation). */
+export const ENGINE_ATTRIBUTE_PREFIX = '_sluice_';
+
+/**
+ * Refuses a sink declaration DynamoDB would refuse only at the first write (or at deploy): an upsert
+ * sink's key attribute must be a name a table key can have (1–255 bytes of UTF-8, not the engine's
+ * own), and an existing table's name must be one DynamoDB allows (3–255 of a-z A-Z 0-9 _ - .).
+ */
+export function checkSinkSpec(spec: PlanSink): void {
+  const where = `sink "${spec.name}"`;
+  if (typeof spec.name !== 'string' || spec.name.length === 0) throw new UsageError('sink', 'name', `must be a non-empty string, got ${JSON.stringify(spec.name)}`);
+  if (spec.kind !== 'dynamodb-upsert') return;
+  const k = spec.keyAttribute;
+  if (k !== undefined) {
+    if (typeof k !== 'string' || k.length === 0) throw new UsageError(where, 'keyAttribute', `must be a non-empty string, got ${JSON.stringify(k)}`);
+    if (!isWellFormed(k)) throw new UsageError(where, 'keyAttribute', 'must not hold half of a surrogate pair: UTF-8 cannot carry it');
+    const bytes = new TextEncoder().encode(k).length;
+    if (bytes > 255) throw new UsageError(where, 'keyAttribute', `must be at most 255 bytes of UTF-8 (a DynamoDB key attribute name), got ${bytes}`);
+    if (k.startsWith(ENGINE_ATTRIBUTE_PREFIX)) throw new UsageError(where, 'keyAttribute', `must not start with "${ENGINE_ATTRIBUTE_PREFIX}" (the engine's own attributes), got "${k}"`);
+  }
+  const t = spec.tableName;
+  if (t !== undefined && !(typeof t === 'string' && /^[A-Za-z0-9_.-]{3,255}$/.test(t))) {
+    throw new UsageError(where, 'tableName', `must be 3 to 255 characters of a-z, A-Z, 0-9, _, - and . (a DynamoDB table name), got ${JSON.stringify(t)}`);
+  }
+}
 
 export interface DynamoUpsertSinkOptions<T> {
   /** logical name (also names the table the job creates) */
@@ -20,19 +49,18 @@ export interface DynamoUpsertSinkOptions<T> {
  * never moves back in time. No commit latency.
  */
 export function dynamoUpsertSink<T>(options: DynamoUpsertSinkOptions<T>): SinkDefinition<T> {
-  return {
-    spec: {
-      id: `sink-${options.name}`,
-      kind: 'dynamodb-upsert',
-      name: options.name,
-      keyAttribute: options.keyAttribute ?? 'pk',
-      guarantee: 'exactly-once in effect (idempotent, version-conditioned upserts; no commit latency)',
-      latency: 'immediate (written as records are processed)',
-      ...(options.tableName !== undefined ? { tableName: options.tableName } : {}),
-    },
-    key: options.key,
-    ...(options.item ? { item: options.item } : {}),
+  if (typeof options.key !== 'function') throw new UsageError(`sink "${options.name}"`, 'key', 'must be a function of a value to its row key');
+  const spec: PlanSink = {
+    id: `sink-${options.name}`,
+    kind: 'dynamodb-upsert',
+    name: options.name,
+    keyAttribute: options.keyAttribute ?? 'pk',
+    guarantee: 'exactly-once in effect (idempotent, version-conditioned upserts; no commit latency)',
+    latency: 'immediate (written as records are processed)',
+    ...(options.tableName !== undefined ? { tableName: options.tableName } : {}),
   };
+  checkSinkSpec(spec);
+  return { spec, key: options.key, ...(options.item ? { item: options.item } : {}) };
 }
 
 /**

@@ -5,6 +5,8 @@
  */
 import type { PlanStateDecl } from '../plan/plan.js';
 import { jsonSerializer, type Serializer } from './serializers.js';
+import { UsageError } from '../util/errors.js';
+import { isWellFormed } from '../util/well-formed.js';
 
 /** Time-to-live of state values, measured in processing time (the coordinator's ticks). */
 export interface StateTtl {
@@ -130,4 +132,47 @@ export function aggregatingState<I, A, O>(
   options: CommonOptions<A> = {},
 ): AggregatingStateDescriptor<I, A, O> {
   return { name, kind: 'aggregating', aggregate, ...common(options) };
+}
+
+const KINDS: ReadonlySet<string> = new Set(['value', 'list', 'map', 'reducing', 'aggregating', 'operator-list']);
+
+/**
+ * Why a state name cannot be used, or undefined. A name is a field of every state row of its
+ * operator: it must be a string that survives UTF-8 (no half of a surrogate pair), without control
+ * characters (U+0000 starts the engine's own fields), not `__proto__` (a row's fields are an object),
+ * and short (it is stored with every key).
+ */
+export function stateNameProblem(name: unknown): string | undefined {
+  if (typeof name !== 'string') return `must be a string, got ${typeof name}`;
+  if (name.length === 0) return 'must not be empty';
+  if (name.length > 255) return `must be at most 255 characters, got ${name.length}`;
+  if (name === '__proto__') return 'must not be "__proto__"';
+  if (!isWellFormed(name)) return 'must not hold half of a surrogate pair: UTF-8 cannot carry it';
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c < 0x20 || c === 0x7f) return `must not hold control characters (U+${c.toString(16).padStart(4, '0')} at ${i})`;
+  }
+  return undefined;
+}
+
+/**
+ * Refuses an operator's state declarations that would fail later (at a checkpoint, on restore):
+ * a UsageError naming the operator and the field (`state[i].name`, `.kind`, `.serializer`).
+ */
+export function checkStateDeclarations(operator: string, state: ReadonlyArray<{ readonly name: string; readonly kind: string; readonly serializer?: unknown }>): void {
+  const seen = new Map<string, number>();
+  state.forEach((d, i) => {
+    if (typeof d !== 'object' || d === null) throw new UsageError(operator, `state[${i}]`, `must be a state descriptor, got ${d === null ? 'null' : typeof d}`);
+    const problem = stateNameProblem(d.name);
+    if (problem) throw new UsageError(operator, `state[${i}].name`, `${problem} (got ${JSON.stringify(d.name)})`);
+    const first = seen.get(d.name);
+    if (first !== undefined) throw new UsageError(operator, `state[${i}].name`, `"${d.name}" is declared twice (also state[${first}])`);
+    seen.set(d.name, i);
+    if (!KINDS.has(d.kind)) throw new UsageError(operator, `state[${i}].kind`, `must be one of ${[...KINDS].join(', ')}, got ${String(d.kind)}`);
+    if (d.kind === 'operator-list') return;
+    const s = d.serializer as Partial<Serializer<unknown>> | null | undefined;
+    if (typeof s !== 'object' || s === null || typeof s.encode !== 'function' || typeof s.decode !== 'function' || typeof s.id !== 'string') {
+      throw new UsageError(operator, `state[${i}].serializer`, 'must be a serializer (an id, encode and decode)');
+    }
+  });
 }

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import clickstream from '../../examples/clickstream/job.js';
-import { collectSink, dynamoUpsertSink, job, valueState, type Job, type JobOptions } from '../api/index.js';
+import { collectSink, dynamoUpsertSink, job, listState, mapState, operatorListState, valueState, type Job, type JobOptions, type StateDescriptor } from '../api/index.js';
 import type { SinkDefinition } from '../api/graph.js';
-import { PlanError } from '../util/errors.js';
+import { PlanError, UsageError } from '../util/errors.js';
 import { planJob, stageById } from './planner.js';
 import { resourceNames } from './resources.js';
 
@@ -159,24 +159,83 @@ describe('planJob rejects invalid jobs at plan time, naming the bad operator or 
     expect(planError(j).message).toMatch(/shards: must be an integer in \[1, 4\], got 5/);
   });
 
-  it('duplicate state names', () => {
-    const j = job('dupstate');
-    j.source<Ev>({ name: 'in' })
+  /** Builds a job with `build`, which must fail: the UsageError, naming the operator and the field. */
+  function buildError(build: () => void): UsageError {
+    try {
+      build();
+    } catch (err) {
+      expect(err).toBeInstanceOf(UsageError);
+      expect((err as UsageError).code).toBe('USAGE_INVALID');
+      return err as UsageError;
+    }
+    throw new Error('the builder accepted an invalid declaration');
+  }
+  const keyed = (name: string, state: readonly StateDescriptor<unknown>[]) => () =>
+    job('states')
+      .source<Ev>({ name: 'in' })
       .keyBy((e) => e.k)
-      .process({ state: [valueState('total'), valueState('total')], processElement() {} }, { name: 'sum' })
-      .sinkTo(collectSink('out'));
-    const e = planError(j);
-    expect(e.path).toBe('job "dupstate" › op2-process (process "sum") › state.total');
-    expect(e.message).toMatch(/declared twice/);
+      .process({ state, processElement() {} }, { name });
+
+  it('state names refused when the operator is declared: duplicate, empty, not UTF-8, reserved, too long', () => {
+    const dup = buildError(keyed('sum', [valueState('total'), valueState('n'), listState('total')]));
+    expect([dup.operator, dup.field]).toEqual(['process "sum"', 'state[2].name']);
+    expect(dup.message).toMatch(/"total" is declared twice \(also state\[0\]\)/);
+    for (const [bad, why] of [
+      ['', /must not be empty/],
+      ['a\uD800', /surrogate/],
+      ['\u0000spilled', /control characters/],
+      ['__proto__', /__proto__/],
+      ['x'.repeat(256), /at most 255/],
+    ] as const) {
+      const e = buildError(keyed('p', [valueState('ok'), valueState(bad)]));
+      expect([e.operator, e.field]).toEqual(['process "p"', 'state[1].name']);
+      expect(e.message).toMatch(why);
+    }
+    // co-process, broadcast and operator state are checked alike
+    const co = buildError(() => {
+      const j = job('co');
+      const a = j.source<Ev>({ name: 'a' }).keyBy((e) => e.k);
+      a.connect(j.source<Ev>({ name: 'b' }).keyBy((e) => e.k)).process({ state: [mapState(''), valueState('x')], processElement1() {}, processElement2() {} }, { name: 'both' });
+    });
+    expect([co.operator, co.field]).toEqual(['co-process "both"', 'state[0].name']);
+    const op = buildError(() => job('ops').source<Ev>({ name: 'in' }).process({ state: [operatorListState('a'), operatorListState('a')], processElement() {} }));
+    expect(op.field).toBe('state[1].name');
+    expect(buildError(() => job('b').source<Ev>({ name: 'in' }).broadcast(mapState('\uDC00'))).field).toBe('state[0].name');
   });
 
-  it('an empty state name', () => {
-    const j = job('nostate');
-    j.source<Ev>({ name: 'in' })
-      .keyBy((e) => e.k)
-      .process({ state: [valueState('')], processElement() {} })
-      .sinkTo(collectSink('out'));
-    expect(planError(j).path).toBe('job "nostate" › op2-process (process "process") › state');
+  it('a state descriptor without a kind or a serializer is refused when declared', () => {
+    const noSerializer = { name: 'n', kind: 'value', serializer: { id: 'x' } } as unknown as StateDescriptor<unknown>;
+    expect(buildError(keyed('p', [noSerializer])).field).toBe('state[0].serializer');
+    const noKind = { ...valueState('n'), kind: 'counter' } as unknown as StateDescriptor<unknown>;
+    expect(buildError(keyed('p', [noKind])).field).toBe('state[0].kind');
+  });
+
+  it('the planner still refuses duplicate or empty state names of a graph built by hand', () => {
+    const j = smallJob({}, 'hand');
+    const node = j.nodes.find((n) => n.kind === 'process')!;
+    (node as { state: readonly StateDescriptor<unknown>[] }).state = [valueState('total'), valueState('total')];
+    expect(planError(j).message).toMatch(/state\.total: declared twice/);
+  });
+
+  it("an upsert sink's key attribute and table name are refused when the sink is declared", () => {
+    const sink = (o: Partial<{ keyAttribute: string; tableName: string }>) => () => dynamoUpsertSink<Ev>({ name: 'rows', key: (e) => e.k, ...o });
+    for (const [o, field, why] of [
+      [{ keyAttribute: '' }, 'keyAttribute', /non-empty/],
+      [{ keyAttribute: 'k'.repeat(256) }, 'keyAttribute', /255 bytes/],
+      [{ keyAttribute: 'a\uD800' }, 'keyAttribute', /surrogate/],
+      [{ keyAttribute: '_sluice_epoch' }, 'keyAttribute', /engine's own/],
+      [{ tableName: 'ab' }, 'tableName', /3 to 255/],
+      [{ tableName: 'my table' }, 'tableName', /3 to 255/],
+    ] as const) {
+      const e = buildError(sink(o));
+      expect([e.operator, e.field]).toEqual(['sink "rows"', field]);
+      expect(e.message).toMatch(why);
+    }
+    expect(() => sink({ keyAttribute: 'id', tableName: 'existing-table_1.v2' })()).not.toThrow();
+    // a definition made by hand is checked by sinkTo
+    const handMade = { spec: { id: 'sink-h', kind: 'dynamodb-upsert', name: 'h', keyAttribute: '', guarantee: '' }, key: (e: Ev) => e.k } as SinkDefinition<Ev>;
+    const e = buildError(() => job('h').source<Ev>({ name: 'in' }).sinkTo(handMade));
+    expect([e.operator, e.field]).toEqual(['sink "h"', 'keyAttribute']);
   });
 
   it('duplicate sink names', () => {

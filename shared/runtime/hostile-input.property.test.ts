@@ -12,7 +12,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { collectSink, job, OutputTag, TumblingEventTimeWindows, WatermarkStrategies } from '../api/index.js';
+import { collectSink, dynamoUpsertSink, job, listState, OutputTag, textSerializer, TumblingEventTimeWindows, valueState, WatermarkStrategies } from '../api/index.js';
 import { decodePayload } from '../codec/payload.js';
 import { compileSql } from '../sql/index.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
@@ -51,7 +51,7 @@ const plainKey = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom('\uDC00', 'a\uD800', '\uD83D\uDE00') },
 );
 const plainTs = fc.integer({ min: -3_000, max: 5_000 });
-const plainV = fc.integer({ min: 0, max: 15 }); // 13: the user functions refuse it; 14: they make a lone surrogate
+const plainV = fc.integer({ min: 0, max: 15 }); // 13: the user functions refuse it; 14: they make a lone surrogate; 11, 12, 15: see below
 
 const field = <T>(plain: fc.Arbitrary<T>, hostile: fc.Arbitrary<unknown> = hostileValue) =>
   fc.oneof({ weight: 6, arbitrary: plain.map((v) => ({ v })) }, { weight: 2, arbitrary: hostile.map((v) => ({ v })) }, { weight: 1, arbitrary: fc.constant(undefined) });
@@ -163,6 +163,30 @@ const source = (j: ReturnType<typeof job>, shards = 2) =>
  * selector's key): the record fails where the function ran, at the source stage, as a dead letter.
  */
 const SURROGATE_V = 14;
+
+/**
+ * Values a function writes that the engine must refuse at the write, the record a dead letter with
+ * its earlier effects undone: a `v` of 15 writes half a surrogate pair to text state (the text
+ * serializer cannot carry it), 12 uses a state under its declared name with another kind, and (to
+ * an upsert sink) 12 writes an empty set, 11 an item beyond DynamoDB's 400 KB.
+ */
+const TEXT_SURROGATE_V = 15;
+const MISMATCH_V = 12;
+const EMPTY_SET_V = 12;
+const BIG_ITEM_V = 11;
+
+/**
+ * The oracle of the upsert sink, apart from the engine: what DynamoDB (and its document client)
+ * refuses of a row made from a record — a key beyond 2048 bytes of UTF-8, a number that is not
+ * finite, beyond ±(2^53 − 1) or non-zero below 1E-130 in magnitude, half a surrogate pair, an empty
+ * set, an item beyond 400 KB.
+ */
+function upsertRefused(key: string, row: { k: unknown; v: unknown }): boolean {
+  if (enc.encode(key).length > 2048) return true;
+  const badNumber = (x: unknown) => typeof x === 'number' && (!Number.isFinite(x) || Math.abs(x) > 2 ** 53 - 1 || (x !== 0 && Math.abs(x) < 1e-130));
+  if (badNumber(row.k) || badNumber(row.v)) return true;
+  return row.v === SURROGATE_V || row.v === EMPTY_SET_V || row.v === BIG_ITEM_V;
+}
 
 /** What the user functions refuse (they throw): a `v` that is not an integer, or 13. */
 const refused = (v: unknown) => typeof v !== 'number' || !Number.isInteger(v) || v === 13;
@@ -289,14 +313,19 @@ describe('hostile source records: every checkpoint completes, every record is ou
     await fc.assert(
       fc.asyncProperty(input, async (records) => {
         const j = job('hostile-timers', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+        const text = valueState<string>('text', { serializer: textSerializer });
+        const sameNameOtherKind = listState<string>('text');
         source(j)
           .keyBy((v) => (v.v === SURROGATE_V ? `${String(v.k)}\uD800` : v.k), { parallelism: 2 })
           .process<{ key: string | number; id?: number; at?: number }>({
+            state: [text],
             processElement(v, ctx, out) {
               out.collect({ key: v.k, id: v.id });
               // the record's event time, as the source floored it (v.ts is the raw field)
               ctx.timerService.registerEventTimeTimer(ctx.timestamp!);
               // after its output and timer: a refused record must take both back
+              if (v.v === MISMATCH_V) ctx.getListState(sameNameOtherKind).add('x');
+              ctx.getState(text).update(v.v === TEXT_SURROGATE_V ? `made \uD800 ${v.id}` : `${v.id}`);
               refuse(v.v);
             },
             onTimer(time, ctx, out) {
@@ -312,7 +341,7 @@ describe('hostile source records: every checkpoint completes, every record is ou
         records.forEach((m, i) => {
           const rec = taken(m, i);
           if (!rec || rec.v === SURROGATE_V) dead.set(i, 'source');
-          else if (refused(rec.v)) dead.set(i, 'keyed');
+          else if (refused(rec.v) || rec.v === MISMATCH_V || rec.v === TEXT_SURROGATE_V) dead.set(i, 'keyed');
           else kept.push(rec);
         });
         expectLetters(r, records, dead, (v) => v);
@@ -323,6 +352,47 @@ describe('hostile source records: every checkpoint completes, every record is ou
         const fired = out.flatMap((o) => (o.at === undefined ? [] : [`${keyId(o.key)}@${o.at}`]));
         const want = [...new Set(kept.map((x) => `${keyId(x.k)}@${x.ts}`))];
         expect(fired.sort()).toEqual(want.sort());
+      }),
+      params,
+    );
+  }, 60_000);
+
+  it('source → keyBy → process → DynamoDB upsert sink: rows DynamoDB would refuse are dead letters, not failed flushes', async () => {
+    await fc.assert(
+      fc.asyncProperty(input, async (records) => {
+        const j = job('hostile-upsert', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+        // one shard: the oracle knows the last record of a key
+        source(j, 1)
+          .keyBy((v) => v.k, { parallelism: 2 })
+          .process<Record<string, unknown>>({
+            processElement(v, _ctx, out) {
+              out.collect({
+                k: v.k,
+                id: v.id,
+                v: v.v,
+                ...(v.v === SURROGATE_V ? { tag: 'made \uDC00' } : {}),
+                ...(v.v === EMPTY_SET_V ? { tags: new Set() } : {}),
+                ...(v.v === BIG_ITEM_V ? { blob: 'x'.repeat(400 * 1024) } : {}),
+              });
+            },
+          })
+          .sinkTo(dynamoUpsertSink({ name: 'rows', key: (o) => keyId(o.k) }));
+        const r = new MemoryJobRunner(j, { batchSize: 7 });
+        await run(r, records);
+
+        const dead: Dead = new Map();
+        const last = new Map<string, number>();
+        records.forEach((m, i) => {
+          const rec = taken(m, i);
+          if (!rec) return void dead.set(i, 'source');
+          if (upsertRefused(keyId(rec.k), rec)) return void dead.set(i, 'keyed');
+          last.set(keyId(rec.k), i);
+        });
+        expectLetters(r, records, dead, (v) => v);
+        const sourceStage = r.plan.stages.find((st) => st.input.kind === 'source')!.id;
+        for (const l of r.deadLetters()) if (l.stage !== sourceStage) expect(l.reason).toMatch(/sink "rows": (key|item)/);
+        const rows = new Map([...r.upserts('rows')].map(([k, row]) => [k, row.id]));
+        expect(new Map([...rows].sort())).toEqual(new Map([...last].sort()));
       }),
       params,
     );
@@ -341,12 +411,21 @@ INSERT INTO o SELECT k, COUNT(*) AS n, SUM(v) AS total FROM t GROUP BY k;`;
         await r.drain();
         // the SQL source's coercions are its own (a number as VARCHAR, a missing column as NULL):
         // the oracle only accounts, each record in one row's count or one dead letter of its bytes
-        const counted = [...r.upserts('o').values()].reduce((n, row) => n + (row.n as number), 0);
+        const rows = [...r.upserts('o').values()];
+        const counted = rows.reduce((n, row) => n + (row.n as number), 0);
         const letters = r.deadLetters();
         expect(counted + letters.length).toBe(records.length);
+        // a SUM beyond ±(2^53 − 1) would lose digits (and DynamoDB's client would refuse it at every
+        // flush): the record that makes it is a dead letter of the keyed stage, its count undone
+        for (const row of rows) if (row.total !== null && row.total !== undefined) expect(Math.abs(row.total as number)).toBeLessThanOrEqual(2 ** 53 - 1);
+        const sourceStage = r.plan.stages.find((st) => st.input.kind === 'source')!.id;
         const left = records.map((m) => hex(m.bytes));
         for (const l of letters) {
           expect(l.reason).toMatch(/\S/);
+          if (l.stage !== sourceStage) {
+            expect(l.reason).toMatch(/SUM: the BIGINT sum .*2\^53|sink "o": key .*2048/);
+            continue;
+          }
           const at = left.indexOf(hex(l.data));
           expect(at).toBeGreaterThanOrEqual(0);
           left.splice(at, 1);

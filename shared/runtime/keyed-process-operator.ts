@@ -38,14 +38,19 @@ interface KeyedOperator {
   check<D extends StateDescriptor<unknown>>(d: D): D;
 }
 
-const keyedOperator = (opId: string, declared: Set<string>, side: Map<string, Push>, env: OperatorEnv): KeyedOperator => ({
+const keyedOperator = (opId: string, declared: Map<string, StateDescriptor<unknown>>, side: Map<string, Push>, env: OperatorEnv): KeyedOperator => ({
   opId,
   side,
   env,
   current: NO_META,
   handles: new Map(),
   check: <D extends StateDescriptor<unknown>>(d: D): D => {
-    if (!declared.has(d.name)) throw new UsageError(opId, `state "${d.name}"`, "is not declared: list it in the function's `state`");
+    const decl = declared.get(d.name);
+    if (!decl) throw new UsageError(opId, `state "${d.name}"`, "is not declared: list it in the function's `state`");
+    // the checkpoint encodes with the declared serializer: another kind or serializer under the name would corrupt it
+    if (d !== decl && (d.kind !== decl.kind || d.serializer.id !== decl.serializer.id)) {
+      throw new UsageError(opId, `state "${d.name}"`, `is used as ${d.kind} state (serializer ${d.serializer.id}) but declared as ${decl.kind} state (serializer ${decl.serializer.id})`);
+    }
     return d;
   },
 });
@@ -217,7 +222,7 @@ function keyedFunction<C extends KeyedCtx>(
   Ctx: new (meta: RecordMeta, op: KeyedOperator) => C,
 ): Push {
   const opId = node.id;
-  const op = keyedOperator(opId, new Set(node.state.map((d) => d.name)), side, env);
+  const op = keyedOperator(opId, new Map(node.state.map((d) => [d.name, d])), side, env);
   const collector: Collector<unknown> = { collect: (value) => next(value, op.current) };
   const elementCtx = new Ctx(NO_META, op);
   const timerCtx = new KeyedCtx(NO_META, op);

@@ -8,6 +8,7 @@ import type { ResourceNames } from '../plan/resources.js';
 import type { Push } from './operator-context.js';
 import type { Outbox } from './outbox.js';
 import { UsageError } from '../util/errors.js';
+import { upsertProblem } from './upsert-values.js';
 
 export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox): Push {
   const spec = node.spec;
@@ -20,7 +21,11 @@ export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox
       return (v) => {
         const item = itemOf ? itemOf(v) : (v as Record<string, unknown>);
         if (!item || typeof item !== 'object') throw new UsageError(`sink "${spec.name}"`, 'value', `must be an object, got ${typeof item}`);
-        outbox.upsert(spec.name, table, keyAttribute, keyOf(v), item);
+        const key = keyOf(v);
+        // refused here, the record is a dead letter; buffered, it would fail every flush of its batch
+        const problem = upsertProblem(keyAttribute, key, item);
+        if (problem) throw new UsageError(`sink "${spec.name}"`, problem.path, problem.reason);
+        outbox.upsert(spec.name, table, keyAttribute, key, item);
       };
     }
     case 'collect':

@@ -15,6 +15,7 @@ import type {
   ValueStateDescriptor,
 } from '../api/state.js';
 import { keyGroupOf } from '../plan/key-groups.js';
+import { UsageError } from '../util/errors.js';
 
 /** The cache a cell belongs to: its clock for TTL, and where a write marks the key dirty. */
 export interface CellOwner {
@@ -155,9 +156,20 @@ export function cellGet(cache: CellOwner, e: KeyEntry, operatorId: string, key: 
 
 /** Writes a value (ABSENT clears it) and marks the key dirty. */
 export function cellSet(cache: CellOwner, e: KeyEntry, operatorId: string, key: string, d: StateDescriptor<unknown>, slot: number, v: unknown): void {
+  if (v !== ABSENT && d.serializer.check !== undefined) checkEncodable(operatorId, d, v);
   slotSet(e, slot, d.name, v);
   touchedSet(e, slot, d.name, v === ABSENT || !d.ttl ? undefined : cache.now());
   cache.touch(operatorId, key, e);
+}
+
+/**
+ * Refuses a value the state's serializer cannot carry, before anything changes: the record that
+ * writes it fails (a dead letter, its earlier effects undone) instead of the checkpoint.
+ */
+function checkEncodable(operatorId: string, d: StateDescriptor<unknown>, v: unknown): void {
+  // map state is stored (and encoded) as an array of pairs
+  const why = d.serializer.check!(d.kind === 'map' && v instanceof Map ? [...v.entries()] : v);
+  if (why !== undefined) throw new UsageError(operatorId, `state "${d.name}"`, `cannot hold this value (serializer ${d.serializer.id}): ${why}`);
 }
 
 /** The most used handle is its own cell (one object per `getState`). */

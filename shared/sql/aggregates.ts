@@ -47,13 +47,26 @@ export function addAcc(slot: AggSlot, acc: Acc, row: Row): Acc {
     case 'SUM':
     case 'AVG': {
       const [s, n] = acc as [number, number];
-      return [s + Number(v), n + 1];
+      return [checkedSum(slot, s + Number(v)), n + 1];
     }
     case 'MIN':
       return acc === null || (v as number) < (acc as number) ? v : acc;
     case 'MAX':
       return acc === null || (v as number) > (acc as number) ? v : acc;
   }
+}
+
+/**
+ * A sum the record that makes it cannot leave in state: not finite (JSON state would restore it as
+ * null), or for a BIGINT SUM beyond ±(2^53 − 1), where it silently loses digits. The record fails
+ * (a dead letter) and the sum stays as it was.
+ */
+function checkedSum(slot: AggSlot, sum: number): number {
+  if (!Number.isFinite(sum)) throw new RangeError(`${slot.kind}: the sum overflows to ${sum}`);
+  if (slot.kind === 'SUM' && slot.type === 'BIGINT' && Math.abs(sum) > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`SUM: the BIGINT sum ${sum} is beyond ±(2^53 − 1), where it would lose digits`);
+  }
+  return sum;
 }
 
 export function mergeAcc(kind: AggKind, a: Acc, b: Acc): Acc {
@@ -160,7 +173,7 @@ export function retractingAggregate(slots: readonly AggSlot[]) {
           case 'SUM':
           case 'AVG': {
             const [sum, k] = acc[i] as [number, number];
-            return [sum + m.r * Number(v), k + m.r];
+            return [checkedSum(s, sum + m.r * Number(v)), k + m.r];
           }
           default:
             return bump(acc[i] as Counts, JSON.stringify(v), m.r);
