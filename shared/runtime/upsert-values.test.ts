@@ -9,7 +9,7 @@ const problem = (item: Record<string, unknown>, key: unknown = 'k1') => upsertPr
 
 describe('upsertProblem', () => {
   it('passes what DynamoDB stores', () => {
-    const ok = { n: 1, x: -0.5, big: 2 ** 53 - 1, neg: -(2 ** 53) + 1, tiny: 1e-130, zero: 0, s: '', e: 'é😀', b: true, nil: null, l: [1, 'a', [], {}], m: { a: { b: [new Uint8Array(3)] } }, set: new Set(['a', 'b']), ns: new Set([1, 2n]), big2: 10n ** 40n, gone: undefined, pk: 'ignored: the key attribute is written from the key' };
+    const ok = { n: 1, x: -0.5, big: 2 ** 53 - 1, neg: -(2 ** 53) + 1, tiny: 1e-130, zero: 0, s: '', e: 'é😀', b: true, nil: null, l: [1, 'a', [], {}], m: { a: { b: [new Uint8Array(3)] } }, obj: Object.assign(Object.create(null) as object, { a: 1 }), inst: new (class P { x = 1 })(), set: new Set(['a', 'b']), ns: new Set([1, 2n]), big2: 10n ** 40n, gone: undefined, pk: 'ignored: the key attribute is written from the key' };
     expect(problem(ok)).toBeUndefined();
   });
 
@@ -31,6 +31,8 @@ describe('upsertProblem', () => {
     [{ tags: new Set(['a', 1]) }, 'item.tags', /one kind/],
     [{ tags: new Set([true]) }, 'item.tags', /strings, numbers or binary/],
     [{ f: () => 1 }, 'item.f', /function/],
+    [{ at: new Date(0) }, 'item.at', /Date has no fields.*empty map/],
+    [{ l: [new (class Marker {})()] }, 'item.l[0]', /Marker has no fields/],
     [{ '': 1 }, 'item', /empty name/],
     [{ _sluice_epoch: 1 }, 'item._sluice_epoch', /engine's own/],
     [{ blob: 'x'.repeat(MAX_ITEM_BYTES) }, 'item', /400 KB/],

@@ -114,6 +114,12 @@ function valueSize(v: unknown, depth: number): number {
     }
     return size;
   }
+  const proto: unknown = Object.getPrototypeOf(v);
+  if (!(v instanceof Map) && proto !== Object.prototype && proto !== null && Object.keys(v).length === 0) {
+    // the document client writes a class instance as the map of its own fields: a Date would be {}
+    const name = (v as { constructor?: { name?: unknown } }).constructor?.name;
+    return refuse(`a ${typeof name === 'string' && name ? name : 'class instance'} has no fields of its own and would be written as an empty map: convert it (a Date to its ISO string or epoch milliseconds)`);
+  }
   const entries: Iterable<[unknown, unknown]> = v instanceof Map ? v : Object.entries(v);
   for (const [k, e] of entries) {
     if (e === undefined) continue; // left out of the map
