@@ -9,6 +9,7 @@ import type { Push } from './operator-context.js';
 import type { Outbox } from './outbox.js';
 import { UsageError } from '../util/errors.js';
 import { upsertProblem } from './upsert-values.js';
+import { MAX_KINESIS_VALUE_BYTES, stagedValueProblem } from './staged-values.js';
 
 export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox): Push {
   const spec = node.spec;
@@ -28,9 +29,17 @@ export function compileSink(node: SinkNode, names: ResourceNames, outbox: Outbox
         outbox.upsert(spec.name, table, keyAttribute, key, item);
       };
     }
-    case 'collect':
     case 's3-file':
-    case 'kinesis':
+    case 'kinesis': {
+      const maxBytes = spec.kind === 'kinesis' ? MAX_KINESIS_VALUE_BYTES : undefined;
+      return (v) => {
+        // refused here, the record is a dead letter; staged, it would fail every try of the checkpoint or the publish
+        const problem = stagedValueProblem(v, maxBytes);
+        if (problem) throw new UsageError(`sink "${spec.name}"`, 'value', problem);
+        outbox.collect(spec.name, v);
+      };
+    }
+    case 'collect':
       return (v) => outbox.collect(spec.name, v);
   }
 }
