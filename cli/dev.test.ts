@@ -168,13 +168,18 @@ describe('sluice dev in a browser', () => {
   it('redeploys the edited job through a savepoint: its state carries over', async () => {
     const state = async () => (await (await fetch(`${url}api/state?operator=count-clicks&state=count&key=${encodeURIComponent('u1|product')}`)).json()) as { found: boolean; value: { clicks: number } | null };
     // settle first: the source read to its end, then a checkpoint started after that completed (its barrier follows every record)
-    type Snap = { stages: Array<{ id: string; shards: Array<{ lag: number }> }>; checkpoints: Array<{ checkpointId: number; status: string }> };
+    type Snap = { stages: Array<{ id: string; shards: Array<{ lag: number; read: number }> }>; checkpoints: Array<{ checkpointId: number; status: string }> };
     const snap = async () => (await (await fetch(`${url}api/snapshot`)).json()) as Snap;
+    // every line of the sample read, counted from the file (no lag alone: before the feeding starts
+    // there is none, on no shard)
+    const lines = readFileSync(join(ROOT, SAMPLE), 'utf8').split('\n').filter((t) => t.trim() !== '').length;
     let started = -1;
     for (const deadline = Date.now() + 180_000; ; ) {
       const s = await snap();
       const maxId = Math.max(0, ...s.checkpoints.map((c) => c.checkpointId));
-      if (started < 0 && s.stages.find((x) => x.id === 's0')!.shards.every((sh) => sh.lag === 0)) started = maxId;
+      const shards = s.stages.find((x) => x.id === 's0')!.shards;
+      const readAll = shards.every((sh) => sh.lag === 0) && shards.reduce((n, sh) => n + sh.read, 0) >= lines;
+      if (started < 0 && readAll) started = maxId;
       if (started >= 0 && s.checkpoints.some((c) => c.checkpointId > started && c.status === 'COMPLETED')) break;
       if (Date.now() > deadline) throw new Error(`the job did not settle: ${JSON.stringify(s.checkpoints.slice(-3))}`);
       await new Promise((r) => setTimeout(r, 300));
