@@ -1,4 +1,5 @@
 import { isWellFormed } from '../util/well-formed.js';
+import { jsonValueProblem } from './json-values.js';
 
 /** A value that can cross a process boundary as bytes. */
 export interface Serializer<T> {
@@ -52,12 +53,17 @@ function int32Json(x: number): Uint8Array {
   return b;
 }
 
-/** JSON as UTF-8: the default for state and records. */
+/**
+ * JSON as UTF-8: the default for state and records. Its `check` refuses a bigint, a Map or Set, or a
+ * cycle anywhere in a value (JSON would throw at the checkpoint, or write `{}`); `NaN` and ±Infinity
+ * pass and are written as `null`, as JSON writes them.
+ */
 export function jsonSerializer<T>(): Serializer<T> {
   return {
     id: 'json',
     encode: (value) => (typeof value === 'number' && (value | 0) === value ? int32Json(value) : utf8(JSON.stringify(value) ?? '')),
     decode: (bytes) => JSON.parse(decoder.decode(bytes)) as T,
+    check: jsonValueProblem,
   };
 }
 
