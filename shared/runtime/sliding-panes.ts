@@ -14,9 +14,8 @@
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
 import type { WindowAssigner } from '../api/windows.js';
-import { UsageError } from '../util/errors.js';
 import type { OperatorEnv, Push } from './operator-context.js';
-import { FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { eventTime, FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 
 type Sliding = Extract<WindowAssigner, { kind: 'sliding' }>;
 
@@ -87,8 +86,7 @@ export function compileSlidingPanes(node: WindowNode, env: OperatorEnv, d: Value
   });
 
   return (v, m) => {
-    const ts = m.timestamp;
-    if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
+    const ts = eventTime(m, opId);
     const wm = clock.watermark();
     const pane = ts - mod(ts - offsetMs, slideMs);
     const paneEnd = pane + slideMs;

@@ -13,7 +13,7 @@ import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import type { OperatorEnv, Push, RecordMeta } from './operator-context.js';
 import { compileSlidingPanes, slidesOnPanes } from './sliding-panes.js';
-import { byWindow, FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { byWindow, eventTime, FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 import { UsageError } from '../util/errors.js';
 
 /** The value state a window operator keeps its list in (registered as replaced whole). */
@@ -258,8 +258,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     // one window per record
     const { sizeMs, offsetMs } = a;
     return (v, m) => {
-      const ts = m.timestamp;
-      if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
+      const ts = eventTime(m, opId);
       const wm = clock.watermark();
       const start = ts - mod(ts - offsetMs, sizeMs);
       const end = start + sizeMs;
@@ -306,8 +305,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     // key's list (sorted by start) in one pass, which keeps it sorted
     const { sizeMs, slideMs, offsetMs } = a;
     return (v, m) => {
-      const ts = m.timestamp;
-      if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
+      const ts = eventTime(m, opId);
       const wm = clock.watermark();
       const last = ts - mod(ts - offsetMs, slideMs);
       // the windows not gone yet: an earlier start is gone sooner, so they are the latest `n`
@@ -348,8 +346,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   }
 
   return (v, m) => {
-    const ts = m.timestamp;
-    if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
+    const ts = eventTime(m, opId);
     const wm = clock.watermark();
     let list: Windows = [...((state.read(opId, m.key!, m.keyGroup, d) as Windows | undefined) ?? [])];
     const fireNow: TimeWindow[] = [];

@@ -3,6 +3,7 @@
  * a window's result, and the functions compiled from the window's node.
  */
 import type { TimeWindow } from '../api/windows.js';
+import { UsageError } from '../util/errors.js';
 import { timerRecordId, type RecordMeta } from './operator-context.js';
 
 /**
@@ -14,6 +15,13 @@ export type Windows = Array<[number, number, unknown]>;
 export const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
 
 export const mod = (a: number, b: number) => ((a % b) + b) % b;
+
+/** A record's event time, which every event-time window needs. */
+export function eventTime(m: RecordMeta, opId: string): number {
+  const ts = m.timestamp;
+  if (ts === undefined) throw new UsageError(`window ${opId}`, 'timestamp', 'is missing: windows need event time, give the source a `timestamp` function');
+  return ts;
+}
 
 /**
  * The meta of a window's result: the firing record's or timer's, at the window's last instant. The
