@@ -69,8 +69,9 @@ function checkedSum(slot: AggSlot, sum: number): number {
   return sum;
 }
 
-export function mergeAcc(kind: AggKind, a: Acc, b: Acc): Acc {
-  switch (kind) {
+/** Two windows' accumulators as one (a session joining two, sliding panes at a firing); sums checked as an add's. */
+export function mergeAcc(slot: AggSlot, a: Acc, b: Acc): Acc {
+  switch (slot.kind) {
     case 'COUNT':
       return (a as number) + (b as number);
     case 'COUNT_DISTINCT': {
@@ -82,7 +83,7 @@ export function mergeAcc(kind: AggKind, a: Acc, b: Acc): Acc {
     case 'AVG': {
       const [s1, n1] = a as [number, number];
       const [s2, n2] = b as [number, number];
-      return [s1 + s2, n1 + n2];
+      return [checkedSum(slot, s1 + s2), n1 + n2];
     }
     case 'MIN':
       return a === null ? b : b === null ? a : (b as number) < (a as number) ? b : a;
@@ -129,7 +130,7 @@ export function multiAggregate(slots: readonly AggSlot[]) {
     createAccumulator: (): Acc[] => slots.map((s) => initAcc(s.kind)),
     add: (row: Row, acc: Acc[]): Acc[] => slots.map((s, i) => addAcc(s, acc[i], row)),
     getResult: (acc: Acc[]): unknown[] => slots.map((s, i) => resultOf(s.kind, acc[i])),
-    merge: (a: Acc[], b: Acc[]): Acc[] => slots.map((s, i) => mergeAcc(s.kind, a[i], b[i])),
+    merge: (a: Acc[], b: Acc[]): Acc[] => slots.map((s, i) => mergeAcc(s, a[i], b[i])),
     isEmpty: (_acc: Acc[]): boolean => false,
   };
 }
