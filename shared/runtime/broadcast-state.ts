@@ -3,8 +3,10 @@
  * instance applies the same broadcast records in the same order (the broadcast channel carries them
  * to every shard). It is small by nature (rules, configuration) and travels whole in each snapshot.
  */
+import { packedValueProblem } from '../api/json-values.js';
 import type { MapState, MapStateDescriptor } from '../api/state.js';
 import type { ReadOnlyBroadcastState } from '../api/types.js';
+import { UsageError } from '../util/errors.js';
 import { UndoLog } from './undo-log.js';
 
 type Entries = Array<[string | number, unknown]>;
@@ -51,7 +53,12 @@ export class BroadcastStateStore {
     const m = this.map(operatorId, d.name) as Map<K, V>;
     return {
       get: (k) => m.get(k),
-      put: (k, v) => void this.change(m).set(k, v),
+      put: (k, v) => {
+        // a value the snapshot cannot carry back fails the record that puts it, not every checkpoint
+        const why = packedValueProblem(v);
+        if (why !== undefined) throw new UsageError(operatorId, `broadcast state "${d.name}"`, `cannot hold the value of key ${JSON.stringify(k)}: ${why}`);
+        this.change(m).set(k, v);
+      },
       remove: (k) => void this.change(m).delete(k),
       contains: (k) => m.has(k),
       entries: () => [...m.entries()],

@@ -6,7 +6,9 @@
  *   new instances — every item lands in exactly one instance;
  * - `union` (UnionListState): every new instance gets all items of all old instances.
  */
+import { packedValueProblem } from '../api/json-values.js';
 import type { ListState } from '../api/state.js';
+import { UsageError } from '../util/errors.js';
 import { UndoLog } from './undo-log.js';
 
 export type OperatorListMode = 'split' | 'union';
@@ -32,11 +34,26 @@ export class OperatorStateStore {
     if (!l) this.lists.set(id, (l = { mode, items: [] }));
     const cell = l;
     const change = () => this.undo.touch(cell);
+    // checked before the list changes; an iterable is read once, into the array the check saw
+    const checked = (vs: Iterable<T>): T[] => {
+      const items = [...vs];
+      for (const v of items) checkItem(operatorId, name, v);
+      return items;
+    };
     return {
       get: () => [...cell.items] as T[],
-      add: (v) => void change().items.push(v),
-      addAll: (vs) => void change().items.push(...vs),
-      update: (vs) => void (change().items = [...vs]),
+      add: (v) => {
+        checkItem(operatorId, name, v);
+        change().items.push(v);
+      },
+      addAll: (vs) => {
+        const items = checked(vs);
+        change().items.push(...items);
+      },
+      update: (vs) => {
+        const items = checked(vs);
+        change().items = items;
+      },
       clear: () => void (change().items = []),
     };
   }
@@ -65,6 +82,16 @@ export class OperatorStateStore {
   load(rows: readonly OperatorListRow[]): void {
     for (const [op, name, mode, items] of rows) this.lists.set(`${op}\u0000${name}`, { mode, items: [...items] });
   }
+}
+
+/**
+ * Refuses an item the snapshot cannot carry back as written (a bigint, a Map, a cycle: see
+ * packedValueProblem) before the list changes: the record that adds it fails — a dead letter, its
+ * effects undone — instead of every later checkpoint.
+ */
+function checkItem(operatorId: string, name: string, item: unknown): void {
+  const why = packedValueProblem(item);
+  if (why !== undefined) throw new UsageError(operatorId, `operator list state "${name}"`, `cannot hold this item: ${why}`);
 }
 
 /** New instances' operator lists from the old instances' (both in instance order). */
