@@ -155,16 +155,22 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
   /** `n id` of every ack slow-ack holds back */
   const heldAcks = new Set<string>();
 
+  /** the run is over: held acks stop waiting */
+  let disposed = false;
+
   /**
-   * Sends an ack once checkpoint n is no longer in flight, or after two windows: long enough for the
-   * coordinator's looks (one per window) to see a window without progress and abort n; when the
-   * window has grown (after aborts in a row) the ack lands first and n completes late instead.
+   * Sends an ack once checkpoint n is no longer in flight. While n's progress window is the base one
+   * (n − 1 was not aborted), nothing else bounds the wait: n cannot complete without this ack, so the
+   * coordinator gives it up for want of progress, however late its looks come on a loaded machine.
+   * After an abort the window has grown (doubled per abort in a row): then the ack lands after two
+   * base windows, before the coordinator's look, and n completes late instead.
    */
   const lateAck = (n: number, send: () => Promise<unknown>): void => {
-    const until = Date.now() + 2 * opts.checkpointTimeoutMs + 1_000;
     void (async () => {
-      while (Date.now() < until && (!runner || (await runner.coordinator.get(n))?.status === 'IN_FLIGHT')) await sleep(250);
-      await send();
+      const grown = n > 1 && runner !== undefined && (await runner.coordinator.get(n - 1))?.status === 'ABORTED';
+      const until = grown ? Date.now() + 2 * opts.checkpointTimeoutMs + 1_000 : Infinity;
+      while (!disposed && Date.now() < until && (!runner || (await runner.coordinator.get(n))?.status === 'IN_FLIGHT')) await sleep(250);
+      if (!disposed) await send();
     })().catch(() => undefined); // the run may have ended meanwhile
   };
 
@@ -490,7 +496,10 @@ export function chaosHooks(schedule: FaultSchedule, opts: ChaosHookOptions): Cha
         return true;
       },
     },
-    dispose: () => silent.close(),
+    dispose: () => {
+      disposed = true;
+      return silent.close();
+    },
     attach(r) {
       runner = r;
       crashCoordinatorWrites(r.clients, (where) => {
