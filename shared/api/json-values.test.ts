@@ -56,7 +56,11 @@ describe('jsonValueProblem', () => {
   it('refuses a cycle; passes what writes itself (a Date) and what JSON leaves out', () => {
     const o: Record<string, unknown> = { a: 1 };
     o.self = { back: o };
-    expect(jsonValueProblem(o)).toMatch(/deeper than 64 levels \(or a cycle\)/);
+    expect(jsonValueProblem(o)).toBe('at .self.back: the value holds itself here (a cycle), which JSON cannot write');
+    // deep but no cycle: named as deep
+    let deep: unknown = 1;
+    for (let i = 0; i < 70; i++) deep = [deep];
+    expect(jsonValueProblem(deep)).toMatch(/^at (\[0\]){64}: nested deeper than 64 levels, which JSON cannot write$/);
     expect(jsonValueProblem({ at: new Date(0), f: undefined, l: [1, 'x', null] })).toBeUndefined();
     expect(jsonValueProblem(Number.NaN)).toBeUndefined();
   });

@@ -25,28 +25,33 @@ export function packedValueProblem(value: unknown): string | undefined {
   return problem(value, PACKED_WORDS, false);
 }
 
-type Lost = 'bigint' | 'Map' | 'Set' | 'deep';
+type Lost = 'bigint' | 'Map' | 'Set' | 'deep' | 'cycle';
 
 const JSON_WORDS: Record<Lost, (v: unknown) => string> = {
   bigint: (v) => `${String(v)}n is a bigint, which JSON cannot write (keep it as a string)`,
   Map: () => 'a Map is written by JSON as {}: its entries would be lost (use mapState, or an object or array)',
   Set: () => 'a Set is written by JSON as {}: its entries would be lost (use mapState, or an object or array)',
-  deep: () => `nested deeper than ${MAX_DEPTH} levels (or a cycle), which JSON cannot write`,
+  deep: () => `nested deeper than ${MAX_DEPTH} levels, which JSON cannot write`,
+  cycle: () => 'the value holds itself here (a cycle), which JSON cannot write',
 };
 
 const PACKED_WORDS: Record<Lost, (v: unknown) => string> = {
   bigint: (v) => `${String(v)}n is a bigint, which a snapshot reads back as a number, or cannot write past 64 bits (keep it as a string)`,
   Map: () => 'a Map is read back from a snapshot as an object with string keys (use an object or an array of pairs)',
   Set: () => 'a Set is read back from a snapshot as an array (use an array)',
-  deep: () => `nested deeper than ${MAX_DEPTH} levels (or a cycle), which a snapshot cannot write`,
+  deep: () => `nested deeper than ${MAX_DEPTH} levels, which a snapshot cannot write`,
+  cycle: () => 'the value holds itself here (a cycle), which a snapshot cannot write',
 };
 
 function problem(value: unknown, words: Record<Lost, (v: unknown) => string>, viaToJSON: boolean): string | undefined {
   const t = typeof value;
   // the values state holds most: no walk
   if (t === 'number' || t === 'string' || t === 'boolean' || t === 'undefined' || value === null) return undefined;
-  const found = walk(value, 0, viaToJSON);
+  let found = walk(value, 0, viaToJSON);
   if (found === undefined) return undefined;
+  // too deep: a cycle, most likely. Looked for only now, so that a value that passes pays no set
+  // of the objects above it; named where the value first holds one of them
+  if (found[1] === 'deep') found = cycleIn(value, '', new Set(), viaToJSON) ?? found;
   const why = words[found[1]](found[2]);
   return found[0] === '' ? why : `at ${found[0]}: ${why}`;
 }
@@ -84,4 +89,20 @@ function walk(v: unknown, depth: number, viaToJSON: boolean): [string, Lost, unk
       // a function or a symbol: left out of an object (as undefined is), null or nil in an array
       return undefined;
   }
+}
+
+/** [path, 'cycle', object] of the first object that holds one of the objects above it, or undefined */
+function cycleIn(v: unknown, path: string, above: Set<object>, viaToJSON: boolean): [string, Lost, unknown] | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  if (above.has(v)) return [path, 'cycle', v];
+  if (above.size >= MAX_DEPTH || v instanceof Map || v instanceof Set) return undefined;
+  if (viaToJSON ? typeof (v as { toJSON?: unknown }).toJSON === 'function' : v instanceof Date || ArrayBuffer.isView(v)) return undefined;
+  above.add(v);
+  const at = Array.isArray(v) ? v.map((e, i) => [`[${i}]`, e] as const) : Object.keys(v).map((k) => [`.${k}`, (v as Record<string, unknown>)[k]] as const);
+  for (const [step, e] of at) {
+    const f = cycleIn(e, path + step, above, viaToJSON);
+    if (f) return f;
+  }
+  above.delete(v);
+  return undefined;
 }
