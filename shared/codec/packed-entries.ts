@@ -371,6 +371,29 @@ function writeRow(k: string, v: Uint8Array): void {
   m.withState++;
 }
 
+/**
+ * `d` of an item made from `rows` alone (no item before them): mergeIntoEntries over an item of no
+ * entries named for the rows' state, so a new item's bytes come straight from the rows too, with no
+ * entry object or key encoding per row (a group's first write, e.g. the table's first application).
+ * Undefined outside the common case (the caller merges decoded entries, as for any item), and when
+ * no row sets a state.
+ */
+export function entriesFromRows(rows: readonly MergedRow[], overhead: number): { d: Uint8Array; size: number } | undefined {
+  // the state of the first row that sets one (a row setting another, or two, leaves the merge)
+  let name: string | undefined;
+  for (let i = 0; i < rows.length && name === undefined; i++) for (const n in rows[i]!.values) name ??= n;
+  if (name === undefined) return undefined;
+  // a name not ASCII, or too long for one length byte, is written wrong here: the merge then reads
+  // back a name that is not the rows' and leaves them to the general merge
+  const empty = new Uint8Array(name.length + 4);
+  empty[0] = PACKED_FORMAT;
+  empty[1] = 1;
+  empty[2] = name.length;
+  for (let i = 0; i < name.length; i++) empty[3 + i] = name.charCodeAt(i);
+  empty[3 + name.length] = 0;
+  return mergeIntoEntries(empty, rows, undefined, undefined, overhead);
+}
+
 let oldKey = new Uint8Array(64);
 let outKey = new Uint8Array(64);
 const grown = (a: Uint8Array, n: number) => {
