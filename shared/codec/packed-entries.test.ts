@@ -231,6 +231,7 @@ describe('merging rows into an item on its bytes', () => {
     expect(mergeIntoEntries(d, [mrow('a', { n: enc.encode('1'), sum: enc.encode('1') })], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(encodeEntries(new Map([['a', { n: enc.encode('1'), sum: enc.encode('1') }]])), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(d, [mrow('é')], undefined, undefined, 0)).toBeUndefined();
+    expect(hex(mergeIntoEntries(d, [mrow('é', {})], undefined, undefined, 0)!.d)).toBe(hex(d)); // a cleared key not ASCII: no entry has it
     expect(mergeIntoEntries(d, [mrow('b\u007f')], undefined, undefined, 0)).toBeDefined();
     expect(mergeIntoEntries(d, [mrow('b\u0080')], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(encodeEntries(new Map([['é', { n: enc.encode('1') }]])), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
@@ -250,6 +251,10 @@ describe('merging rows into an item on its bytes', () => {
     expect(mergeIntoEntries(bc, [mrow('d')], 'b', 'd', 0)).toBeUndefined();
     expect(mergeIntoEntries(bc, [mrow('a')], undefined, 'd', 0)).toBeDefined();
     expect(mergeIntoEntries(bc, [mrow('d')], 'b', undefined, 0)).toBeDefined();
+    // (several rows: the first or the last outside)
+    expect(mergeIntoEntries(bc, [mrow('b'), mrow('c'), mrow('d')], 'b', 'd', 0)).toBeUndefined();
+    expect(mergeIntoEntries(bc, [mrow('a'), mrow('b'), mrow('c')], 'b', 'd', 0)).toBeUndefined();
+    expect(mergeIntoEntries(bc, [mrow('b'), mrow('bb'), mrow('c')], 'b', 'd', 0)).toBeDefined();
     expect(mergeIntoEntries(d, [mrow('a', {}), mrow('b', {})], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(d.subarray(0, d.length - 1), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
   });

@@ -159,8 +159,9 @@ export interface MergedRow {
  * entry its key's bytes + 3, per state its name's length + its bytes + 4).
  *
  * Only for the common case, else undefined (the caller merges decoded entries): an item of one
- * state name, rows setting only that state, keys ASCII (bytes and strings then sort alike), rows
- * strictly ascending, every key within [lo, hi), some entry left holding the state.
+ * state name, rows setting only that state, keys ASCII (bytes and strings then sort alike; a
+ * cleared key may be any: it matches no entry then), rows strictly ascending, every key within
+ * [lo, hi), some entry left holding the state.
  */
 export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: string | undefined, hi: string | undefined, overhead: number): { d: Uint8Array; size: number } | undefined {
   m.d = d;
@@ -178,14 +179,8 @@ export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: 
   }
   const count = readVarint();
   if (count < 0) return undefined;
-  for (let i = 0; i < rows.length; i++) {
-    const r = rows[i]!;
-    const k = r.key;
-    if (i > 0 && !(rows[i - 1]!.key < k)) return undefined;
-    for (const n in r.values) if (n !== name) return undefined;
-    for (let j = 0; j < k.length; j++) if (k.charCodeAt(j) >= 0x80) return undefined;
-    if ((lo !== undefined && k < lo) || (hi !== undefined && k >= hi)) return undefined;
-  }
+  // rows strictly ascending (checked as they are merged) lie in [lo, hi) when the first and last do
+  if (rows.length && ((lo !== undefined && rows[0]!.key < lo) || (hi !== undefined && rows[rows.length - 1]!.key >= hi))) return undefined;
   // the entries go after room for the header, written last (its entry count is known at the end)
   const head = 2 + 3 + nameLen + 3;
   m.at = head;
@@ -200,9 +195,15 @@ export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: 
   m.lo = lo;
   m.hi = hi;
   let st = readOld();
+  // the rows are checked as they are merged (one pass): ascending, setting only the item's state,
+  // the keys written ASCII (in writeRow)
+  let prev: string | undefined;
   for (let i = 0; i < rows.length && st >= 0; i++) {
     const r = rows[i]!;
     const k = r.key;
+    if (prev !== undefined && !(prev < k)) return undefined;
+    prev = k;
+    if (!onlyState(r.values, name)) return undefined;
     while (st === 1 && compareToKey(oldKey, m.keyLen, k) < 0) {
       copyOld();
       st = readOld();
@@ -210,8 +211,9 @@ export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: 
     // the row replaces the old entry of its key
     if (st === 1 && compareToKey(oldKey, m.keyLen, k) === 0) st = readOld();
     const v = r.values[name];
-    if (v === undefined) continue; // cleared
-    writeRow(k, v);
+    // cleared (a key not ASCII then matches no entry: the old keys are)
+    if (v === undefined) continue;
+    if (!writeRow(k, v)) return undefined;
   }
   while (st === 1) {
     copyOld();
@@ -347,8 +349,17 @@ function copyOld(): void {
   if (m.sBytes >= 0) m.withState++;
 }
 
-/** a row's key (ASCII), prefix-compressed against the last one written, and its one state */
-function writeRow(k: string, v: Uint8Array): void {
+/** whether `values` sets no state but `name` */
+function onlyState(values: Values, name: string): boolean {
+  for (const n in values) if (n !== name) return false;
+  return true;
+}
+
+/**
+ * A row's key, prefix-compressed against the last one written, and its one state; false when the
+ * key is not ASCII (its prefix shared with the last key written is: only the rest is checked).
+ */
+function writeRow(k: string, v: Uint8Array): boolean {
   const len = k.length;
   if (len > outKey.length) outKey = grown(outKey, len);
   let shared = 0;
@@ -359,6 +370,7 @@ function writeRow(k: string, v: Uint8Array): void {
   room(at, len - shared);
   for (let i = shared; i < len; i++) {
     const c = k.charCodeAt(i);
+    if (c >= 0x80) return false;
     buf[at++] = c;
     outKey[i] = c;
   }
@@ -369,6 +381,7 @@ function writeRow(k: string, v: Uint8Array): void {
   m.written++;
   m.size += len + 3 + m.nameLen + v.length + 4;
   m.withState++;
+  return true;
 }
 
 /**

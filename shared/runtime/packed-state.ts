@@ -423,12 +423,15 @@ export class PackedStateStore implements StateStore {
       const root: Item = { sk: ROOT_SK, lo: undefined, next: undefined, ckpt, ver: 0, size: 0, entries, d: new Uint8Array(0) };
       chain = [root];
     }
-    const touched = new Map<number, StateRow[]>();
-    for (const r of rows) {
-      const i = route(chain, r.key);
-      let l = touched.get(i);
-      if (!l) touched.set(i, (l = []));
-      l.push(r);
+    const touched = new Map<number, readonly StateRow[]>();
+    if (chain.length === 1 && rows.length) touched.set(0, rows); // (most groups: one item holds every key)
+    else {
+      for (const r of rows) {
+        const i = route(chain, r.key);
+        let l = touched.get(i) as StateRow[] | undefined;
+        if (!l) touched.set(i, (l = []));
+        l.push(r);
+      }
     }
     const writes: Piece[] = [];
     const newChain: Item[] = [];
