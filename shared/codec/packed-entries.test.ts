@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compareKeys, decodeEntries, decodeSortedEntries, encodeEntries, encodeSortedEntries, mergeIntoEntries, type MergedRow } from './packed-entries.js';
+import { compareKeys, decodeEntries, decodeSortedEntries, encodeEntries, encodeSortedEntries, entriesFromRows, mergeIntoEntries, type MergedRow } from './packed-entries.js';
 
 const enc = new TextEncoder();
 type Values = Record<string, Uint8Array>;
@@ -231,6 +231,7 @@ describe('merging rows into an item on its bytes', () => {
     expect(mergeIntoEntries(d, [mrow('a', { n: enc.encode('1'), sum: enc.encode('1') })], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(encodeEntries(new Map([['a', { n: enc.encode('1'), sum: enc.encode('1') }]])), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(d, [mrow('é')], undefined, undefined, 0)).toBeUndefined();
+    expect(hex(mergeIntoEntries(d, [mrow('é', {})], undefined, undefined, 0)!.d)).toBe(hex(d)); // a cleared key not ASCII: no entry has it
     expect(mergeIntoEntries(d, [mrow('b\u007f')], undefined, undefined, 0)).toBeDefined();
     expect(mergeIntoEntries(d, [mrow('b\u0080')], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(encodeEntries(new Map([['é', { n: enc.encode('1') }]])), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
@@ -250,6 +251,10 @@ describe('merging rows into an item on its bytes', () => {
     expect(mergeIntoEntries(bc, [mrow('d')], 'b', 'd', 0)).toBeUndefined();
     expect(mergeIntoEntries(bc, [mrow('a')], undefined, 'd', 0)).toBeDefined();
     expect(mergeIntoEntries(bc, [mrow('d')], 'b', undefined, 0)).toBeDefined();
+    // (several rows: the first or the last outside)
+    expect(mergeIntoEntries(bc, [mrow('b'), mrow('c'), mrow('d')], 'b', 'd', 0)).toBeUndefined();
+    expect(mergeIntoEntries(bc, [mrow('a'), mrow('b'), mrow('c')], 'b', 'd', 0)).toBeUndefined();
+    expect(mergeIntoEntries(bc, [mrow('b'), mrow('bb'), mrow('c')], 'b', 'd', 0)).toBeDefined();
     expect(mergeIntoEntries(d, [mrow('a', {}), mrow('b', {})], undefined, undefined, 0)).toBeUndefined();
     expect(mergeIntoEntries(d.subarray(0, d.length - 1), [mrow('a')], undefined, undefined, 0)).toBeUndefined();
   });
@@ -284,5 +289,59 @@ describe('merging rows into an item on its bytes', () => {
     // a varint of five bytes is still one (a length written with more bytes than it needs)
     const padded = new Writer().varint(1).varint(1).bytes('n').raw(0x81, 0x80, 0x80, 0x80, 0x00).varint(0).bytes('a').varint(1).varint(0).bytes([7]).done();
     expect(hex(mergeIntoEntries(padded, [mrow('c')], undefined, undefined, 0)!.d)).toBe(hex(oneName([{ shared: 0, rest: 'a' }, { shared: 0, rest: 'c', states: [[0, enc.encode('9')]] }])));
+  });
+});
+
+describe('an item made from rows alone, on bytes', () => {
+  // keys from a few letters, now and then not ASCII; states of one name mostly, a clear now and then, rarely another name or two
+  const keyArb = fc.oneof({ weight: 60, arbitrary: fc.string({ unit: fc.constantFrom('a', 'b', 'ab', 'k1', '-'), minLength: 1, maxLength: 7 }) }, { weight: 1, arbitrary: fc.constantFrom('é', '\u{1F642}') });
+  const valuesArb = fc.oneof(
+    { weight: 20, arbitrary: fc.uint8Array({ maxLength: 150 }).map((v): Values => ({ count: v })) },
+    { weight: 3, arbitrary: fc.constant({} as Values) },
+    { weight: 1, arbitrary: fc.uint8Array({ maxLength: 4 }).map((v): Values => ({ sum: v })) },
+    { weight: 1, arbitrary: fc.uint8Array({ maxLength: 4 }).map((v): Values => ({ count: v, sum: v })) },
+  );
+
+  it('writes what encoding the rows that set a state writes (the general path of a new item), whenever it takes the rows, and counts their size', () => {
+    let taken = 0;
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.tuple(keyArb, valuesArb), { selector: ([k]) => k, maxLength: 200 }), fc.nat(9).map((n) => n > 0), fc.nat(200), (pairs, sortRows, overhead) => {
+        const rows = pairs.map(([key, values]) => mrow(key, values));
+        if (sortRows) rows.sort((a, b) => byString(a.key, b.key));
+        const fast = entriesFromRows(rows, overhead);
+        if (!fast) return;
+        taken++;
+        // the oracle: the rows that set a state, sorted, in the documented layout
+        const entries = rows.filter((r) => Object.keys(r.values).length).map((r) => [r.key, r.values] as const).sort(([a], [b]) => byString(a, b));
+        let size = overhead;
+        for (const [k, v] of entries) {
+          size += enc.encode(k).length + 3;
+          for (const [n, b] of Object.entries(v)) size += n.length + b.length + 4;
+        }
+        expect(hex(fast.d)).toBe(hex(reference(entries)));
+        expect(hex(fast.d)).toBe(hex(encodeSortedEntries(entries.map(([key, values]) => ({ key, kb: enc.encode(key), values })))));
+        expect(fast.size).toBe(size);
+      }),
+      { numRuns: 1500, seed: 20261204 },
+    );
+    expect(taken).toBeGreaterThan(300);
+  });
+
+  it('leaves to the general merge rows it does not handle: no state set, two names, a name not ASCII, keys not ASCII or out of order', () => {
+    expect(entriesFromRows([mrow('a', {}), mrow('b', {})], 0)).toBeUndefined();
+    expect(entriesFromRows([], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('a', { n: enc.encode('1'), m: enc.encode('2') })], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('a', { n: enc.encode('1') }), mrow('b', { m: enc.encode('2') })], 0)).toBeUndefined();
+    // (names whose bytes the item's header would misstate: a code unit past one byte, a length past one varint byte)
+    expect(entriesFromRows([mrow('a', { 'é': enc.encode('1') })], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('a', { 'n\u0101': enc.encode('1') })], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('a', { ['x'.repeat(128)]: enc.encode('1') })], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('a', { [`\u0000\u0000${'x'.repeat(128)}`]: enc.encode('1') })], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('é')], 0)).toBeUndefined();
+    expect(entriesFromRows([mrow('b'), mrow('a')], 0)).toBeUndefined();
+    // the first row that sets a state names the item's state; clears before it are fine
+    const d = entriesFromRows([mrow('a', {}), mrow('b', { n: enc.encode('1') }), mrow('c', {})], 0)!.d;
+    expect(hex(d)).toBe(hex(encodeEntries(new Map([['b', { n: enc.encode('1') }]]))));
+    expect(hex(entriesFromRows([mrow('a', { ['x'.repeat(127)]: enc.encode('1') })], 0)!.d)).toBe(hex(reference([['a', { ['x'.repeat(127)]: enc.encode('1') }]])));
   });
 });

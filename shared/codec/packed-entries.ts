@@ -159,143 +159,70 @@ export interface MergedRow {
  * entry its key's bytes + 3, per state its name's length + its bytes + 4).
  *
  * Only for the common case, else undefined (the caller merges decoded entries): an item of one
- * state name, rows setting only that state, keys ASCII (bytes and strings then sort alike), rows
- * strictly ascending, every key within [lo, hi), some entry left holding the state.
+ * state name, rows setting only that state, keys ASCII (bytes and strings then sort alike; a
+ * cleared key may be any: it matches no entry then), rows strictly ascending, every key within
+ * [lo, hi), some entry left holding the state.
  */
 export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: string | undefined, hi: string | undefined, overhead: number): { d: Uint8Array; size: number } | undefined {
-  const end = d.length;
-  let p = 0;
-  // a varint of d at p (lengths and counts: small), or -1 when it is not one
-  const next = (): number => {
-    let n = 0;
-    let mul = 1;
-    for (;;) {
-      if (p >= end || mul > 2 ** 28) return -1;
-      const b = d[p++]!;
-      n += (b & 0x7f) * mul;
-      if (b < 0x80) return n;
-      mul *= 0x80;
-    }
-  };
-  if (next() !== PACKED_FORMAT || next() !== 1) return undefined;
-  const nameLen = next();
-  if (nameLen < 0 || p + nameLen > end) return undefined;
-  const nameAt = p;
+  m.d = d;
+  m.end = d.length;
+  m.p = 0;
+  if (readVarint() !== PACKED_FORMAT || readVarint() !== 1) return undefined;
+  const nameLen = readVarint();
+  if (nameLen < 0 || m.p + nameLen > m.end) return undefined;
+  const nameAt = m.p;
   let name = '';
   for (let i = 0; i < nameLen; i++) {
-    const c = d[p++]!;
+    const c = d[m.p++]!;
     if (c >= 0x80) return undefined;
     name += String.fromCharCode(c);
   }
-  const count = next();
+  const count = readVarint();
   if (count < 0) return undefined;
-  for (let i = 0; i < rows.length; i++) {
-    const r = rows[i]!;
-    const k = r.key;
-    if (i > 0 && !(rows[i - 1]!.key < k)) return undefined;
-    for (const n in r.values) if (n !== name) return undefined;
-    for (let j = 0; j < k.length; j++) if (k.charCodeAt(j) >= 0x80) return undefined;
-    if ((lo !== undefined && k < lo) || (hi !== undefined && k >= hi)) return undefined;
-  }
+  // rows strictly ascending (checked as they are merged) lie in [lo, hi) when the first and last do
+  if (rows.length && ((lo !== undefined && rows[0]!.key < lo) || (hi !== undefined && rows[rows.length - 1]!.key >= hi))) return undefined;
   // the entries go after room for the header, written last (its entry count is known at the end)
   const head = 2 + 3 + nameLen + 3;
-  let at = head;
-  let size = overhead;
-  let written = 0;
-  let withState = 0;
-  let read = 0;
-  let keyLen = 0; // the old entry under the cursor: its key in oldKey, its states' bytes at [sAt, sEnd)
-  let sAt = 0;
-  let sEnd = 0;
-  let sBytes = 0;
-  let outLen = 0; // the last key written, in outKey
-  /** the next old entry: 1, or 0 when there is none, or -1 when the item is not the common case */
-  const readOld = (): number => {
-    if (read === count) return 0;
-    read++;
-    const shared = next();
-    const rest = next();
-    if (shared < 0 || rest < 0 || shared > keyLen || p + rest > end) return -1;
-    if (shared + rest > oldKey.length) oldKey = grown(oldKey, shared + rest);
-    // ascending: the first byte that differs from the last key is greater, or the key is longer
-    let order = read === 1 ? 1 : 0;
-    for (let i = 0; i < rest; i++) {
-      const c = d[p++]!;
-      if (c >= 0x80) return -1;
-      if (order === 0) order = shared + i >= keyLen ? 1 : Math.sign(c - oldKey[shared + i]!);
-      oldKey[shared + i] = c;
-    }
-    if (order === 0) order = shared + rest > keyLen ? 1 : -1;
-    if (order < 0) return -1;
-    keyLen = shared + rest;
-    sAt = p;
-    const states = next();
-    if (states > 1 || states < 0) return -1;
-    sBytes = -1;
-    if (states === 1) {
-      const n = next() === 0 ? next() : -1;
-      if (n < 0 || p + n > end) return -1;
-      p += n;
-      sBytes = nameLen + n + 4;
-    }
-    sEnd = p;
-    if ((lo !== undefined && compareToKey(oldKey, keyLen, lo) < 0) || (hi !== undefined && compareToKey(oldKey, keyLen, hi) >= 0)) return -1;
-    return 1;
-  };
-  // the key (oldKey's, or a row's string) prefix-compressed against the last one written
-  const writeKey = (k: string | undefined): number => {
-    const len = k === undefined ? keyLen : k.length;
-    if (len > outKey.length) outKey = grown(outKey, len);
-    let shared = 0;
-    const max = Math.min(outLen, len);
-    if (k === undefined) while (shared < max && outKey[shared] === oldKey[shared]) shared++;
-    else while (shared < max && outKey[shared] === k.charCodeAt(shared)) shared++;
-    at = varint(at, shared);
-    at = varint(at, len - shared);
-    room(at, len - shared);
-    for (let i = shared; i < len; i++) {
-      const c = k === undefined ? oldKey[i]! : k.charCodeAt(i);
-      buf[at++] = c;
-      outKey[i] = c;
-    }
-    outLen = len;
-    written++;
-    return len;
-  };
-  const copyOld = () => {
-    const len = writeKey(undefined);
-    const n = sEnd - sAt;
-    room(at, n);
-    for (let i = 0; i < n; i++) buf[at + i] = d[sAt + i]!;
-    at += n;
-    size += len + 3 + Math.max(0, sBytes);
-    if (sBytes >= 0) withState++;
-  };
+  m.at = head;
+  m.size = overhead;
+  m.written = 0;
+  m.withState = 0;
+  m.read = 0;
+  m.count = count;
+  m.keyLen = 0;
+  m.outLen = 0;
+  m.nameLen = nameLen;
+  m.lo = lo;
+  m.hi = hi;
   let st = readOld();
+  // the rows are checked as they are merged (one pass): ascending, setting only the item's state,
+  // the keys written ASCII (in writeRow)
+  let prev: string | undefined;
   for (let i = 0; i < rows.length && st >= 0; i++) {
     const r = rows[i]!;
-    while (st === 1 && compareToKey(oldKey, keyLen, r.key) < 0) {
+    const k = r.key;
+    if (prev !== undefined && !(prev < k)) return undefined;
+    prev = k;
+    if (!onlyState(r.values, name)) return undefined;
+    while (st === 1 && compareToKey(oldKey, m.keyLen, k) < 0) {
       copyOld();
       st = readOld();
     }
     // the row replaces the old entry of its key
-    if (st === 1 && compareToKey(oldKey, keyLen, r.key) === 0) st = readOld();
+    if (st === 1 && compareToKey(oldKey, m.keyLen, k) === 0) st = readOld();
     const v = r.values[name];
-    if (v === undefined) continue; // cleared
-    const len = writeKey(r.key);
-    at = varint(at, 1);
-    at = varint(at, 0);
-    at = bytes(at, v, 0);
-    size += len + 3 + nameLen + v.length + 4;
-    withState++;
+    // cleared (a key not ASCII then matches no entry: the old keys are)
+    if (v === undefined) continue;
+    if (!writeRow(k, v)) return undefined;
   }
   while (st === 1) {
     copyOld();
     st = readOld();
   }
-  if (st < 0 || p !== end || withState === 0 || written >= 0x200000) return undefined;
-  let h = head - varintLength(written);
-  varint(h, written);
+  m.d = EMPTY;
+  if (st < 0 || m.p !== m.end || m.withState === 0 || m.written >= 0x200000) return undefined;
+  let h = head - varintLength(m.written);
+  varint(h, m.written);
   h -= nameLen;
   for (let i = 0; i < nameLen; i++) buf[h + i] = d[nameAt + i]!;
   h -= varintLength(nameLen);
@@ -303,7 +230,181 @@ export function mergeIntoEntries(d: Uint8Array, rows: readonly MergedRow[], lo: 
   h -= 2;
   buf[h] = PACKED_FORMAT;
   buf[h + 1] = 1;
-  return { d: buf.slice(h, at), size };
+  return { d: buf.slice(h, m.at), size: m.size };
+}
+
+/**
+ * mergeIntoEntries' cursor, kept at module level (a merge is synchronous: one at a time) so that its
+ * steps are small functions of their own rather than closures made per call: V8 optimizes those
+ * within the first few items, and an application of the table comes only every few checkpoints,
+ * where the merge would otherwise run unoptimized for most of the first ones.
+ */
+const m = {
+  /** the item's bytes, read at p up to end */
+  d: EMPTY as Uint8Array,
+  p: 0,
+  end: 0,
+  /** where the next byte goes in buf */
+  at: 0,
+  size: 0,
+  written: 0,
+  withState: 0,
+  /** entries of d read, of count */
+  read: 0,
+  count: 0,
+  nameLen: 0,
+  /** the old entry under the cursor: its key in oldKey[0, keyLen), its states' bytes at [sAt, sEnd) (sBytes: their size, -1 if none) */
+  keyLen: 0,
+  sAt: 0,
+  sEnd: 0,
+  sBytes: 0,
+  /** the last key written, in outKey[0, outLen) */
+  outLen: 0,
+  lo: undefined as string | undefined,
+  hi: undefined as string | undefined,
+};
+
+/** a varint of the item at its cursor (lengths and counts: small), or -1 when it is not one */
+function readVarint(): number {
+  const d = m.d;
+  let p = m.p;
+  let n = 0;
+  let mul = 1;
+  for (;;) {
+    if (p >= m.end || mul > 2 ** 28) {
+      m.p = p;
+      return -1;
+    }
+    const b = d[p++]!;
+    n += (b & 0x7f) * mul;
+    if (b < 0x80) {
+      m.p = p;
+      return n;
+    }
+    mul *= 0x80;
+  }
+}
+
+/** the next old entry: 1, or 0 when there is none, or -1 when the item is not the common case */
+function readOld(): number {
+  if (m.read === m.count) return 0;
+  m.read++;
+  const shared = readVarint();
+  const rest = readVarint();
+  const keyLen = m.keyLen;
+  if (shared < 0 || rest < 0 || shared > keyLen || m.p + rest > m.end) return -1;
+  if (shared + rest > oldKey.length) oldKey = grown(oldKey, shared + rest);
+  const d = m.d;
+  let p = m.p;
+  // ascending: the first byte that differs from the last key is greater, or the key is longer
+  let order = m.read === 1 ? 1 : 0;
+  for (let i = 0; i < rest; i++) {
+    const c = d[p++]!;
+    if (c >= 0x80) return -1;
+    if (order === 0) order = shared + i >= keyLen ? 1 : Math.sign(c - oldKey[shared + i]!);
+    oldKey[shared + i] = c;
+  }
+  m.p = p;
+  if (order === 0) order = shared + rest > keyLen ? 1 : -1;
+  if (order < 0) return -1;
+  m.keyLen = shared + rest;
+  m.sAt = p;
+  const states = readVarint();
+  if (states > 1 || states < 0) return -1;
+  m.sBytes = -1;
+  if (states === 1) {
+    const n = readVarint() === 0 ? readVarint() : -1;
+    if (n < 0 || m.p + n > m.end) return -1;
+    m.p += n;
+    m.sBytes = m.nameLen + n + 4;
+  }
+  m.sEnd = m.p;
+  if ((m.lo !== undefined && compareToKey(oldKey, m.keyLen, m.lo) < 0) || (m.hi !== undefined && compareToKey(oldKey, m.keyLen, m.hi) >= 0)) return -1;
+  return 1;
+}
+
+/** the old entry under the cursor, its key prefix-compressed against the last one written, its states copied */
+function copyOld(): void {
+  const len = m.keyLen;
+  if (len > outKey.length) outKey = grown(outKey, len);
+  let shared = 0;
+  const max = Math.min(m.outLen, len);
+  while (shared < max && outKey[shared] === oldKey[shared]) shared++;
+  let at = varint(m.at, shared);
+  at = varint(at, len - shared);
+  const n = m.sEnd - m.sAt;
+  room(at, len - shared + n);
+  for (let i = shared; i < len; i++) {
+    const c = oldKey[i]!;
+    buf[at++] = c;
+    outKey[i] = c;
+  }
+  const d = m.d;
+  const sAt = m.sAt;
+  for (let i = 0; i < n; i++) buf[at + i] = d[sAt + i]!;
+  m.at = at + n;
+  m.outLen = len;
+  m.written++;
+  m.size += len + 3 + Math.max(0, m.sBytes);
+  if (m.sBytes >= 0) m.withState++;
+}
+
+/** whether `values` sets no state but `name` */
+function onlyState(values: Values, name: string): boolean {
+  for (const n in values) if (n !== name) return false;
+  return true;
+}
+
+/**
+ * A row's key, prefix-compressed against the last one written, and its one state; false when the
+ * key is not ASCII (its prefix shared with the last key written is: only the rest is checked).
+ */
+function writeRow(k: string, v: Uint8Array): boolean {
+  const len = k.length;
+  if (len > outKey.length) outKey = grown(outKey, len);
+  let shared = 0;
+  const max = Math.min(m.outLen, len);
+  while (shared < max && outKey[shared] === k.charCodeAt(shared)) shared++;
+  let at = varint(m.at, shared);
+  at = varint(at, len - shared);
+  room(at, len - shared);
+  for (let i = shared; i < len; i++) {
+    const c = k.charCodeAt(i);
+    if (c >= 0x80) return false;
+    buf[at++] = c;
+    outKey[i] = c;
+  }
+  at = varint(at, 1);
+  at = varint(at, 0);
+  m.at = bytes(at, v, 0);
+  m.outLen = len;
+  m.written++;
+  m.size += len + 3 + m.nameLen + v.length + 4;
+  m.withState++;
+  return true;
+}
+
+/**
+ * `d` of an item made from `rows` alone (no item before them): mergeIntoEntries over an item of no
+ * entries named for the rows' state, so a new item's bytes come straight from the rows too, with no
+ * entry object or key encoding per row (a group's first write, e.g. the table's first application).
+ * Undefined outside the common case (the caller merges decoded entries, as for any item), and when
+ * no row sets a state.
+ */
+export function entriesFromRows(rows: readonly MergedRow[], overhead: number): { d: Uint8Array; size: number } | undefined {
+  // the state of the first row that sets one (a row setting another, or two, leaves the merge)
+  let name: string | undefined;
+  for (let i = 0; i < rows.length && name === undefined; i++) for (const n in rows[i]!.values) name ??= n;
+  if (name === undefined) return undefined;
+  // a name not ASCII, or too long for one length byte, is written wrong here: the merge then reads
+  // back a name that is not the rows' and leaves them to the general merge
+  const empty = new Uint8Array(name.length + 4);
+  empty[0] = PACKED_FORMAT;
+  empty[1] = 1;
+  empty[2] = name.length;
+  for (let i = 0; i < name.length; i++) empty[3 + i] = name.charCodeAt(i);
+  empty[3 + name.length] = 0;
+  return mergeIntoEntries(empty, rows, undefined, undefined, overhead);
 }
 
 let oldKey = new Uint8Array(64);

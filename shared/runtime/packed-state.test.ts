@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { MemoryStateTable } from '../adapters/memory/memory-ports.js';
-import { decodeEntries } from '../codec/packed-entries.js';
+import { decodeEntries, encodeEntries } from '../codec/packed-entries.js';
 import { groupPk, PackedStateStore, ROOT_SK, type StoredItem } from './packed-state.js';
 import type { StateRow } from './ports.js';
 import { SpillingStateStore } from './spilling-state-store.js';
@@ -173,6 +173,50 @@ describe('PackedStateStore', () => {
     await s.applyRows(6, 1, [row('b', 'B6')]);
     expect(items(t).map((i) => i.sk)).toEqual([ROOT_SK]);
     expect(Object.fromEntries((await s.readGroup('op', 7)).map((r) => [r.key, text(r)]))).toEqual({ a: 'A', b: 'B6' });
+  });
+
+  it("a group's first write makes its items from the rows alone: the bytes of its keys' entries, whichever way they are made", async () => {
+    // seeded rows of one group (ASCII keys in order: made on bytes; else, or two states, or a split: by the general merge)
+    fc.assert(
+      fc.asyncProperty(
+        fc.uniqueArray(fc.tuple(fc.oneof({ weight: 400, arbitrary: fc.string({ unit: fc.constantFrom('a', 'b', 'k', '1'), minLength: 1, maxLength: 7 }) }, { weight: 1, arbitrary: fc.constantFrom('é', 'aé') }), fc.oneof({ weight: 8, arbitrary: fc.string({ maxLength: 8 }) }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 3 }) })), { selector: ([k]) => k, maxLength: 300 }),
+        fc.boolean(),
+        fc.boolean(),
+        async (pairs, sorted, legacy) => {
+          const t = new MemoryStateTable();
+          // a cleared row of the older layout: no entry, but its checkpoint is the root's
+          if (legacy) t.groups.set(groupPk('op', 7), new Map<string, StoredItem>([['z', { sk: 'z', ckpt: 2, v: {} }]]));
+          const rows = pairs.map(([k, v]) => row(k, v));
+          if (sorted) rows.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+          await new PackedStateStore(t, { splitBytes: 1024 }).applyRows(3, 1, rows);
+          const stored = items(t).filter((i) => i.f !== undefined);
+          const want = new Map(rows.filter((r) => Object.keys(r.values).length).map((r) => [r.key, r.values]));
+          if (!want.size && !stored.length) return;
+          // every item holds the entries of its range, in the layout the codec writes for them
+          const chain: StoredItem[] = [];
+          for (let sk: string | undefined = ROOT_SK; sk !== undefined; sk = chain[chain.length - 1]!.n) chain.push(stored.find((i) => i.sk === sk)!);
+          expect(chain.length).toBe(stored.length);
+          chain.forEach((item, i) => {
+            const hi = chain[i + 1]?.l;
+            const mine = new Map([...want].filter(([k]) => (item.l === undefined || item.l <= k) && (hi === undefined || k < hi)));
+            expect(Buffer.from(item.d!).toString('hex')).toBe(Buffer.from(encodeEntries(mine)).toString('hex'));
+            expect([item.c, item.r]).toEqual([3, 1]);
+          });
+          expect(chain.reduce((n, i) => n + decodeEntries(i.d!).size, 0)).toBe(want.size);
+          // split as the sizes the layout documents say (80 per item, per entry its key's bytes + 3, per state its name and bytes + 4)
+          let total = 80;
+          for (const [k, v] of want) total += enc.encode(k).length + 3 + Object.entries(v).reduce((n, [name, b]) => n + name.length + b.length + 4, 0);
+          expect(chain.length > 1).toBe(total > 1024 && want.size > 1);
+        },
+      ),
+      { numRuns: 600, seed: 4122026 },
+    );
+    // at the split size: 80 + 17 bytes per key is 1015 for 55 keys (one item), 1032 for 56 (split)
+    for (const [n, split] of [[55, false], [56, true]] as const) {
+      const t = new MemoryStateTable();
+      await new PackedStateStore(t, { splitBytes: 1024 }).applyRows(1, 1, Array.from({ length: n }, (_, i) => row(`k${String(i).padStart(3, '0')}`, 'x')));
+      expect(items(t).length > 1).toBe(split);
+    }
   });
 
   it('keeps spilled values working: a key larger than an item goes to the blob store', async () => {

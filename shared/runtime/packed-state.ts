@@ -27,7 +27,7 @@
 import { randomBytes } from 'node:crypto';
 import { SluiceError } from '../util/errors.js';
 import type { StateRow, StateRowId, StateStore } from './ports.js';
-import { compareKeys, decodeSortedEntries, encodeSortedEntries, mergeIntoEntries, PACKED_FORMAT } from '../codec/packed-entries.js';
+import { compareKeys, decodeSortedEntries, encodeSortedEntries, entriesFromRows, mergeIntoEntries, PACKED_FORMAT } from '../codec/packed-entries.js';
 import { type Entry, entryOf, find, ITEM_OVERHEAD, lastWriteWins, mergeRows, sortedEntries, type Values } from './packed-item-entries.js';
 
 /** sk of a group's first item (legacy rows used the key itself as sk; keys never start with NUL in practice) */
@@ -423,12 +423,15 @@ export class PackedStateStore implements StateStore {
       const root: Item = { sk: ROOT_SK, lo: undefined, next: undefined, ckpt, ver: 0, size: 0, entries, d: new Uint8Array(0) };
       chain = [root];
     }
-    const touched = new Map<number, StateRow[]>();
-    for (const r of rows) {
-      const i = route(chain, r.key);
-      let l = touched.get(i);
-      if (!l) touched.set(i, (l = []));
-      l.push(r);
+    const touched = new Map<number, readonly StateRow[]>();
+    if (chain.length === 1 && rows.length) touched.set(0, rows); // (most groups: one item holds every key)
+    else {
+      for (const r of rows) {
+        const i = route(chain, r.key);
+        let l = touched.get(i) as StateRow[] | undefined;
+        if (!l) touched.set(i, (l = []));
+        l.push(r);
+      }
     }
     const writes: Piece[] = [];
     const newChain: Item[] = [];
@@ -451,7 +454,8 @@ export class PackedStateStore implements StateStore {
       // whether the rows change the item matters only if it needs no write for the checkpoint's sake
       const compare = item.ver !== 0 && item.ckpt >= n;
       // the common case on the item's bytes: no entry objects made, none kept for the next checkpoint
-      const fast = !compare && item.size > 0 ? mergeIntoEntries(item.d, mine, item.lo, chain[i + 1]?.lo, ITEM_OVERHEAD) : undefined;
+      // (a group's new root, with no rows of the older layout to start from: made from the rows alone)
+      const fast = compare ? undefined : item.size > 0 ? mergeIntoEntries(item.d, mine, item.lo, chain[i + 1]?.lo, ITEM_OVERHEAD) : item.entries?.length === 0 && view.chain.length === 0 ? entriesFromRows(mine, ITEM_OVERHEAD) : undefined;
       if (fast && fast.size <= this.splitBytes) {
         const stored: StoredItem = { sk: item.sk, f: PACKED_FORMAT, c: ckpt, r: item.ver + 1, ...(item.lo !== undefined ? { l: item.lo } : {}), ...(item.next !== undefined ? { n: item.next } : {}), d: fast.d };
         const it: Item = { sk: item.sk, lo: item.lo, next: item.next, ckpt, ver: item.ver + 1, size: fast.d.length, entries: undefined, d: fast.d };
