@@ -1,9 +1,8 @@
 /**
- * The apply of an inner stage's packets: each packet is decoded into reused columns, its data
- * records are decoded, keyed and looked up in the cache ahead of the pass (`resolveAhead`), and the
- * pass applies it envelope by envelope through one reused unit. What a unit does (apply a record,
- * a watermark, an end, a tick) and what an alignment does (snapshot, release) are the instance's
- * steps (stage-instance.ts).
+ * The one-pass apply of an inner stage's packets: each packet is decoded into reused columns and
+ * applied envelope by envelope; a data record is decoded, keyed, looked up and applied through one
+ * reused unit. What a unit does (apply a record, a watermark, an end, a tick) and what an alignment
+ * does (snapshot, release) are the instance's steps (stage-instance.ts).
  */
 import { DATA_KIND, decodePacketColumns, PacketColumns, type DataEnvelope } from '../codec/envelope.js';
 import { errorMessage } from '../util/errors.js';
@@ -13,7 +12,6 @@ import type { CompiledChain } from './chain.js';
 import type { DeadLetterWriter } from './dead-letter-writer.js';
 import { controlUnit, DataUnit, type Unit } from './inner-packets.js';
 import type { KeyedStateCache } from './keyed-state.js';
-import type { KeyEntry } from './state-handles.js';
 import type { StateRowId, StoredRecord } from './ports.js';
 import { resolveUnit, type StateLoader } from './state-prefetch.js';
 
@@ -50,11 +48,6 @@ export class PacketApplier {
   private readonly columns: PacketColumns[] = [];
   private readonly units: DataUnit[] = [];
   private depth = 0;
-  /** per depth: its packet's rows resolved ahead of the pass */
-  private readonly resolved: DecodedRows[] = [];
-  private readonly aheadUnit = DataUnit.reusable();
-  /** keys `resolveAhead` finds not cached: not read there (the pass stops at the first for a read ahead) */
-  private readonly uncached: StateRowId[] = [];
   /** what a read ahead decoded of the packets it went through, by packet: their pass takes it instead of decoding again */
   private readonly decoded = new Map<Uint8Array, DecodedRows>();
 
@@ -91,22 +84,22 @@ export class PacketApplier {
       const ids: StateRowId[] = [];
       // whether a barrier of the next checkpoint waits: only barriers and alignments change it
       let aligning = barriers.waiting(steps.epoch() + 1);
-      // the rows a read ahead decoded (one may start in this packet), else this packet's, resolved now
-      const ahead = this.decoded.get(r.data) ?? this.resolveAhead(r, cols, depth, fromEpoch, owned);
+      // the rows a read ahead decoded (one may start in this packet)
+      let ahead = this.decoded.get(r.data);
       for (let index = 0; index < cols.count; index++) {
         if (cols.kind[index] === DATA_KIND) {
           if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
           // already in the snapshot
           if (cols.epoch[index]! < barriers.appliesFrom(steps.epoch())) continue;
           unit.point(cols, index, r.sequenceNumber);
-          ahead.take(unit);
+          if (ahead !== undefined) ahead.take(unit);
           // only a record of a later epoch can be held back; the handler keeps it, so it gets its own unit
           const held = unit.epoch > steps.epoch() ? this.hold(unit.copy()) : undefined;
           if (held === undefined) {
             resolveUnit(unit, ids, chain, state);
             if (ids.length) {
-              // it keeps what it decodes of this packet's rows in `ahead`
               await this.readAhead(records, i, cols, index, ids);
+              ahead = this.decoded.get(r.data);
               resolveUnit(unit, ids, chain, state);
               ids.length = 0;
             }
@@ -137,33 +130,6 @@ export class PacketApplier {
       // what was decoded ahead of this packet and not taken (a duplicate, a record held back) is not kept
       this.decoded.delete(r.data);
     }
-  }
-
-  /**
-   * Decodes, keys and looks up every data record of a packet before the pass applies any, keeping
-   * each row's value, key and first keyed operator's entry for its turn (`DecodedRows`). Looked up
-   * one after another, a packet's keys overlap their reads of memory (a cache of many keys misses
-   * the processor's caches at nearly every lookup); between records' work they wait one by one.
-   * The rows the pass skips are skipped here too (the pass skips at least these: the epoch it
-   * applies from only rises). A key not cached is left to the pass, which stops there for a read
-   * ahead; an entry dropped before its row's turn is looked up again (`resolveUnit`).
-   */
-  private resolveAhead(r: StoredRecord, cols: PacketColumns, depth: number, fromEpoch: number, owned: Uint8Array | undefined): DecodedRows {
-    const { chain, state } = this.parts;
-    const rows = (this.resolved[depth] ??= new DecodedRows());
-    rows.clear();
-    const unit = this.aheadUnit;
-    const ids = this.uncached;
-    for (let index = 0; index < cols.count; index++) {
-      if (cols.kind[index] !== DATA_KIND || cols.epoch[index]! < fromEpoch) continue;
-      if (owned !== undefined && owned[cols.keyGroup[index]!] !== 1) continue;
-      unit.point(cols, index, r.sequenceNumber);
-      resolveUnit(unit, ids, chain, state);
-      rows.keep(unit);
-    }
-    ids.length = 0;
-    this.decoded.set(r.data, rows);
-    return rows;
   }
 
   /** Holds back a unit that belongs after the next snapshot (undefined: it applies now). */
@@ -211,28 +177,16 @@ export class PacketApplier {
 }
 
 /**
- * The payloads decoded ahead of a packet's pass (by `resolveAhead` or a read ahead), by row: value,
- * key (or the failure to decode or key it) and the first keyed operator's entry of the key, if it
- * was cached. The packet's pass takes each row once (`take` forgets it): a value goes to one
+ * The payloads a read ahead decoded of one packet, by row: value, key (or the failure to decode
+ * or key it). The packet's pass takes each row once (`take` forgets it): a value goes to one
  * record's functions, which may change it.
  */
 class DecodedRows {
   private readonly value: unknown[] = [];
   private readonly key: Array<string | undefined> = [];
   private readonly poison: unknown[] = [];
-  private readonly state: Array<KeyEntry | undefined> = [];
   /** per row: 1 while a decoded row is kept */
   private kept = new Uint8Array(0);
-
-  /** Forgets the rows not taken (a record held back for a later epoch): their values are not kept past their packet. */
-  clear(): void {
-    const kept = this.kept;
-    for (let i = 0; i < kept.length; i++) {
-      if (kept[i] === 0) continue;
-      kept[i] = 0;
-      this.value[i] = this.poison[i] = this.state[i] = undefined;
-    }
-  }
 
   /** Keeps what `u` (resolved) holds for its row. */
   keep(u: DataUnit): void {
@@ -245,7 +199,6 @@ class DecodedRows {
     this.value[i] = u.value;
     this.key[i] = u.key;
     this.poison[i] = u.poison;
-    this.state[i] = u.state;
     this.kept[i] = 1;
   }
 
@@ -257,7 +210,6 @@ class DecodedRows {
     u.value = this.value[i];
     u.key = this.key[i];
     u.poison = this.poison[i];
-    u.state = this.state[i];
-    this.value[i] = this.poison[i] = this.state[i] = undefined;
+    this.value[i] = this.poison[i] = undefined;
   }
 }

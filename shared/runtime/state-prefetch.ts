@@ -13,9 +13,6 @@ import type { Unit } from './inner-packets.js';
 import type { KeyedStateCache } from './keyed-state.js';
 import type { StateRowId, StateStore } from './ports.js';
 
-/** What resolving a unit needs of the stage's chain. */
-type KeyedChain = Pick<CompiledChain, 'keyedOperators' | 'keySelectors'>;
-
 /** keys per state read (a BatchGetItem takes 100), and reads in flight at once */
 const PREFETCH_CHUNK = 100;
 const PREFETCH_CONCURRENCY = 8;
@@ -24,24 +21,18 @@ const PREFETCH_CONCURRENCY = 8;
  * Decodes the payloads and keys of units not decoded yet, points each at its first keyed
  * operator's cached entry, and adds the (operator, key)s not cached to `ids` (some may repeat).
  */
-export function resolveUnits(units: readonly Unit[], ids: StateRowId[], chain: KeyedChain, state: KeyedStateCache): void {
+export function resolveUnits(units: readonly Unit[], ids: StateRowId[], chain: CompiledChain, state: KeyedStateCache): void {
   for (let i = 0; i < units.length; i++) resolveUnit(units[i]!, ids, chain, state);
 }
 
-/**
- * `resolveUnits` of one unit. A unit decoded ahead may hold its key's entry already (`u.state`):
- * while the cache has not dropped it, it is the key's entry, and with one keyed operator nothing
- * is left to look up.
- */
-export function resolveUnit(u: Unit, ids: StateRowId[], chain: KeyedChain, state: KeyedStateCache): void {
+/** `resolveUnits` of one unit. */
+export function resolveUnit(u: Unit, ids: StateRowId[], chain: CompiledChain, state: KeyedStateCache): void {
   const env = u.env;
   if (env.kind !== 'data') return;
   const ops = chain.keyedOperators;
   if (u.value !== undefined || u.poison !== undefined) {
     const key = u.key;
     if (key === undefined) return;
-    const kept = u.state;
-    if (kept !== undefined && !kept.dropped && ops.length === 1) return;
     u.state = undefined;
     for (let o = 0; o < ops.length; o++) {
       const e = state.lookup(ops[o]!, key);
