@@ -27,7 +27,7 @@ const dataEnvelope: fc.Arbitrary<DataEnvelope> = fc.record({
   seq: nat,
   keyGroup: fc.nat({ max: 32_767 }),
   timestamp,
-  payload: fc.uint8Array({ maxLength: 200 }),
+  payload: fc.oneof(fc.uint8Array({ maxLength: 64 }), fc.uint8Array({ minLength: 65, maxLength: 300 })),
 });
 
 const envelope: fc.Arbitrary<Envelope> = fc.oneof(
@@ -280,6 +280,29 @@ describe('packets', () => {
     expect(() => b.add({ ...ok(1), timestamp: 1_700_000_000_000.25 })).toThrow(RangeError);
     b.add(ok(2));
     expect(norm(decodePacket(b.finish()).envelopes)).toEqual(norm([ok(0), ok(2)]));
+  });
+});
+
+describe('PacketBuilder.addData of a range of a larger array', () => {
+  it('writes the bytes addData writes of that range alone (small payloads copied byte by byte, large ones at once)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ before: fc.uint8Array({ maxLength: 40 }), payload: fc.oneof(fc.uint8Array({ maxLength: 64 }), fc.uint8Array({ minLength: 65, maxLength: 300 })), after: fc.uint8Array({ maxLength: 40 }), seq: fc.nat(3) }), { minLength: 1, maxLength: 20 }),
+        (rows) => {
+          const ranged = new PacketBuilder('p');
+          const whole = new PacketBuilder('p');
+          let seq = 0;
+          for (const r of rows) {
+            seq += r.seq;
+            const big = new Uint8Array([...r.before, ...r.payload, ...r.after]);
+            ranged.addData(0, seq, 1, seq * 3, big, 0, r.before.length, r.before.length + r.payload.length);
+            whole.addData(0, seq, 1, seq * 3, r.payload.slice(), 0);
+          }
+          expect(Buffer.from(ranged.finish()).equals(Buffer.from(whole.finish()))).toBe(true);
+        },
+      ),
+      { numRuns: 200, seed: 20_261_204 },
+    );
   });
 });
 

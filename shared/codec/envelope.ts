@@ -135,7 +135,7 @@ export class PacketBuilder {
    * Adds a data envelope from its fields (no envelope object: the outbox adds one per record); the
    * same bytes as `add` of that envelope. On a bad field it throws and leaves the packet as it was.
    */
-  addData(epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number): void {
+  addData(epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number, start = 0, end = payload.length): void {
     // its buffer went back to `spare` and may be another builder's now
     if (this.finished) throw new Error('PacketBuilder: add after finish');
     const w = this.w;
@@ -153,7 +153,7 @@ export class PacketBuilder {
       w.varint(keyGroup);
       if (input) w.varint(input);
       if (timestamp !== undefined) w.svarint(timestamp - this.lastTs);
-      w.bytes(payload);
+      w.bytes(payload, start, end);
     } catch (err) {
       w.length = mark;
       throw err;

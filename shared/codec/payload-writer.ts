@@ -26,16 +26,29 @@ const hasOwn = Object.prototype.hasOwnProperty;
 
 /** The bytes msgpackr would make of `value`, or undefined when the value is not of a shape written here. */
 export function encodePayloadFast(value: unknown): Uint8Array | undefined {
+  return encodePayloadInChunk(value) ? out.subarray(inChunk.start, inChunk.end) : undefined;
+}
+
+/** Where `encodePayloadInChunk` wrote its last value: bytes[start, end) of a shared chunk. */
+export const inChunk = { bytes: out, start: 0, end: 0 };
+
+/**
+ * `encodePayloadFast` without a view of the result: the bytes are `inChunk`'s range (false: not a
+ * shape written here, nothing written). The range stays as written: a chunk is only ever appended to.
+ */
+export function encodePayloadInChunk(value: unknown): boolean {
   if (out.length - at < 256) {
     out = new Uint8Array(CHUNK);
     outView = new DataView(out.buffer);
     at = 0;
   }
   w = at;
-  if (!writeValue(value, 0)) return undefined;
-  const r = out.subarray(at, w);
+  if (!writeValue(value, 0)) return false;
+  inChunk.bytes = out;
+  inChunk.start = at;
+  inChunk.end = w;
   at = w;
-  return r;
+  return true;
 }
 
 /**

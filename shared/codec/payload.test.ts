@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
-import { decodePayload, decodePayloadAt, encodePayload } from './payload.js';
+import { decodePayload, decodePayloadAt, encodePayload, encodePayloadRange, payloadRange } from './payload.js';
 import { encodePayloadFast } from './payload-writer.js';
 
 /** msgpackr alone, with the codec's options: what `decodePayloadAt` must agree with */
@@ -184,6 +184,24 @@ describe('encodePayload', () => {
     const made = Array.from({ length: 3_000 }, (_, i) => ({ v: { i, s: `k${i}`, pad: 'p'.repeat(i % 50) } }));
     const encoded = made.map((m) => encodePayload(m.v));
     made.forEach((m, i) => expect(decodePayload(encoded[i]!)).toEqual(m.v));
+  });
+
+  it("encodePayloadRange: its range holds encodePayload's bytes, and keeps them while later values are written", () => {
+    // values of the fast writer's shapes and others (non-ASCII text, a Map: msgpackr's), of every size up to past a chunk
+    const anyValue = fc.oneof(asciiValue, fc.string().map((s) => ({ s })), fc.constant(new Map([['a', 1]])), fc.constant({ s: 'é'.repeat(100) }));
+    fc.assert(
+      fc.property(fc.array(anyValue, { minLength: 1, maxLength: 60 }), (values) => {
+        const written = values.map((v) => {
+          const bytes = encodePayloadRange(v);
+          return { bytes, start: payloadRange.start, end: payloadRange.end };
+        });
+        values.forEach((v, i) => {
+          const w = written[i]!;
+          expect(bytesOf(w.bytes.subarray(w.start, w.end))).toBe(bytesOf(reference.pack(v)));
+        });
+      }),
+      { numRuns: 200, seed: 20_261_204 },
+    );
   });
 });
 

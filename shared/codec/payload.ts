@@ -5,7 +5,7 @@
  */
 import { Packr } from 'msgpackr';
 import { checkWellFormed } from '../util/well-formed.js';
-import { encodePayloadFast, MAX_DEPTH } from './payload-writer.js';
+import { encodePayloadFast, encodePayloadInChunk, inChunk, MAX_DEPTH } from './payload-writer.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
 
@@ -19,6 +19,26 @@ export function encodePayload(value: unknown): Uint8Array {
   if (fast !== undefined) return fast;
   checkWellFormed(value);
   return packr.pack(value);
+}
+
+/** Where `encodePayloadRange`'s result lies in the bytes it returns. */
+export const payloadRange = { start: 0, end: 0 };
+
+/**
+ * `encodePayload`'s bytes as a range (`payloadRange`) of the array it returns: for the common
+ * shapes a shared chunk, so that no view is made of an output copied into a packet at once.
+ */
+export function encodePayloadRange(value: unknown): Uint8Array {
+  if (encodePayloadInChunk(value)) {
+    payloadRange.start = inChunk.start;
+    payloadRange.end = inChunk.end;
+    return inChunk.bytes;
+  }
+  checkWellFormed(value);
+  const bytes = packr.pack(value);
+  payloadRange.start = 0;
+  payloadRange.end = bytes.length;
+  return bytes;
 }
 
 export function decodePayload<T = unknown>(bytes: Uint8Array): T {

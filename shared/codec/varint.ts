@@ -66,16 +66,17 @@ export class ByteWriter {
     this.length += 8;
   }
 
-  bytes(b: Uint8Array): void {
-    const n = b.length;
+  /** b[start, end), its length first */
+  bytes(b: Uint8Array, start = 0, end = b.length): void {
+    const n = end - start;
     this.varint(n);
     this.ensure(n);
     const buf = this.buf;
     let at = this.length;
     // a small payload is copied faster byte by byte than by \`set\`, whose call costs more than the copy
-    if (n <= 64) for (let i = 0; i < n; i++) buf[at++] = b[i]!;
+    if (n <= 64) for (let i = start; i < end; i++) buf[at++] = b[i]!;
     else {
-      buf.set(b, at);
+      buf.set(start === 0 && end === b.length ? b : b.subarray(start, end), at);
       at += n;
     }
     this.length = at;

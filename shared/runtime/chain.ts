@@ -9,7 +9,7 @@ import type { LogicalNode } from '../api/graph.js';
 import type { Job } from '../api/job.js';
 import type { ListState, OperatorListStateDescriptor, ValueStateDescriptor } from '../api/state.js';
 import type { Collector, OutputTag, RecordContext } from '../api/types.js';
-import { encodePayload } from '../codec/payload.js';
+import { encodePayload, encodePayloadRange, payloadRange } from '../codec/payload.js';
 import { checkedKeySelector, keyGroupOf, keyString } from '../plan/key-groups.js';
 import { PlanError, UsageError } from '../util/errors.js';
 import { withOperatorErrors } from '../util/operator-errors.js';
@@ -149,11 +149,16 @@ export function compileChain(
           const selector = checkedKeySelector(node);
           return (v, m) => {
             const key = keyString(selector(v));
-            outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, encodePayload(v), input);
+            // the payload as a range of the encoder's chunk: copied into its packet, it needs no view of its own
+            const bytes = encodePayloadRange(v);
+            outbox.emitKeyed(toStage, keyGroupOf(key, plan.maxParallelism), m.timestamp, bytes, input, payloadRange.start, payloadRange.end);
           };
         }
         if (node.partitioning === 'broadcast') return (v, m) => outbox.emitBroadcast(toStage, m.timestamp, encodePayload(v), input);
-        return (v, m) => outbox.emitRebalance(toStage, m.timestamp, encodePayload(v), input);
+        return (v, m) => {
+          const bytes = encodePayloadRange(v);
+          outbox.emitRebalance(toStage, m.timestamp, bytes, input, payloadRange.start, payloadRange.end);
+        };
       }
       case 'process':
       case 'coProcess':

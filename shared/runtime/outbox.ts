@@ -154,11 +154,11 @@ class DestinationBuffer {
     if (b.size >= MAX_PACKET_BYTES) this.close(channel, b);
   }
 
-  /** `push` of a data envelope, from its fields (no envelope object per output). */
-  pushData(channel: Channel, epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number): void {
+  /** `push` of a data envelope, from its fields (no envelope object per output); its payload is payload[start, end). */
+  pushData(channel: Channel, epoch: number, seq: number, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input: number, start: number, end: number): void {
     let b = channel.builder;
     if (!b) channel.builder = b = new PacketBuilder(this.producer);
-    b.addData(epoch, seq, keyGroup, timestamp, payload, input);
+    b.addData(epoch, seq, keyGroup, timestamp, payload, input, start, end);
     if (b.size >= MAX_PACKET_BYTES) this.close(channel, b);
   }
 
@@ -265,7 +265,7 @@ export class Outbox {
   private readonly staged: unknown[] = [];
   private stagedLength = 0;
 
-  private stage6(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown): void {
+  private stage8(a: unknown, b: unknown, c: unknown, d: unknown, e: unknown, f: unknown, g: unknown, h: unknown): void {
     const st = this.staged;
     const n = this.stagedLength;
     st[n] = a;
@@ -274,7 +274,9 @@ export class Outbox {
     st[n + 3] = d;
     st[n + 4] = e;
     st[n + 5] = f;
-    this.stagedLength = n + 6;
+    st[n + 6] = g;
+    st[n + 7] = h;
+    this.stagedLength = n + 8;
   }
 
   constructor(readonly producer: string) {}
@@ -294,28 +296,28 @@ export class Outbox {
     for (let i = 0; i < n; ) {
       switch (st[i] as Staged) {
         case Staged.Keyed:
-          this.emitKeyed(st[i + 1] as string, st[i + 2] as number, st[i + 3] as number | undefined, st[i + 4] as Uint8Array, st[i + 5] as number);
-          i += 6;
+          this.emitKeyed(st[i + 1] as string, st[i + 2] as number, st[i + 3] as number | undefined, st[i + 4] as Uint8Array, st[i + 5] as number, st[i + 6] as number, st[i + 7] as number);
+          i += 8;
           break;
         case Staged.Rebalance:
-          this.emitRebalance(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number);
-          i += 6;
+          this.emitRebalance(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number, st[i + 5] as number, st[i + 6] as number);
+          i += 8;
           break;
         case Staged.Broadcast:
           this.emitBroadcast(st[i + 1] as string, st[i + 2] as number | undefined, st[i + 3] as Uint8Array, st[i + 4] as number);
-          i += 6;
+          i += 8;
           break;
         case Staged.Control:
           this.emitControl(st[i + 1] as Envelope);
-          i += 6;
+          i += 8;
           break;
         case Staged.Upsert:
           this.upsert(st[i + 1] as string, st[i + 2] as string, st[i + 3] as string, st[i + 4] as string, st[i + 5] as Record<string, unknown>);
-          i += 6;
+          i += 8;
           break;
         case Staged.Collect:
           this.collect(st[i + 1] as string, st[i + 2]);
-          i += 6;
+          i += 8;
           break;
       }
     }
@@ -367,32 +369,32 @@ export class Outbox {
    * counts move only once the envelope is written: one that cannot be (a bad field) leaves no gap a
    * next stage would wait for at the barrier.
    */
-  emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+  emitKeyed(toStage: string, keyGroup: number, timestamp: number | undefined, payload: Uint8Array, input = 0, start = 0, end = payload.length): void {
     checkTimestamp(timestamp);
     if (this.staging) {
-      this.stage6(Staged.Keyed, toStage, keyGroup, timestamp, payload, input);
+      this.stage8(Staged.Keyed, toStage, keyGroup, timestamp, payload, input, start, end);
       return;
     }
     const d = this.dest(toStage);
     const r = d.routing;
     if (r) {
-      d.pushData(r.groups[keyGroup]!, this.epoch, r.seq, keyGroup, timestamp, payload, input);
+      d.pushData(r.groups[keyGroup]!, this.epoch, r.seq, keyGroup, timestamp, payload, input, start, end);
       r.counts[keyGroup]!++;
       r.seq++;
       this.dataOut++;
       return;
     }
     const ch = d.channels[d.dest.shardOfKeyGroup[keyGroup]!]!;
-    d.pushData(ch, this.epoch, ch.seq, keyGroup, timestamp, payload, input);
+    d.pushData(ch, this.epoch, ch.seq, keyGroup, timestamp, payload, input, start, end);
     ch.seq++;
     this.dataOut++;
   }
 
   /** Emits a data envelope to the next shard in round-robin order. */
-  emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
+  emitRebalance(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0, start = 0, end = payload.length): void {
     checkTimestamp(timestamp);
     if (this.staging) {
-      this.stage6(Staged.Rebalance, toStage, timestamp, payload, input, undefined);
+      this.stage8(Staged.Rebalance, toStage, timestamp, payload, input, start, end, undefined);
       return;
     }
     const d = this.dest(toStage);
@@ -400,7 +402,7 @@ export class Outbox {
     const i = d.rr;
     if (r) {
       // round robin over key groups: whichever shard owns the group applies the record
-      d.pushData(r.groups[i]!, this.epoch, r.seq, i, timestamp, payload, input);
+      d.pushData(r.groups[i]!, this.epoch, r.seq, i, timestamp, payload, input, start, end);
       d.rr = (i + 1) % r.groups.length;
       r.counts[i]!++;
       r.seq++;
@@ -408,7 +410,7 @@ export class Outbox {
       return;
     }
     const ch = d.channels[i]!;
-    d.pushData(ch, this.epoch, ch.seq, 0, timestamp, payload, input);
+    d.pushData(ch, this.epoch, ch.seq, 0, timestamp, payload, input, start, end);
     d.rr = (i + 1) % d.channels.length;
     ch.seq++;
     this.dataOut++;
@@ -418,7 +420,7 @@ export class Outbox {
   emitBroadcast(toStage: string, timestamp: number | undefined, payload: Uint8Array, input = 0): void {
     checkTimestamp(timestamp);
     if (this.staging) {
-      this.stage6(Staged.Broadcast, toStage, timestamp, payload, input, undefined);
+      this.stage8(Staged.Broadcast, toStage, timestamp, payload, input, undefined, undefined, undefined);
       return;
     }
     const d = this.dest(toStage);
@@ -427,18 +429,18 @@ export class Outbox {
       // one sequence number for every copy: a shard holding several key groups applies it once
       const seq = r.seq++;
       r.everywhere++;
-      for (let g = 0; g < r.groups.length; g++) d.pushData(r.groups[g]!, this.epoch, seq, g, timestamp, payload, input);
+      for (let g = 0; g < r.groups.length; g++) d.pushData(r.groups[g]!, this.epoch, seq, g, timestamp, payload, input, 0, payload.length);
       this.dataOut++;
       return;
     }
-    for (const ch of d.channels) d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input);
+    for (const ch of d.channels) d.pushData(ch, this.epoch, ch.seq++, 0, timestamp, payload, input, 0, payload.length);
     this.dataOut += d.channels.length;
   }
 
   /** Sends a control envelope (watermark, tick, end) to every shard of every destination. */
   emitControl(e: Envelope): void {
     if (this.staging) {
-      this.stage6(Staged.Control, e, undefined, undefined, undefined, undefined);
+      this.stage8(Staged.Control, e, undefined, undefined, undefined, undefined, undefined, undefined);
       return;
     }
     for (const d of this.dests.values()) d.pushControl(e);
@@ -452,7 +454,7 @@ export class Outbox {
 
   upsert(sink: string, table: string, keyAttribute: string, key: string, item: Record<string, unknown>): void {
     if (this.staging) {
-      this.stage6(Staged.Upsert, sink, table, keyAttribute, key, item);
+      this.stage8(Staged.Upsert, sink, table, keyAttribute, key, item, undefined, undefined);
       return;
     }
     let u = this.upserts.get(sink);
@@ -463,7 +465,7 @@ export class Outbox {
 
   collect(sink: string, value: unknown): void {
     if (this.staging) {
-      this.stage6(Staged.Collect, sink, value, undefined, undefined, undefined);
+      this.stage8(Staged.Collect, sink, value, undefined, undefined, undefined, undefined, undefined);
       return;
     }
     let c = this.collected.get(sink);
