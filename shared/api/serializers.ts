@@ -1,5 +1,5 @@
 import { isWellFormed } from '../util/well-formed.js';
-import { jsonValueProblem } from './json-values.js';
+import { jsonValueProblem } from '../util/encodable-values.js';
 
 /** A value that can cross a process boundary as bytes. */
 export interface Serializer<T> {

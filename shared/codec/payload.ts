@@ -4,19 +4,28 @@
  * shapes is payload-writer.ts; the fast reader is below.
  */
 import { Packr } from 'msgpackr';
+import { packedValueProblem } from '../util/encodable-values.js';
 import { checkWellFormed } from '../util/well-formed.js';
 import { encodePayloadFast, encodePayloadInChunk, inChunk, MAX_DEPTH } from './payload-writer.js';
 
 const packr = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
 
 /**
- * Throws a RangeError for a value holding a string with a lone surrogate: UTF-8 has no form for it
- * (msgpackr would write U+FFFD), so the value read back would not be the value written. Only values
- * the fast writer gives up on (non-ASCII text among them) are checked: ASCII pays nothing.
+ * Throws a RangeError for a value that would not be read back as written: a string with a lone
+ * surrogate (UTF-8 has no form for it; msgpackr would write U+FFFD), a bigint (read back as a
+ * number), a Map or Set (an object, an array), a cycle. Only values the fast writer gives up on
+ * (non-ASCII text, other classes, bigints, deep values) are checked: its common shapes pay nothing.
  */
 export function encodePayload(value: unknown): Uint8Array {
   const fast = encodePayloadFast(value);
   if (fast !== undefined) return fast;
+  return packChecked(value);
+}
+
+function packChecked(value: unknown): Uint8Array {
+  // first: it bounds the depth (a cycle) that checkWellFormed's walk would follow
+  const why = packedValueProblem(value);
+  if (why !== undefined) throw new RangeError(`this value would not be read back as written: ${why}`);
   checkWellFormed(value);
   return packr.pack(value);
 }
@@ -34,8 +43,7 @@ export function encodePayloadRange(value: unknown): Uint8Array {
     payloadRange.end = inChunk.end;
     return inChunk.bytes;
   }
-  checkWellFormed(value);
-  const bytes = packr.pack(value);
+  const bytes = packChecked(value);
   payloadRange.start = 0;
   payloadRange.end = bytes.length;
   return bytes;

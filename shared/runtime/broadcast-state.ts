@@ -3,7 +3,7 @@
  * instance applies the same broadcast records in the same order (the broadcast channel carries them
  * to every shard). It is small by nature (rules, configuration) and travels whole in each snapshot.
  */
-import { packedValueProblem } from '../api/json-values.js';
+import { packedValueProblem } from '../util/encodable-values.js';
 import type { MapState, MapStateDescriptor } from '../api/state.js';
 import type { ReadOnlyBroadcastState } from '../api/types.js';
 import { UsageError } from '../util/errors.js';

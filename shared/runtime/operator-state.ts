@@ -6,7 +6,7 @@
  *   new instances — every item lands in exactly one instance;
  * - `union` (UnionListState): every new instance gets all items of all old instances.
  */
-import { packedValueProblem } from '../api/json-values.js';
+import { packedValueProblem } from '../util/encodable-values.js';
 import type { ListState } from '../api/state.js';
 import { UsageError } from '../util/errors.js';
 import { UndoLog } from './undo-log.js';

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { collectSink, job, mapState, operatorListState, type KeyedBroadcastProcessFunction } from '../api/index.js';
-import { packedValueProblem } from '../api/json-values.js';
+import { packedValueProblem } from '../util/encodable-values.js';
 import { decodePayload, encodePayload } from '../codec/payload.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
 
@@ -23,7 +23,7 @@ function made(v: number): unknown {
   return { total: v, at: new Date(v), raw: new Uint8Array([v]), ratio: v === 6 ? NaN : Infinity };
 }
 
-const refused = [/at \.total: 10n is a bigint/, /at \.seen: a Map is read back .* as an object/, /at \[0\]: a Set is read back .* as an array/, /at \.self: the value holds itself here \(a cycle\), which a snapshot cannot write/];
+const refused = [/at \.total: 10n is a bigint/, /at \.seen: a Map is read back .* as an object/, /at \[0\]: a Set is read back .* as an array/, /at \.self: the value holds itself here \(a cycle\), which MessagePack cannot write/];
 
 describe('state a snapshot carries whole', () => {
   it('what MessagePack carries passes the check and reads back equal; what it loses is named', () => {

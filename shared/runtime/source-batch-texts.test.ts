@@ -74,7 +74,8 @@ describe('a batch\'s texts decoded at once', () => {
       fc.property(fc.array(data, { minLength: 1, maxLength: 8 }), layout, (datas, how) => {
         const rs = records(datas, how);
         const texts = batchTexts(rs);
-        if (texts) rs.forEach((r, i) => expect(texts[i]).toBe(utf8.decode(r.data)));
+        // one starting with NUL (a string "\u0000…" among them) is left to be decoded alone, as a control record is
+        if (texts) rs.forEach((r, i) => expect(texts[i]).toBe(r.data[0] === 0 ? undefined : utf8.decode(r.data)));
       }),
     );
   });

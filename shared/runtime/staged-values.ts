@@ -5,7 +5,7 @@
  * be published as `{}`, and a Kinesis record past its 1 MiB limit would fail every try of the
  * publish. Refused here, the record is a dead letter instead.
  */
-import { jsonValueProblem } from '../api/json-values.js';
+import { jsonValueProblem } from '../util/encodable-values.js';
 
 /** Kinesis takes 1 MiB per record, partition key included; the record's id and epoch take the rest. */
 export const MAX_KINESIS_VALUE_BYTES = 1024 * 1024 - 1024;

@@ -4,8 +4,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jsonValueProblem } from './json-values.js';
-import { jsonSerializer } from './serializers.js';
+import { jsonValueProblem } from './encodable-values.js';
+import { jsonSerializer } from '../api/serializers.js';
 
 const json = jsonSerializer<unknown>();
 
