@@ -9,6 +9,7 @@
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
 import { jsonSerializer, type Serializer } from '../api/serializers.js';
+import { jsonValueProblem } from '../util/encodable-values.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import type { OperatorEnv, Push, RecordMeta } from './operator-context.js';
@@ -174,12 +175,21 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     const value = f.type === 'aggregate' ? f.aggregate.getResult(acc) : acc;
     next(node.result ? node.result(key, w, value) : { key, window: w, value }, out);
   };
+  // an accumulator or a reduced value the window's JSON state cannot write fails the record that
+  // makes it (a dead letter, its effects undone), not every later checkpoint; a Set kept in an
+  // accumulator would otherwise come back from a restore as {}. (A process window's elements came
+  // through the exchange's MessagePack, which refuses the same values.)
+  const kept = <T>(x: T, what: string): T => {
+    const why = jsonValueProblem(x);
+    if (why !== undefined) throw new UsageError(`window ${opId}`, what, `gave a value the window's state cannot keep: ${why}`);
+    return x;
+  };
   const add = (acc: unknown, v: unknown): unknown => {
     switch (f.type) {
       case 'reduce':
-        return acc === undefined ? v : f.reduce(acc, v);
+        return kept(acc === undefined ? v : f.reduce(acc, v), 'reduce');
       case 'aggregate':
-        return f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : acc);
+        return kept(f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : acc), 'aggregate.add');
       case 'process':
         return [...((acc as unknown[] | undefined) ?? []), v];
     }
@@ -187,9 +197,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   const merge = (x: unknown, y: unknown): unknown => {
     switch (f.type) {
       case 'reduce':
-        return f.reduce(x, y);
+        return kept(f.reduce(x, y), 'reduce');
       case 'aggregate':
-        return f.aggregate.merge!(x, y);
+        return kept(f.aggregate.merge!(x, y), 'aggregate.merge');
       case 'process':
         return [...(x as unknown[]), ...(y as unknown[])];
     }
