@@ -395,9 +395,9 @@ export function entriesFromRows(rows: readonly MergedRow[], overhead: number): {
   // the state of the first row that sets one (a row setting another, or two, leaves the merge)
   let name: string | undefined;
   for (let i = 0; i < rows.length && name === undefined; i++) for (const n in rows[i]!.values) name ??= n;
-  if (name === undefined) return undefined;
-  // a name not ASCII, or too long for one length byte, is written wrong here: the merge then reads
-  // back a name that is not the rows' and leaves them to the general merge
+  // the header below takes an ASCII name of one length byte; any other is the general merge's
+  if (name === undefined || name.length >= 0x80) return undefined;
+  for (let i = 0; i < name.length; i++) if (name.charCodeAt(i) >= 0x80) return undefined;
   const empty = new Uint8Array(name.length + 4);
   empty[0] = PACKED_FORMAT;
   empty[1] = 1;

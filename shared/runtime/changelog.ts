@@ -252,11 +252,7 @@ export function mergeLaterWins(earlier: readonly StateRow[], later: readonly Sta
   let j = 0;
   let k = 0;
   while (i < earlier.length && j < later.length) {
-    // compareRows, inlined: this runs only at the table's application, every few checkpoints, so
-    // mostly unoptimized; a key's rows of successive snapshots usually share its string (=== at once)
-    const a = earlier[i]!;
-    const b = later[j]!;
-    const c = a.operatorId === b.operatorId ? (a.key === b.key ? 0 : a.key < b.key ? -1 : 1) : a.operatorId < b.operatorId ? -1 : 1;
+    const c = compareRows(earlier[i]!, later[j]!);
     if (c < 0) out[k++] = earlier[i++]!;
     else {
       if (c === 0) i++;

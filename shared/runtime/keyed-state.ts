@@ -481,5 +481,6 @@ function mergeByKey(a: readonly KeyEntry[], b: readonly KeyEntry[]): KeyEntry[] 
 
 /** A stable order of rows: deltas of the same checkpoint are byte-identical whoever makes them. */
 export function compareRows(a: StateRow, b: StateRow): number {
-  return a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  // equal strings first: a key's rows from successive snapshots share its string (=== at once)
+  return a.operatorId === b.operatorId ? (a.key === b.key ? 0 : a.key < b.key ? -1 : 1) : a.operatorId < b.operatorId ? -1 : 1;
 }

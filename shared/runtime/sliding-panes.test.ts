@@ -176,6 +176,23 @@ function feed(h: Harness, input: Input, from: number, to: number, maxTs: { v: nu
   }
 }
 
+/**
+ * Feeds both layouts the input from `from` on and then every watermark: the panes fire what the
+ * per-window layout fires, in its order, take and drop the same late records, and leave no pane and
+ * no timer (every window fired and was purged).
+ */
+function expectAlike(panes: Harness, windows: Harness, input: Input, from: number, maxTs: { v: number }): void {
+  for (const h of [panes, windows]) {
+    feed(h, input, from, input.length, { ...maxTs });
+    h.advance(Number.MAX_SAFE_INTEGER);
+  }
+  expect(panes.out).toEqual(windows.out);
+  expect(panes.late).toEqual(windows.late);
+  expect(panes.dropped).toBe(windows.dropped);
+  expect(panes.lists()).toEqual({ a: [], b: [], c: [] });
+  expect(panes.timers.size).toBe(0);
+}
+
 describe('sliding windows on panes', () => {
   it('fire what the per-window layout fires, in its order, with late records, allowed lateness and undone records', () => {
     fc.assert(
@@ -183,16 +200,7 @@ describe('sliding windows on panes', () => {
         const size = s.slides * s.slideMs;
         const panes = new Harness(windowNode(size, s.slideMs, s.offsetMs, s.lateness, true));
         const windows = new Harness(windowNode(size, s.slideMs, s.offsetMs, s.lateness, false));
-        for (const h of [panes, windows]) {
-          feed(h, input, 0, input.length, { v: Number.NEGATIVE_INFINITY });
-          h.advance(Number.MAX_SAFE_INTEGER);
-        }
-        expect(panes.out).toEqual(windows.out);
-        expect(panes.late).toEqual(windows.late);
-        expect(panes.dropped).toBe(windows.dropped);
-        // every window fired and was purged: no pane, no timer left
-        expect(panes.lists()).toEqual({ a: [], b: [], c: [] });
-        expect(panes.timers.size).toBe(0);
+        expectAlike(panes, windows, input, 0, { v: Number.NEGATIVE_INFINITY });
       }),
       { numRuns: 300, seed: 5151 },
     );
@@ -210,14 +218,7 @@ describe('sliding windows on panes', () => {
         // the same checkpoint restored on panes and per window; both go on with the rest of the input
         const panes = before.restoredAs(windowNode(size, s.slideMs, s.offsetMs, s.lateness, true));
         const windows = before.restoredAs(perWindow);
-        for (const h of [panes, windows]) {
-          feed(h, input, cut, input.length, { ...maxTs });
-          h.advance(Number.MAX_SAFE_INTEGER);
-        }
-        expect(panes.out).toEqual(windows.out);
-        expect(panes.late).toEqual(windows.late);
-        expect(panes.lists()).toEqual({ a: [], b: [], c: [] });
-        expect(panes.timers.size).toBe(0);
+        expectAlike(panes, windows, input, cut, maxTs);
       }),
       { numRuns: 300, seed: 5152 },
     );

@@ -15,7 +15,7 @@ import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
 import type { WindowAssigner } from '../api/windows.js';
 import type { OperatorEnv, Push } from './operator-context.js';
-import { eventTime, FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { eventTime, FiringMeta, keptAfter, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 
 type Sliding = Extract<WindowAssigner, { kind: 'sliding' }>;
 
@@ -78,11 +78,9 @@ export function compileSlidingPanes(node: WindowNode, env: OperatorEnv, d: Value
         emit(firing, { start, end: time + 1 }, acc);
       }
     }
-    let kept = 0;
-    for (let i = 0; i < list.length; i++) if (keptUntil(list[i]!) > time) kept++;
     // nothing purged: the stored list stays, not dirtied
-    if (kept === list.length) return;
-    state.write(opId, t.key, t.keyGroup, d, kept > 0 ? list.filter((e) => keptUntil(e) > time) : undefined);
+    const rest = keptAfter(list, keptUntil, time);
+    if (rest !== list) state.write(opId, t.key, t.keyGroup, d, rest);
   });
 
   return (v, m) => {

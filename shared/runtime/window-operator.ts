@@ -14,7 +14,7 @@ import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import type { OperatorEnv, Push, RecordMeta } from './operator-context.js';
 import { compileSlidingPanes, slidesOnPanes } from './sliding-panes.js';
-import { byWindow, eventTime, FiringMeta, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { byWindow, eventTime, FiringMeta, keptAfter, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 import { UsageError } from '../util/errors.js';
 
 /** The value state a window operator keeps its list in (registered as replaced whole). */
@@ -179,7 +179,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   // makes it (a dead letter, its effects undone), not every later checkpoint; a Set kept in an
   // accumulator would otherwise come back from a restore as {}. (A process window's elements came
   // through the exchange's MessagePack, which refuses the same values.)
-  const kept = <T>(x: T, what: string): T => {
+  const storable = <T>(x: T, what: string): T => {
     const why = jsonValueProblem(x);
     if (why !== undefined) throw new UsageError(`window ${opId}`, what, `gave a value the window's state cannot keep: ${why}`);
     return x;
@@ -187,9 +187,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   const add = (acc: unknown, v: unknown): unknown => {
     switch (f.type) {
       case 'reduce':
-        return kept(acc === undefined ? v : f.reduce(acc, v), 'reduce');
+        return storable(acc === undefined ? v : f.reduce(acc, v), 'reduce');
       case 'aggregate':
-        return kept(f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : acc), 'aggregate.add');
+        return storable(f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : acc), 'aggregate.add');
       case 'process':
         return [...((acc as unknown[] | undefined) ?? []), v];
     }
@@ -197,9 +197,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   const merge = (x: unknown, y: unknown): unknown => {
     switch (f.type) {
       case 'reduce':
-        return kept(f.reduce(x, y), 'reduce');
+        return storable(f.reduce(x, y), 'reduce');
       case 'aggregate':
-        return kept(f.aggregate.merge!(x, y), 'aggregate.merge');
+        return storable(f.aggregate.merge!(x, y), 'aggregate.merge');
       case 'process':
         return [...(x as unknown[]), ...(y as unknown[])];
     }
@@ -235,13 +235,14 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
       }
     }
   };
+  /** the last instant a window can still receive records */
+  const keptUntil = (e: Windows[number]) => e[1] - 1 + lateness;
   const firing = new FiringMeta(opId);
   env.onTimer(opId, (t) => {
     const list = state.read(opId, t.key, t.keyGroup, d) as Windows | undefined;
     if (list === undefined) return;
     if (wholeSize !== undefined) refusePanes(list);
     const time = t.time;
-    let kept = 0;
     for (let i = 0; i < list.length; i++) {
       const e = list[i]!;
       const end = e[1];
@@ -251,17 +252,11 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         firing.keyGroup = t.keyGroup;
         emit(firing, { start: e[0], end }, e[2]);
       }
-      // purge once the window can no longer receive records
-      if (end - 1 + lateness > time) kept++;
     }
-    // nothing purged (a window fired that allowed lateness keeps): the stored list stays, not dirtied
-    if (kept === list.length) return;
-    let rest: Windows | undefined;
-    if (kept > 0) {
-      rest = [];
-      for (let i = 0; i < list.length; i++) if (list[i]![1] - 1 + lateness > time) rest.push(list[i]!);
-    }
-    state.write(opId, t.key, t.keyGroup, d, rest);
+    // purged once a window can no longer receive records; nothing purged (a window fired that
+    // allowed lateness keeps): the stored list stays, not dirtied
+    const rest = keptAfter(list, keptUntil, time);
+    if (rest !== list) state.write(opId, t.key, t.keyGroup, d, rest);
   });
 
   if (a.kind === 'tumbling') {

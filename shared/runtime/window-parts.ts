@@ -61,6 +61,18 @@ export class FiringMeta implements RecordMeta {
   }
 }
 
+/**
+ * What a key's list keeps after a timer at `time`: the entries still to be read (`until(e)`, the
+ * last instant an entry can be read, is after `time`) — the list itself when none goes (nothing to
+ * write, the key not dirtied), undefined when all go.
+ */
+export function keptAfter(list: Windows, until: (e: Windows[number]) => number, time: number): Windows | undefined {
+  let kept = 0;
+  for (let i = 0; i < list.length; i++) if (until(list[i]!) > time) kept++;
+  if (kept === list.length) return list;
+  return kept > 0 ? list.filter((e) => until(e) > time) : undefined;
+}
+
 /** The window function and timers of one window operator, as its ways of keeping windows use them. */
 export interface WindowParts {
   /** emits a window's result with `out` as its meta (the window's last instant is its timestamp) */
