@@ -17,7 +17,7 @@ import {
 } from '../api/index.js';
 import { jsonSerializer } from '../api/serializers.js';
 import { MemoryJobRunner } from '../testing/memory-job-runner.js';
-import { windowListSerializer } from './window-operator.js';
+import { windowListSerializer } from './window-list-serializer.js';
 
 interface Ev {
   id: number;
