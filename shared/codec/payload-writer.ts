@@ -22,7 +22,6 @@ let outView = new DataView(out.buffer);
 let at = 0;
 /** write position */
 let w = 0;
-const hasOwn = Object.prototype.hasOwnProperty;
 
 /** The bytes msgpackr would make of `value`, or undefined when the value is not of a shape written here. */
 export function encodePayloadFast(value: unknown): Uint8Array | undefined {
