@@ -22,7 +22,6 @@ let outView = new DataView(out.buffer);
 let at = 0;
 /** write position */
 let w = 0;
-const hasOwn = Object.prototype.hasOwnProperty;
 
 /** The bytes msgpackr would make of `value`, or undefined when the value is not of a shape written here. */
 export function encodePayloadFast(value: unknown): Uint8Array | undefined {
@@ -306,11 +305,15 @@ function writeString(s: string): boolean {
     out[w++] = (n >> 8) & 0xff;
     out[w++] = n & 0xff;
   }
+  // the position and chunk in locals: module variables are stored to at every byte otherwise
+  const b = out;
+  let p = w;
   for (let i = 0; i < n; i++) {
     const c = s.charCodeAt(i);
     if (c >= 0x80) return false;
-    out[w++] = c;
+    b[p++] = c;
   }
+  w = p;
   return true;
 }
 
@@ -370,13 +373,14 @@ function writeObject(o: Readonly<Record<string, unknown>>, depth: number, names?
   w += 2;
   let size = 0;
   for (const k in o) {
-    if (!hasOwn.call(o, k)) continue;
+    // spelled out: the compiler knows this call inside a for-in (a module constant holding it is slower)
+    if (!Object.prototype.hasOwnProperty.call(o, k)) continue;
     // an own `hasOwnProperty` changes which keys msgpackr writes: leave such objects to it
     if (k === 'hasOwnProperty') return false;
     if (!(names ? writeRepeated(k, names) : writeString(k))) return false;
     const v = o[k];
     // byte arrays (a delta's state values) without the generic dispatch: writeValue writes them alike
-    if (v !== undefined && v !== null && depth + 1 < MAX_DEPTH && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
+    if (typeof v === 'object' && v !== null && depth + 1 < MAX_DEPTH && (v.constructor === Uint8Array || v.constructor === Buffer)) writeBin(v as Uint8Array);
     else if (!writeValue(v, depth + 1)) return false;
     size++;
   }

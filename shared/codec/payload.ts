@@ -91,12 +91,12 @@ let pos = 0;
 let lim = 0;
 let bail = false;
 
-const f64 = new Float64Array(1);
-const f32 = new Float32Array(1);
-const f64Bytes = new Uint8Array(f64.buffer);
-const f32Bytes = new Uint8Array(f32.buffer);
-/** MessagePack numbers are big-endian */
-const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+/**
+ * A view of the buffer floats are read from, made when a float is first read from it: the payloads
+ * of a packet share one (it keeps that one buffer reachable until floats are read from another).
+ */
+let view: DataView<ArrayBufferLike> = new DataView(EMPTY.buffer);
+let viewOf: Uint8Array = EMPTY;
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const fromCharCode = String.fromCharCode;
@@ -170,22 +170,25 @@ function readUint32(): number {
   return v;
 }
 
+function srcView(): DataView {
+  if (viewOf !== src) {
+    view = new DataView(src.buffer, src.byteOffset, src.byteLength);
+    viewOf = src;
+  }
+  return view;
+}
+
+/** MessagePack numbers are big-endian, as DataView reads them by default */
 function readFloat64(): number {
-  const b = src;
-  const p = pos;
-  if (LITTLE_ENDIAN) for (let i = 0; i < 8; i++) f64Bytes[i] = b[p + 7 - i]!;
-  else for (let i = 0; i < 8; i++) f64Bytes[i] = b[p + i]!;
-  pos = p + 8;
-  return f64[0]!;
+  const x = srcView().getFloat64(pos);
+  pos += 8;
+  return x;
 }
 
 function readFloat32(): number {
-  const b = src;
-  const p = pos;
-  if (LITTLE_ENDIAN) for (let i = 0; i < 4; i++) f32Bytes[i] = b[p + 3 - i]!;
-  else for (let i = 0; i < 4; i++) f32Bytes[i] = b[p + i]!;
-  pos = p + 4;
-  return f32[0]!;
+  const x = srcView().getFloat32(pos);
+  pos += 4;
+  return x;
 }
 
 function readArray(n: number, depth: number): unknown {
