@@ -37,6 +37,8 @@ const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGr
  * A timer as the index holds it. `live` turns false when it fires or is deleted: the bucket's map
  * keeps it until the bucket is dropped whole, so firing a timer costs no map lookup or deletion
  * (deleting thousands of keys one by one from a map also shrinks and rehashes it again and again).
+ * Its time is its bucket's: a time of its own would be a boxed number per timer (a time is past a
+ * small integer's range), one more object for every window of every key to carry until it fires.
  */
 class Entry implements Timer, GuidedTimer, KeptEncoding {
   live = true;
@@ -49,9 +51,12 @@ class Entry implements Timer, GuidedTimer, KeptEncoding {
     readonly operatorId: string,
     readonly key: string,
     readonly keyGroup: number,
-    readonly time: number,
+    private readonly bucket: Bucket,
     public state: KeyEntry | undefined,
   ) {}
+  get time(): number {
+    return this.bucket.time;
+  }
 }
 
 /** (operator, key) order within one time */
@@ -345,7 +350,7 @@ export class TimerIndex {
       if (state !== undefined) old.state = state;
       return;
     }
-    const t = new Entry(domain, operatorId, key, keyGroup, time, state);
+    const t = new Entry(domain, operatorId, key, keyGroup, b, state);
     keys.set(key, t);
     b.size++;
     this.count++;

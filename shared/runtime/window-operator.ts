@@ -127,6 +127,10 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   if (a.kind === 'tumbling') {
     // one window per record
     const { sizeMs, offsetMs } = a;
+    // the last new window's bounds: a new entry copies their references, so the entries of one
+    // window share its two boxed bounds (a time is past a small integer's range) instead of two
+    // numbers each to carry until it fires
+    let bounds: Windows[number] = [Number.NaN, Number.NaN, undefined];
     return (v, m) => {
       const ts = eventTime(m, opId);
       const wm = clock.watermark();
@@ -159,7 +163,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         if (lateness > 0) schedule(key, m.keyGroup, end, wm);
       } else {
         // a new list: an undone record leaves the stored one as it was
-        e = [start, end, add(undefined, v)];
+        const acc = add(undefined, v);
+        if (bounds[0] !== start) bounds = [start, end, undefined];
+        e = [bounds[0], bounds[1], acc];
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
         schedule(key, m.keyGroup, end, wm);
