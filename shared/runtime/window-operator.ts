@@ -164,7 +164,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
       } else {
         // a new list: an undone record leaves the stored one as it was
         const acc = add(undefined, v);
-        if (bounds[0] !== start) bounds = [start, end, undefined];
+        if (bounds[0] !== start || bounds[1] !== end) bounds = [start, end, undefined];
         e = [bounds[0], bounds[1], acc];
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
