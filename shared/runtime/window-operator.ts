@@ -14,7 +14,7 @@ import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import type { OperatorEnv, Push, RecordMeta } from './operator-context.js';
 import { compileSlidingPanes, slidesOnPanes } from './sliding-panes.js';
-import { byWindow, eventTime, FiringMeta, keptAfter, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { byWindow, eventTime, FiringMeta, keptAfter, mod, SharedBounds, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 import { UsageError } from '../util/errors.js';
 
 /** The value state a window operator keeps its list in (registered as replaced whole). */
@@ -127,10 +127,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   if (a.kind === 'tumbling') {
     // one window per record
     const { sizeMs, offsetMs } = a;
-    // the last new window's bounds: a new entry copies their references, so the entries of one
-    // window share its two boxed bounds (a time is past a small integer's range) instead of two
-    // numbers each to carry until it fires
-    let bounds: Windows[number] = [Number.NaN, Number.NaN, undefined];
+    const bounds = new SharedBounds();
     return (v, m) => {
       const ts = eventTime(m, opId);
       const wm = clock.watermark();
@@ -163,9 +160,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         if (lateness > 0) schedule(key, m.keyGroup, end, wm);
       } else {
         // a new list: an undone record leaves the stored one as it was
-        const acc = add(undefined, v);
-        if (bounds[0] !== start || bounds[1] !== end) bounds = [start, end, undefined];
-        e = [bounds[0], bounds[1], acc];
+        e = bounds.entry(start, end, add(undefined, v));
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
         schedule(key, m.keyGroup, end, wm);
