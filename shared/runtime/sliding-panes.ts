@@ -15,7 +15,7 @@ import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
 import type { WindowAssigner } from '../api/windows.js';
 import type { OperatorEnv, Push } from './operator-context.js';
-import { eventTime, FiringMeta, keptAfter, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { eventTime, FiringMeta, keptAfter, mod, SharedBounds, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 
 type Sliding = Extract<WindowAssigner, { kind: 'sliding' }>;
 
@@ -83,6 +83,7 @@ export function compileSlidingPanes(node: WindowNode, env: OperatorEnv, d: Value
     if (rest !== list) state.write(opId, t.key, t.keyGroup, d, rest);
   });
 
+  const panes = new SharedBounds();
   return (v, m) => {
     const ts = eventTime(m, opId);
     const wm = clock.watermark();
@@ -108,7 +109,7 @@ export function compileSlidingPanes(node: WindowNode, env: OperatorEnv, d: Value
       if (lateness > 0) schedule(key, kg, pane, wm);
     } else {
       // a new list: an undone record leaves the stored one as it was
-      const e: Windows[number] = [pane, paneEnd, add(undefined, v)];
+      const e = panes.entry(pane, paneEnd, add(undefined, v));
       list = old === undefined ? [e] : [...old.slice(0, j + 1), e, ...old.slice(j + 1)];
       schedule(key, kg, pane, wm);
     }

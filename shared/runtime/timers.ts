@@ -37,6 +37,9 @@ const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGr
  * A timer as the index holds it. `live` turns false when it fires or is deleted: the bucket's map
  * keeps it until the bucket is dropped whole, so firing a timer costs no map lookup or deletion
  * (deleting thousands of keys one by one from a map also shrinks and rehashes it again and again).
+ * Its time is its bucket's, boxed once for all of them (`SharedTime`): a time of its own would be a
+ * boxed number per timer (a time is past a small integer's range), one more object for every window
+ * of every key to carry until it fires.
  */
 class Entry implements Timer, GuidedTimer, KeptEncoding {
   live = true;
@@ -49,9 +52,20 @@ class Entry implements Timer, GuidedTimer, KeptEncoding {
     readonly operatorId: string,
     readonly key: string,
     readonly keyGroup: number,
-    readonly time: number,
+    private readonly at: SharedTime,
     public state: KeyEntry | undefined,
   ) {}
+  get time(): number {
+    return this.at.time;
+  }
+}
+
+/**
+ * The time of a bucket's timers, which they point to. Not the bucket itself: a timer kept past its
+ * bucket (a record's noted changes, a dead letter) would keep the bucket's map of timers alive.
+ */
+class SharedTime {
+  constructor(readonly time: number) {}
 }
 
 /** (operator, key) order within one time */
@@ -73,11 +87,14 @@ class Bucket {
    */
   private cache: Entry[] | undefined = undefined;
   private fresh: Entry[] = [];
+  readonly shared: SharedTime;
   constructor(
     readonly time: number,
     /** the domain's key guide per operator */
     private readonly guides: Map<string, KeyGuide>,
-  ) {}
+  ) {
+    this.shared = new SharedTime(time);
+  }
 
   added(t: Entry): void {
     if (this.order !== undefined) insertInOrder(this, t);
@@ -345,7 +362,7 @@ export class TimerIndex {
       if (state !== undefined) old.state = state;
       return;
     }
-    const t = new Entry(domain, operatorId, key, keyGroup, time, state);
+    const t = new Entry(domain, operatorId, key, keyGroup, b.shared, state);
     keys.set(key, t);
     b.size++;
     this.count++;

@@ -14,7 +14,7 @@ import { assignWindows, type TimeWindow } from '../api/windows.js';
 import { keyFromString } from '../plan/key-groups.js';
 import type { OperatorEnv, Push, RecordMeta } from './operator-context.js';
 import { compileSlidingPanes, slidesOnPanes } from './sliding-panes.js';
-import { byWindow, eventTime, FiringMeta, keptAfter, mod, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
+import { byWindow, eventTime, FiringMeta, keptAfter, mod, SharedBounds, WindowResultMeta, type WindowParts, type Windows } from './window-parts.js';
 import { UsageError } from '../util/errors.js';
 
 /** The value state a window operator keeps its list in (registered as replaced whole). */
@@ -127,6 +127,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   if (a.kind === 'tumbling') {
     // one window per record
     const { sizeMs, offsetMs } = a;
+    const bounds = new SharedBounds();
     return (v, m) => {
       const ts = eventTime(m, opId);
       const wm = clock.watermark();
@@ -159,7 +160,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         if (lateness > 0) schedule(key, m.keyGroup, end, wm);
       } else {
         // a new list: an undone record leaves the stored one as it was
-        e = [start, end, add(undefined, v)];
+        e = bounds.entry(start, end, add(undefined, v));
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
         schedule(key, m.keyGroup, end, wm);

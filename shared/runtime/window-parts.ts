@@ -12,6 +12,24 @@ import { timerRecordId, type RecordMeta } from './operator-context.js';
  */
 export type Windows = Array<[number, number, unknown]>;
 
+/**
+ * Makes a key's new entries: the entries made for the same bounds one after another (a window's, or
+ * a pane's, for every key that gets one) share the two boxed numbers of its bounds — a time is past
+ * a small integer's range, so an entry with bounds of its own carries two more objects until it is
+ * purged, and reads them from memory of their own at each record and firing.
+ */
+export class SharedBounds {
+  private last: Windows[number] = [Number.NaN, Number.NaN, undefined];
+
+  /** A new entry `[start, end, acc]`. */
+  entry(start: number, end: number, acc: unknown): Windows[number] {
+    let b = this.last;
+    if (b[0] !== start || b[1] !== end) this.last = b = [start, end, undefined];
+    // the references are copied, not the numbers
+    return [b[0], b[1], acc];
+  }
+}
+
 export const byWindow = (x: [number, number, unknown], y: [number, number, unknown]) => x[0] - y[0] || x[1] - y[1];
 
 export const mod = (a: number, b: number) => ((a % b) + b) % b;
