@@ -178,24 +178,9 @@ export function rowParser(table: TableDef, kept?: ReadonlySet<string>): (raw: un
         lower ??= new Map(Object.entries(obj).map(([k, x]) => [k.toLowerCase(), x]));
         v = lower.get(c.name.toLowerCase());
       }
-      const x = coerceCommon(v, c);
+      const x = coerce(v, c);
       if (k[i]) row[c.name] = x;
     }
     return row;
   };
-}
-
-/**
- * `coerce`, with the values a JSON record mostly holds answered without its general steps: a
- * number for a number or TIMESTAMP column, a string for a VARCHAR one. The same value or error.
- */
-export function coerceCommon(value: unknown, col: ColumnDef): unknown {
-  if (typeof value === 'number') {
-    if (col.type === 'TIMESTAMP') return value;
-    if (Number.isFinite(value)) {
-      if (col.type === 'BIGINT') return Math.trunc(value);
-      if (col.type === 'DOUBLE') return value;
-    }
-  } else if (typeof value === 'string' && col.type === 'VARCHAR') return value;
-  return coerce(value, col);
 }
