@@ -50,6 +50,8 @@ export interface NexmarkFigures {
   readonly wallMs: number;
   /** events fed ÷ CPU seconds of all stages */
   readonly epsPerCore: number;
+  /** `epsPerCore` of a first run of the same job in the process (its code not optimized yet), when one came before */
+  readonly firstRunEpsPerCore?: number;
   /** CPU of the twins' Kinesis `putRecords` during the stages' batches, left out of `cpuMs` */
   readonly twinKinesisCpuMs: number;
   /** events fed ÷ wall seconds of all stages (one after another, one core) */

@@ -105,7 +105,7 @@ export function renderTable(r: BenchResults): string {
     );
   }
   for (const f of r.nexmark?.figures ?? []) {
-    add(`Nexmark ${f.query}, whole job in process (${f.stages} stages), events/s per core`, fmt(f.epsPerCore), `Flink 1.13 (published) ${fmt(f.flinkPerCore)}`, `${(f.epsPerCore / f.flinkPerCore).toFixed(2)}× (${fmt(f.events)} events, ${f.outputs} results)`);
+    add(`Nexmark ${f.query}, whole job in process (${f.stages} stages), events/s per core`, fmt(f.epsPerCore), `Flink 1.13 (published) ${fmt(f.flinkPerCore)}`, `${(f.epsPerCore / f.flinkPerCore).toFixed(2)}× (${fmt(f.events)} events, ${f.outputs} results${f.firstRunEpsPerCore === undefined ? '' : `; a first run: ${fmt(f.firstRunEpsPerCore)}`})`);
   }
   const em = r.emulated && 'raw' in r.emulated ? r.emulated : undefined;
   if (em) {
