@@ -206,10 +206,10 @@ export interface KeptEncoding {
  * bytes are the same either way (copied bytes skip the depth limit, which only guards the
  * writer's recursion: msgpackr writes the same bytes at any depth).
  *
- * `write`, if given, writes an item's bytes without building `plain(item)` (a timer's row, written
- * once or twice before it fires: building its array and the generic dispatch were half of writing
- * it). It must write the very bytes the writer makes of `plain(item)`, or return false where the
- * writer would give up (then msgpackr encodes the whole value, as it would have).
+ * `write`, if given, writes an item's bytes without building `plain(item)` (a timer's row, mostly
+ * written once before it fires: no array per row, no dispatch per value). It must write the very
+ * bytes the writer makes of `plain(item)`, or return false where the writer would give up (then
+ * msgpackr encodes the whole value, as it would have).
  */
 export class KeptList<T extends KeptEncoding> {
   constructor(

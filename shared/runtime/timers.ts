@@ -505,9 +505,9 @@ export class TimerIndex {
   }
 
   /**
-   * The rows of `toJSON` as a snapshot writes them: each timer's row is encoded the first time a
-   * snapshot writes it and copied from its bytes after that (a timer is written into every delta
-   * until it fires).
+   * The rows of `toJSON` as a snapshot writes them: each timer's row is written straight
+   * (`writeTimerRow`), its bytes kept the second time and copied from then on (a timer is written
+   * into every delta until it fires).
    */
   snapshotRows(): KeptList<Entry> {
     return new KeptList(this.ordered(), timerRow, writeTimerRow);
