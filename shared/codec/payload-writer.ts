@@ -205,11 +205,17 @@ export interface KeptEncoding {
  * every list the item is in. Anything else (msgpackr, JSON) sees `toJSON()`, the plain list; the
  * bytes are the same either way (copied bytes skip the depth limit, which only guards the
  * writer's recursion: msgpackr writes the same bytes at any depth).
+ *
+ * `write`, if given, writes an item's bytes without building `plain(item)` (a timer's row, mostly
+ * written once before it fires: no array per row, no dispatch per value). It must write the very
+ * bytes the writer makes of `plain(item)`, or return false where the writer would give up (then
+ * msgpackr encodes the whole value, as it would have).
  */
 export class KeptList<T extends KeptEncoding> {
   constructor(
     readonly items: readonly T[],
     readonly plain: (item: T) => unknown,
+    readonly write?: (item: T, to: ItemWriter) => boolean,
   ) {}
 
   toJSON(): unknown[] {
@@ -217,8 +223,48 @@ export class KeptList<T extends KeptEncoding> {
   }
 }
 
+/** The writer's parts a `KeptList`'s `write` uses: each writes what `writeValue` writes of the same value. */
+export interface ItemWriter {
+  arrayHeader(n: number): void;
+  /** two strings, copied from the bytes of the last pair written here when they are that pair (ASCII only: false otherwise) */
+  stringPair(a: string, b: string): boolean;
+  /** ASCII only: false otherwise */
+  string(s: string): boolean;
+  number(x: number): void;
+}
+
+/** the last pair through `stringPair` and its bytes (a checkpoint's timers share their domain and operator) */
+let pairA: string | undefined;
+let pairB: string | undefined;
+let pairBytes = new Uint8Array(0);
+
+const itemWriter: ItemWriter = {
+  arrayHeader: writeArrayHeader,
+  stringPair(a: string, b: string): boolean {
+    if (a !== pairA || b !== pairB) {
+      const from = w - at;
+      if (!writeString(a) || !writeString(b)) return false;
+      pairA = a;
+      pairB = b;
+      pairBytes = out.slice(at + from, w);
+      return true;
+    }
+    const bytes = pairBytes;
+    const n = bytes.length;
+    room(n);
+    const o = out;
+    const p = w;
+    for (let i = 0; i < n; i++) o[p + i] = bytes[i]!;
+    w = p + n;
+    return true;
+  },
+  string: writeString,
+  number: writeNumber,
+};
+
 function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
   const items = list.items;
+  const write = list.write;
   const n = items.length;
   writeArrayHeader(n);
   for (let i = 0; i < n; i++) {
@@ -233,7 +279,7 @@ function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
     }
     // relative to the value's start: `room` may move the value to another chunk
     const from = w - at;
-    if (!writeValue(list.plain(item), depth + 1)) return false;
+    if (!(write !== undefined ? write(item, itemWriter) : writeValue(list.plain(item), depth + 1))) return false;
     if (item.keptLength === 0) {
       item.keptLength = -1;
       continue;

@@ -1,8 +1,10 @@
 import fc from 'fast-check';
+import { Packr } from 'msgpackr';
 import { describe, expect, it } from 'vitest';
 import { valueState } from '../api/state.js';
+import { KeptList, encodePayloadFast } from '../codec/payload-writer.js';
 import { KeyedStateCache } from './keyed-state.js';
-import { KeyGuide, TimerIndex, type GuidedTimer, type TimeDomain, type Timer } from './timers.js';
+import { KeyGuide, TimerIndex, timerRow, writeTimerRow, type GuidedTimer, type TimeDomain, type Timer } from './timers.js';
 
 /** The reference: a set of timers by id; pop takes the least by (time, operator, key). */
 class ModelTimers {
@@ -331,3 +333,70 @@ function keySets(windows: ReadonlyArray<{ kind: string; picks: number[]; dead: n
   });
   return sets;
 }
+
+describe("a timer's snapshot row written straight", () => {
+  /** msgpackr alone, with the payload codec's options */
+  const reference = new Packr({ useRecords: false, moreTypes: false, int64AsType: 'number' });
+  const isAscii = (s: string) => /^[\x00-\x7f]*$/.test(s);
+  const keyArb = fc.oneof(
+    fc.string({ maxLength: 12 }),
+    fc.string({ unit: 'grapheme', maxLength: 6 }),
+    fc.string({ minLength: 31, maxLength: 300 }),
+    fc.constant(''),
+    fc.constantFrom('user-1', 'user-2'),
+  );
+  const timeArb = fc.oneof(
+    fc.integer({ min: -40, max: 300 }),
+    fc.integer({ min: -(2 ** 40), max: 2 ** 40 }),
+    fc.constantFrom(2 ** 32, 2 ** 32 - 1, -(2 ** 31), -(2 ** 31) - 1, 1.7e12, 0.5, -0, Number.MAX_SAFE_INTEGER, -1.25e-7),
+    fc.double({ noNaN: true }),
+  );
+  const timerArb = fc.record({
+    domain: fc.constantFrom<TimeDomain>('event-time', 'processing-time'),
+    // the same domain and operator in runs (the pair's cached bytes) and changing between them
+    operatorId: fc.constantFrom('window-1', 'w', 'o'.repeat(40), 'jöin', ''),
+    key: keyArb,
+    keyGroup: fc.oneof(fc.nat(127), fc.nat(300), fc.nat(70_000), fc.constant(2 ** 32 - 1)),
+    time: timeArb,
+  });
+  const kept = (t: Timer) => ({ ...t, keptBytes: undefined as Uint8Array | undefined, keptLength: 0 });
+
+  it("is msgpackr's bytes of the plain row, or gives up where the generic writer would", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(timerArb, fc.integer({ min: 1, max: 4 })), { maxLength: 30 }), (runs) => {
+        const timers = runs.flatMap(([t, n]) => Array.from({ length: n }, (_, i) => ({ ...t, key: t.key + (i ? i : '') })));
+        const plain = timers.map(timerRow);
+        // written three times: straight, straight again (its bytes kept), from the kept bytes
+        const items = timers.map(kept);
+        for (let pass = 0; pass < 3; pass++) {
+          const bytes = encodePayloadFast(new KeptList(items, timerRow, writeTimerRow));
+          const generic = encodePayloadFast(plain);
+          if (plain.every((r) => isAscii(r[1]) && isAscii(r[2]))) {
+            expect(bytes).toBeDefined();
+            expect(Buffer.from(bytes!).equals(reference.pack(plain))).toBe(true);
+            expect(Buffer.from(bytes!).equals(Buffer.from(generic!))).toBe(true);
+          } else {
+            // the whole value is msgpackr's (encodePayload), as with the plain rows
+            expect(bytes).toBeUndefined();
+            expect(generic).toBeUndefined();
+          }
+        }
+      }),
+      { seed: 1209, numRuns: 500 },
+    );
+  });
+
+  it("keeps the bytes of timers written across the writer's chunks and pairs", () => {
+    // more rows than a 64 KB chunk holds, the pair changing every few rows
+    const timers = Array.from({ length: 9000 }, (_, i) => ({
+      domain: (i % 7 < 3 ? 'event-time' : 'processing-time') as TimeDomain,
+      operatorId: i % 11 < 5 ? 'window-1' : 'session-operator',
+      key: `user-${i}-${'x'.repeat(i % 37)}`,
+      keyGroup: i % 300,
+      time: i % 5 ? 1.7e12 + i : i - 100.5,
+    }));
+    const items = timers.map(kept);
+    const expected = reference.pack(timers.map(timerRow));
+    for (let pass = 0; pass < 3; pass++) expect(Buffer.from(encodePayloadFast(new KeptList(items, timerRow, writeTimerRow))!).equals(expected)).toBe(true);
+  });
+});

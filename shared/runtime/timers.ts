@@ -8,7 +8,7 @@
  * its due timers from the heap's top instead of scanning every timer; a bucket is sorted by
  * (operator, key) once, when it starts to fire.
  */
-import { KeptList, type KeptEncoding } from '../codec/payload-writer.js';
+import { KeptList, type ItemWriter, type KeptEncoding } from '../codec/payload-writer.js';
 import type { KeyEntry } from './state-handles.js';
 
 export type TimeDomain = 'event-time' | 'processing-time';
@@ -31,7 +31,19 @@ export interface Timer {
 type TimerRow = [TimeDomain, string, string, number, number];
 
 /** A timer's snapshot row. */
-const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGroup, t.time];
+export const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGroup, t.time];
+
+/**
+ * The bytes of `timerRow(t)` written straight (`KeptList`'s `write`): no array per timer, and the
+ * domain and operator id copied as one run of bytes (a checkpoint's timers share them).
+ */
+export function writeTimerRow(t: Timer, to: ItemWriter): boolean {
+  to.arrayHeader(5);
+  if (!to.stringPair(t.domain, t.operatorId) || !to.string(t.key)) return false;
+  to.number(t.keyGroup);
+  to.number(t.time);
+  return true;
+}
 
 /**
  * A timer as the index holds it. `live` turns false when it fires or is deleted: the bucket's map
@@ -493,12 +505,12 @@ export class TimerIndex {
   }
 
   /**
-   * The rows of `toJSON` as a snapshot writes them: each timer's row is encoded the first time a
-   * snapshot writes it and copied from its bytes after that (a timer is written into every delta
-   * until it fires).
+   * The rows of `toJSON` as a snapshot writes them: each timer's row is written straight
+   * (`writeTimerRow`), its bytes kept the second time and copied from then on (a timer is written
+   * into every delta until it fires).
    */
   snapshotRows(): KeptList<Entry> {
-    return new KeptList(this.ordered(), timerRow);
+    return new KeptList(this.ordered(), timerRow, writeTimerRow);
   }
 
   private ordered(): Entry[] {
