@@ -226,41 +226,12 @@ export class KeptList<T extends KeptEncoding> {
 /** The writer's parts a `KeptList`'s `write` uses: each writes what `writeValue` writes of the same value. */
 export interface ItemWriter {
   arrayHeader(n: number): void;
-  /** two strings, copied from the bytes of the last pair written here when they are that pair (ASCII only: false otherwise) */
-  stringPair(a: string, b: string): boolean;
   /** ASCII only: false otherwise */
   string(s: string): boolean;
   number(x: number): void;
 }
 
-/** the last pair through `stringPair` and its bytes (a checkpoint's timers share their domain and operator) */
-let pairA: string | undefined;
-let pairB: string | undefined;
-let pairBytes = new Uint8Array(0);
-
-const itemWriter: ItemWriter = {
-  arrayHeader: writeArrayHeader,
-  stringPair(a: string, b: string): boolean {
-    if (a !== pairA || b !== pairB) {
-      const from = w - at;
-      if (!writeString(a) || !writeString(b)) return false;
-      pairA = a;
-      pairB = b;
-      pairBytes = out.slice(at + from, w);
-      return true;
-    }
-    const bytes = pairBytes;
-    const n = bytes.length;
-    room(n);
-    const o = out;
-    const p = w;
-    for (let i = 0; i < n; i++) o[p + i] = bytes[i]!;
-    w = p + n;
-    return true;
-  },
-  string: writeString,
-  number: writeNumber,
-};
+const itemWriter: ItemWriter = { arrayHeader: writeArrayHeader, string: writeString, number: writeNumber };
 
 function writeKept(list: KeptList<KeptEncoding>, depth: number): boolean {
   const items = list.items;

@@ -33,13 +33,10 @@ type TimerRow = [TimeDomain, string, string, number, number];
 /** A timer's snapshot row. */
 export const timerRow = (t: Timer): TimerRow => [t.domain, t.operatorId, t.key, t.keyGroup, t.time];
 
-/**
- * The bytes of `timerRow(t)` written straight (`KeptList`'s `write`): no array per timer, and the
- * domain and operator id copied as one run of bytes (a checkpoint's timers share them).
- */
+/** The bytes of `timerRow(t)` written straight (`KeptList`'s `write`): no array per timer. */
 export function writeTimerRow(t: Timer, to: ItemWriter): boolean {
   to.arrayHeader(5);
-  if (!to.stringPair(t.domain, t.operatorId) || !to.string(t.key)) return false;
+  if (!to.string(t.domain) || !to.string(t.operatorId) || !to.string(t.key)) return false;
   to.number(t.keyGroup);
   to.number(t.time);
   return true;
