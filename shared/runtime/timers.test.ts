@@ -386,8 +386,8 @@ describe("a timer's snapshot row written straight", () => {
     );
   });
 
-  it("keeps the bytes of timers written across the writer's chunks and pairs", () => {
-    // more rows than a 64 KB chunk holds, the pair changing every few rows
+  it("keeps the bytes of timers written across the writer's chunks", () => {
+    // more rows than a 64 KB chunk holds, the domain and operator changing every few rows
     const timers = Array.from({ length: 9000 }, (_, i) => ({
       domain: (i % 7 < 3 ? 'event-time' : 'processing-time') as TimeDomain,
       operatorId: i % 11 < 5 ? 'window-1' : 'session-operator',
