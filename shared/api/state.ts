@@ -42,10 +42,11 @@ export interface AggregateFunction<I, A, O> {
   add(value: I, accumulator: A): A;
   getResult(accumulator: A): O;
   /**
-   * The accumulator of both inputs together; leaves `a` and `b` as they were (like `add`, it returns
-   * a new value). Needed by session windows, which merge; a sliding window whose size is a whole
-   * number of slides uses it too, to keep one accumulator per slide (pane) and merge a window's
-   * panes when it fires (without it, each record is added to every window it belongs to).
+   * The accumulator of both inputs together. Like `add`, it may change an accumulator it is given and
+   * return it: a window gives its functions copies of the accumulators it keeps. Needed by session
+   * windows, which merge; a sliding window whose size is a whole number of slides uses it too, to
+   * keep one accumulator per slide (pane) and merge a window's panes when it fires (without it, each
+   * record is added to every window it belongs to).
    */
   merge?(a: A, b: A): A;
 }

@@ -20,6 +20,24 @@ import { UsageError } from '../util/errors.js';
 /** The value state a window operator keeps its list in (registered as replaced whole). */
 export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Windows> => ({ name: node.state[0]!.name, kind: 'value', serializer: windowListSerializer() });
 
+/**
+ * A copy of a stored accumulator for a user function to change as it likes: a plain object or array
+ * of primitives copied shallowly (an aggregate's usual one), any other object through JSON — the
+ * window state's encoding, so the copy is what a restore would give; a primitive as it is.
+ */
+export function ownCopy(x: unknown): unknown {
+  if (typeof x !== 'object' || x === null) return x;
+  if (Array.isArray(x)) return x.every(primitive) ? x.slice() : viaJson(x);
+  if (x.constructor === Object) {
+    for (const k in x) if (!primitive((x as Record<string, unknown>)[k])) return viaJson(x);
+    return { ...x };
+  }
+  return viaJson(x);
+}
+
+const primitive = (v: unknown): boolean => typeof v !== 'object' || v === null;
+const viaJson = (x: unknown): unknown => JSON.parse(JSON.stringify(x)) as unknown;
+
 export function compileWindow(node: WindowNode, next: Push, side: Map<string, Push>, env: OperatorEnv): Push {
   const { state, timers, clock } = env;
   const opId = node.id;
@@ -49,12 +67,16 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
     if (why !== undefined) throw new UsageError(`window ${opId}`, what, `gave a value the window's state cannot keep: ${why}`);
     return x;
   };
+  // add, merge and reduce are given copies of the accumulators (reduced values) the state holds: a
+  // function that changes one in place and returns it, as Flink allows, would otherwise change the
+  // state's own object — which a failed record's undo puts back as it is, and which a pane's later
+  // windows merge again
   const add = (acc: unknown, v: unknown): unknown => {
     switch (f.type) {
       case 'reduce':
-        return storable(acc === undefined ? v : f.reduce(acc, v), 'reduce');
+        return storable(acc === undefined ? v : f.reduce(ownCopy(acc), v), 'reduce');
       case 'aggregate':
-        return storable(f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : acc), 'aggregate.add');
+        return storable(f.aggregate.add(v, acc === undefined ? f.aggregate.createAccumulator() : ownCopy(acc)), 'aggregate.add');
       case 'process':
         return [...((acc as unknown[] | undefined) ?? []), v];
     }
@@ -62,9 +84,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   const merge = (x: unknown, y: unknown): unknown => {
     switch (f.type) {
       case 'reduce':
-        return storable(f.reduce(x, y), 'reduce');
+        return storable(f.reduce(ownCopy(x), ownCopy(y)), 'reduce');
       case 'aggregate':
-        return storable(f.aggregate.merge!(x, y), 'aggregate.merge');
+        return storable(f.aggregate.merge!(ownCopy(x), ownCopy(y)), 'aggregate.merge');
       case 'process':
         return [...(x as unknown[]), ...(y as unknown[])];
     }
