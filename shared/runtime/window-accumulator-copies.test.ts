@@ -35,6 +35,21 @@ async function finish(r: MemoryJobRunner, events: Ev[]) {
   await r.drain();
 }
 
+/** The oracle: each window's sum and count, by key and start (`starts`: the starts of a record's windows) */
+function sums(events: readonly Ev[], starts: (ts: number) => number[]): Map<string, Sum> {
+  const want = new Map<string, Sum>();
+  for (const e of events) {
+    for (const start of starts(e.ts)) {
+      const s = want.get(`${e.k}@${start}`) ?? { sum: 0, n: 0 };
+      want.set(`${e.k}@${start}`, { sum: s.sum + e.v, n: s.n + 1 });
+    }
+  }
+  return want;
+}
+function fired(r: MemoryJobRunner): Map<string, Sum> {
+  return new Map(r.published<{ k: string; start: number; sum: number; n: number }>('out').map((o) => [`${o.k}@${o.start}`, { sum: o.sum, n: o.n }]));
+}
+
 /** Flink's habit: the accumulator changed in place and returned; a record of a negative value fails after the change */
 const inPlace = {
   createAccumulator: (): Sum => ({ sum: 0, n: 0 }),
@@ -65,15 +80,7 @@ describe("a window's user functions get copies of the state's accumulators", () 
     for (let i = 0; i < 40; i++) events.push({ k: `k${i % 4}`, ts: 50 * i, v: i === 9 || i === 22 ? -1 : i + 1 });
     await finish(r, events);
     expect(r.deadLetters()).toHaveLength(2);
-    const want = new Map<string, Sum>();
-    for (const e of events) {
-      if (e.v < 0) continue;
-      const key = `${e.k}@${e.ts - (e.ts % 1000)}`;
-      const s = want.get(key) ?? { sum: 0, n: 0 };
-      want.set(key, { sum: s.sum + e.v, n: s.n + 1 });
-    }
-    const got = new Map(r.published<{ k: string; start: number; sum: number; n: number }>('out').map((o) => [`${o.k}@${o.start}`, { sum: o.sum, n: o.n }]));
-    expect(got).toEqual(want);
+    expect(fired(r)).toEqual(sums(events.filter((e) => e.v >= 0), (ts) => [ts - (ts % 1000)]));
   });
 
   it('sliding on panes: a merge that changes its first accumulator leaves the pane as it was for the next windows', async () => {
@@ -86,16 +93,8 @@ describe("a window's user functions get copies of the state's accumulators", () 
     const events: Ev[] = [];
     for (let i = 0; i < 60; i++) events.push({ k: `k${i % 3}`, ts: 37 * i, v: (i % 5) + 1 });
     await finish(r, events);
-    const want = new Map<string, Sum>();
-    for (const e of events) {
-      for (let start = e.ts - (e.ts % 250); start > e.ts - 1000; start -= 250) {
-        const key = `${e.k}@${start}`;
-        const s = want.get(key) ?? { sum: 0, n: 0 };
-        want.set(key, { sum: s.sum + e.v, n: s.n + 1 });
-      }
-    }
-    const got = new Map(r.published<{ k: string; start: number; sum: number; n: number }>('out').map((o) => [`${o.k}@${o.start}`, { sum: o.sum, n: o.n }]));
-    expect(got).toEqual(want);
+    const starts = (ts: number) => [0, 1, 2, 3].map((i) => ts - (ts % 250) - 250 * i).filter((start) => start > ts - 1000);
+    expect(fired(r)).toEqual(sums(events, starts));
   });
 
   it('reduce: a record whose reduce changed the value and then failed is not counted', async () => {
