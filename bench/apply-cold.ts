@@ -13,6 +13,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type * as Memory from '../shared/adapters/memory/memory-ports.js';
+import type * as KeyGroups from '../shared/plan/key-groups.js';
 import type * as Packed from '../shared/runtime/packed-state.js';
 import type { StateRow } from '../shared/runtime/ports.js';
 
@@ -23,15 +24,15 @@ if (!Number.isInteger(applications) || applications < 1) throw new Error('applic
 const imp = async <T>(file: string) => (await import(pathToFileURL(resolve(dir, file)).href)) as T;
 const { PackedStateStore } = await imp<typeof Packed>('shared/runtime/packed-state.ts');
 const { MemoryStateTable } = await imp<typeof Memory>('shared/adapters/memory/memory-ports.ts');
+const { keyGroupOf } = await imp<typeof KeyGroups>('shared/plan/key-groups.ts');
 
 const enc = new TextEncoder();
 const store = new PackedStateStore(new MemoryStateTable());
 // rows in compareRows order (one operator: by key), as the changelog hands them over
 const keys = Array.from({ length: 10_000 }, (_, i) => `key-${i}`).sort();
-const group = (k: string) => (k.length * 31 + k.charCodeAt(k.length - 1) * 7 + k.charCodeAt(k.length - 2)) % 128;
 const out: string[] = [];
 for (let n = 1; n <= applications; n++) {
-  const rows: StateRow[] = keys.map((key) => ({ operatorId: 'op', keyGroup: group(key), key, values: { count: enc.encode(String(n * 7)) } }));
+  const rows: StateRow[] = keys.map((key) => ({ operatorId: 'op', keyGroup: keyGroupOf(key, 128), key, values: { count: enc.encode(String(n * 7)) } }));
   const c0 = process.cpuUsage();
   await store.applyRows(n, 1, rows);
   const c = process.cpuUsage(c0);
