@@ -1,7 +1,7 @@
 /**
  * The source stage of two checkouts in one process, taking turns call by call, so that both see
  * the same moments of a loaded machine: each checkout's own modules (engine and bench), the
- * `source` part's job, input and ports, its fair loop idle. Prints the engine's events over CPU
+ * `source` part's job, input and ports (its `engineSide`), without a fair loop. Prints the engine's events over CPU
  * time of the timed rounds, per call, and the second checkout's rate ÷ the first's per turn.
  *
  *   npx tsx bench/compare-source.ts DIR_BEFORE DIR_AFTER [turns=8] [rounds=12]
@@ -11,35 +11,26 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { FairLoop } from './fair-loops.js';
 import type * as Handler from './handler.js';
-import type * as Jobs from './jobs.js';
 
 const [a, b] = [process.argv[2], process.argv[3]];
 if (!a || !b) throw new Error('usage: compare-source.ts DIR_BEFORE DIR_AFTER [turns] [rounds]');
 const turns = Number(process.argv[4] ?? 8);
 const rounds = Number(process.argv[5] ?? 12);
 if (!Number.isInteger(turns) || turns < 1 || !Number.isInteger(rounds) || rounds < 3) throw new Error('turns: an integer ≥ 1; rounds: an integer ≥ 3');
-const load = async (dir: string) => ({
-  handler: (await import(pathToFileURL(resolve(dir, 'bench/handler.ts')).href)) as typeof Handler,
-  jobs: (await import(pathToFileURL(resolve(dir, 'bench/jobs.ts')).href)) as typeof Jobs,
-});
+const load = async (dir: string) => {
+  const handler = (await import(pathToFileURL(resolve(dir, 'bench/handler.ts')).href)) as Partial<typeof Handler>;
+  if (!handler.engineSide || !handler.idleSide || !handler.measurePath) throw new Error(`${dir}: its bench/handler.ts has no engineSide (a checkout from before the sides)`);
+  return handler as typeof Handler;
+};
 const sides = [await load(a), await load(b)];
-const idle: FairLoop = { handle: () => undefined, outputs: 0, checksum: 0, dirtyWritten: 0 };
+const spec = { path: 'source', shape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 }, sourceBatch: 500, sourcePerCheckpoint: 20_000, rounds, warmupRounds: 2, keys: 10_000 } as const;
 const rates: number[][] = [[], []];
 for (let t = 0; t < turns; t++) {
   // alternate who goes first
   for (const s of t % 2 ? [1, 0] : [0, 1]) {
-    const { handler, jobs } = sides[s]!;
-    const f = await handler.measureSourcePath({
-      job: jobs.keyedCountEmitJob(),
-      fair: idle,
-      events: jobs.makeEvents(20_000 * rounds, 10_000, 5),
-      batch: 500,
-      eventsPerCheckpoint: 20_000,
-      warmupRounds: 2,
-      keys: '10 k keys, uniform',
-    });
+    const handler = sides[s]!;
+    const f = await handler.measurePath(spec, { engine: handler.engineSide(spec), fair: handler.idleSide(rounds) });
     rates[s]!.push(f.engine.cpuEps);
   }
 }

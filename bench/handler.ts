@@ -3,9 +3,9 @@
  * handler's whole body besides telemetry flushing) invoked with AWS's KinesisStreamEvent (base64
  * records), reading its lease, committing its position, emitting to the next stage's stream, and
  * taking the checkpoints that the input's barriers ask for. Against it, in the same run, a fair
- * hand-written loop (fair-loops.ts) over the very same event objects; the two alternate round by
- * round (a round = the events of one checkpoint interval + its barrier), so both see the same
- * machine. Every rate is events over the total time of the timed rounds, barriers included.
+ * hand-written loop (fair-loops.ts) over the same events; the two alternate round by round (a
+ * round = the events of one checkpoint interval + its barrier), so both see the same machine
+ * (`measurePath`). Every rate is events over the total time of the timed rounds, barriers included.
  *
  * The ports are the in-memory twins, with two changes so that the figures are the engine's: the
  * state store is the deployed stack (spilling store over the packed layout) on a bare in-memory
@@ -15,7 +15,6 @@
 import { performance } from 'node:perf_hooks';
 import type { KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import { createJobStreams, createMemoryPorts, MemoryStateTable } from '../shared/adapters/memory/memory-ports.js';
-import type { Job } from '../shared/api/job.js';
 import { decodePacket, encodeSourceControl } from '../shared/codec/envelope.js';
 import { decodePayload } from '../shared/codec/payload.js';
 import type { PlanStage } from '../shared/plan/plan.js';
@@ -24,12 +23,13 @@ import { resourceNames } from '../shared/plan/resources.js';
 import { PackedStateStore } from '../shared/runtime/packed-state.js';
 import type { OutgoingRecord, RuntimePorts, StateStore, StoredRecord } from '../shared/runtime/ports.js';
 import { SpillingStateStore } from '../shared/runtime/spilling-state-store.js';
-import { createStageRunner } from '../shared/runtime/stage-runner.js';
+import { createStageRunner, type StageRunner } from '../shared/runtime/stage-runner.js';
 import { handleKinesisBatch } from '../functions/operator.js';
 import { MemoryBlobStore } from '../shared/testing/memory-job-runner.js';
-import type { FairLoop } from './fair-loops.js';
-import type { Ev } from './jobs.js';
+import { FairCount, FairSource, FairWindow } from './fair-loops.js';
+import { keyedCountEmitJob, makeEvents, windowEmitJob, type Ev } from './jobs.js';
 import { encodeRounds, loadRounds, type InputShape } from './stage1-input.js';
+import { fmt } from './svg.js';
 
 export interface Rate {
   readonly events: number;
@@ -152,191 +152,250 @@ function drainSent(sent: OutgoingRecord[], onValue: (v: unknown) => void): numbe
   return n;
 }
 
-interface Measured {
-  engine: { wall: number; cpu: number; dataWall: number; dataCpu: number; events: number; ckWall: number; ckCpu: number; checkpoints: number };
-  fair: { wall: number; cpu: number };
+/** One timed turn of a side: wall and CPU time of its data batches and of its barrier batch. */
+export interface TurnTimes {
+  readonly dataWall: number;
+  readonly dataCpu: number;
+  readonly ckWall: number;
+  readonly ckCpu: number;
+  /** rows the turn's checkpoint wrote (the engine's; 0 for a fair loop) */
+  readonly dirtyRows: number;
 }
 
-/** Engine and fair loop take turns, round by round; rounds before `warmup` are not counted. */
-async function alternate(rounds: readonly EventRound[], warmup: number, engine: (e: KinesisStreamEvent) => Promise<unknown>, fair: FairLoop, afterRound: () => void): Promise<Measured> {
-  const m: Measured = { engine: { wall: 0, cpu: 0, dataWall: 0, dataCpu: 0, events: 0, ckWall: 0, ckCpu: 0, checkpoints: 0 }, fair: { wall: 0, cpu: 0 } };
-  const cpu = () => {
-    const u = process.cpuUsage();
-    return (u.user + u.system) / 1000;
-  };
-  for (let r = 0; r < rounds.length; r++) {
-    const round = rounds[r]!;
-    const timed = r >= warmup;
-    for (const b of round.batches) {
-      const c0 = cpu();
-      const t0 = performance.now();
-      await engine(b);
-      const w = performance.now() - t0;
-      const c = cpu() - c0;
-      if (timed) {
-        m.engine.dataWall += w;
-        m.engine.dataCpu += c;
-      }
-    }
-    {
-      const c0 = cpu();
-      const t0 = performance.now();
-      await engine(round.barrier);
-      const w = performance.now() - t0;
-      const c = cpu() - c0;
-      if (timed) {
-        m.engine.ckWall += w;
-        m.engine.ckCpu += c;
-        m.engine.checkpoints++;
-        m.engine.events += round.events;
-      }
-    }
-    const c0 = cpu();
-    const t0 = performance.now();
-    for (const b of round.batches) fair.handle(b);
-    fair.handle(round.barrier);
-    const w = performance.now() - t0;
-    const c = cpu() - c0;
-    if (timed) {
-      m.fair.wall += w;
-      m.fair.cpu += c;
-    }
-    afterRound();
-  }
-  m.engine.wall = m.engine.dataWall + m.engine.ckWall;
-  m.engine.cpu = m.engine.dataCpu + m.engine.ckCpu;
-  return m;
+/** What a side has done when its rounds are over: outputs and the figure both sides must agree on. */
+export interface SideEnd {
+  readonly outputs: number;
+  readonly checksum: number;
 }
 
-export interface KeyedPathOptions {
-  readonly path: 'count' | 'window';
-  readonly job: Job;
-  readonly fair: FairLoop;
-  readonly events: readonly Ev[];
+/** The engine or its fair loop over a path's rounds, one round per turn. */
+export interface Side {
+  readonly rounds: number;
+  turn(r: number): Promise<TurnTimes>;
+  end(): Promise<SideEnd>;
+}
+
+/**
+ * What a path measures, as plain data, so that a side can be built from it in a process of its own:
+ * the job, the fair loop and the input follow from `path` and the seeds below.
+ */
+export interface PathSpec {
+  readonly path: 'count' | 'window' | 'source';
+  /** the keyed paths' input: envelopes per packet, packets per ESM batch, batches per checkpoint */
   readonly shape: InputShape;
+  /** source records per ESM batch and per checkpoint (the source path) */
+  readonly sourceBatch: number;
+  readonly sourcePerCheckpoint: number;
+  readonly rounds: number;
   readonly warmupRounds: number;
-  readonly keys: string;
+  /** distinct keys, uniform */
+  readonly keys: number;
 }
 
-/** The keyed stage (s1) of a three-stage job, fed packets as stage s0 writes them. */
-export async function measureKeyedPath(o: KeyedPathOptions): Promise<PathFigures> {
-  const plan = planJob(o.job);
-  const topology = plan.stages.map((s) => s.parallelism);
-  const encoded = encodeRounds(o.events, o.shape, plan.maxParallelism, topology);
+// the seeds of the paths' inputs (fixed, so that every run and both sides see the same events)
+const SEED = { count: 7, window: 3, source: 5 } as const;
+
+const cpuNow = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+};
+
+/** The path's events, each side's copy built the same way. */
+function pathInput(spec: PathSpec): { rounds: EventRound[]; sent: OutgoingRecord[]; dirty: { rows: number }; runner: () => StageRunner } {
+  if (!Object.hasOwn(SEED, spec.path)) throw new Error(`bench: no path "${spec.path}" (count, window or source)`);
+  if (!(spec.warmupRounds >= 0 && spec.warmupRounds < spec.rounds)) throw new Error(`bench: ${spec.warmupRounds} rounds left out of ${spec.rounds}: at least one must be timed`);
   const sent: OutgoingRecord[] = [];
   const dirty = { rows: 0 };
-  const input = loadRounds(o.job, encoded, (p) => benchPorts(p, sent, dirty));
-  const runner = createStageRunner(input);
+  if (spec.path === 'source') {
+    const job = keyedCountEmitJob();
+    const events = makeEvents(spec.sourcePerCheckpoint * spec.rounds, spec.keys, SEED.source);
+    const plan = planJob(job);
+    const names = resourceNames(plan);
+    const mem = createMemoryPorts({ seed: 1, now: () => 0 });
+    createJobStreams(mem.kinesis, plan, names);
+    const stage: PlanStage = plan.stages.find((s) => s.input.kind === 'source')!;
+    const stream = names.streamOf(stage);
+    const shard = mem.kinesis.listShards(stream)[0]!;
+    const topology = plan.stages.map((s) => s.parallelism);
+    const enc = new TextEncoder();
+    const put = (data: Uint8Array, pk: string) => mem.kinesis.putRecord(stream, { data, partitionKey: pk, explicitHashKey: shard.startingHashKey }).sequenceNumber;
+    const plan0: Array<{ batches: string[][]; barrier: string; events: number }> = [];
+    const per = spec.sourcePerCheckpoint;
+    for (let i = 0, r = 0; i + per <= events.length; i += per, r++) {
+      const batches: string[][] = [];
+      for (let b = i; b < i + per; b += spec.sourceBatch) {
+        batches.push(events.slice(b, Math.min(b + spec.sourceBatch, i + per)).map((e) => put(enc.encode(JSON.stringify(e)), e.k)));
+      }
+      const barrier = put(encodeSourceControl({ kind: 'barrier', checkpointId: r + 1, topology, savepoint: false, time: 0 }), 'barrier');
+      plan0.push({ batches, barrier, events: per });
+    }
+    const bySeq = new Map(mem.kinesis.records(stream, shard.shardId).map((x) => [x.sequenceNumber, x]));
+    const rounds: EventRound[] = plan0.map((r) => ({
+      batches: r.batches.map((b) => kinesisEvent(stream, shard.shardId, b.map((s) => bySeq.get(s)!))),
+      barrier: kinesisEvent(stream, shard.shardId, [bySeq.get(r.barrier)!]),
+      events: r.events,
+    }));
+    const ports = benchPorts({ ...mem.ports, collectSink: { stage: async () => undefined } }, sent, dirty);
+    return { rounds, sent, dirty, runner: () => createStageRunner({ job, plan, stage, names, ports }) };
+  }
+  const job = spec.path === 'count' ? keyedCountEmitJob() : windowEmitJob();
+  const s = spec.shape;
+  const events = makeEvents(s.eventsPerPacket * s.packetsPerBatch * s.batchesPerRound * spec.rounds, spec.keys, SEED[spec.path]);
+  const plan = planJob(job);
+  const encoded = encodeRounds(events, s, plan.maxParallelism, plan.stages.map((x) => x.parallelism));
+  const input = loadRounds(job, encoded, (p) => benchPorts(p, sent, dirty));
   const rounds: EventRound[] = input.rounds.map((r) => ({
     batches: r.batches.map((b) => kinesisEvent(input.stream, input.shardId, b)),
     barrier: kinesisEvent(input.stream, input.shardId, r.barrier),
     events: r.events,
   }));
-  let engineOutputs = 0;
+  return { rounds, sent, dirty, runner: () => createStageRunner(input) };
+}
+
+/**
+ * Round r's events, then dropped: a deployed handler holds one batch at a time, and input kept in
+ * the heap would make every collection of the side that holds it slower.
+ */
+function take(rounds: Array<EventRound | undefined>, r: number): EventRound {
+  const round = rounds[r];
+  if (!round) throw new Error(`round ${r}: out of range or taken`);
+  rounds[r] = undefined;
+  return round;
+}
+
+/** The engine's side: its stage through `handleKinesisBatch`, every batch timed on its own. */
+export function engineSide(spec: PathSpec): Side {
+  const { rounds, sent, dirty, runner } = pathInput(spec);
+  const r0 = runner();
+  const left: Array<EventRound | undefined> = [...rounds];
+  let outputs = 0;
   const last = new Map<string, number>();
   let fired = 0;
-  let dirtyTimed = 0;
-  let roundNo = 0;
-  const m = await alternate(rounds, o.warmupRounds, (e) => handleKinesisBatch(runner, e), o.fair, () => {
-    engineOutputs += drainSent(sent, (v) => {
-      const x = v as { k: string; n: number };
-      if (o.path === 'count') last.set(x.k, Math.max(last.get(x.k) ?? 0, x.n));
-      else fired++;
-    });
-    if (roundNo++ >= o.warmupRounds) dirtyTimed += dirty.rows;
-    dirty.rows = 0;
-  });
-  let engineSum = 0;
-  for (const n of last.values()) engineSum += n;
-  const e = m.engine;
-  const dataRate = rate(e.events, e.dataWall, e.dataCpu);
-  const perEventCpu = e.dataCpu / e.events;
-  const perRound = o.shape.eventsPerPacket * o.shape.packetsPerBatch * o.shape.batchesPerRound;
-  const engine = rate(e.events, e.wall, e.cpu);
-  const fair = rate(e.events, m.fair.wall, m.fair.cpu);
-  return {
-    path: o.path,
-    engine,
-    engineData: dataRate,
-    fair,
-    fairRatio: engine.eps / fair.eps,
-    fairCpuRatio: engine.cpuEps / fair.cpuEps,
-    checkpoints: { count: e.checkpoints, dirtyKeys: dirtyTimed, wallMs: e.ckWall, cpuMs: e.ckCpu, eventsPerKey: dirtyTimed ? e.ckCpu / dirtyTimed / perEventCpu : 0 },
-    shape: {
-      eventsPerCheckpoint: perRound,
-      eventsPerBatch: o.shape.eventsPerPacket * o.shape.packetsPerBatch,
-      recordsPerBatch: o.shape.packetsPerBatch,
-      keys: o.keys,
-      timedRounds: rounds.length - o.warmupRounds,
-      warmupRounds: o.warmupRounds,
-    },
-    outputs: { engine: engineOutputs, fair: o.fair.outputs },
-    checksum: { engine: o.path === 'count' ? engineSum : fired, fair: o.fair.checksum },
-  };
-}
-
-export interface SourcePathOptions {
-  readonly job: Job;
-  readonly fair: FairLoop;
-  readonly events: readonly Ev[];
-  /** source records per ESM batch */
-  readonly batch: number;
-  readonly eventsPerCheckpoint: number;
-  readonly warmupRounds: number;
-  readonly keys: string;
-}
-
-/** The source stage (s0): JSON records in (one event per Kinesis record), packed envelopes out. */
-export async function measureSourcePath(o: SourcePathOptions): Promise<PathFigures> {
-  const plan = planJob(o.job);
-  const names = resourceNames(plan);
-  const mem = createMemoryPorts({ seed: 1, now: () => 0 });
-  createJobStreams(mem.kinesis, plan, names);
-  const stage: PlanStage = plan.stages.find((s) => s.input.kind === 'source')!;
-  const stream = names.streamOf(stage);
-  const shard = mem.kinesis.listShards(stream)[0]!;
-  const topology = plan.stages.map((s) => s.parallelism);
-  const enc = new TextEncoder();
-  const put = (data: Uint8Array, pk: string) => mem.kinesis.putRecord(stream, { data, partitionKey: pk, explicitHashKey: shard.startingHashKey }).sequenceNumber;
-  const plan0: Array<{ batches: string[][]; barrier: string; events: number }> = [];
-  for (let i = 0, r = 0; i + o.eventsPerCheckpoint <= o.events.length; i += o.eventsPerCheckpoint, r++) {
-    const batches: string[][] = [];
-    for (let b = i; b < i + o.eventsPerCheckpoint; b += o.batch) {
-      batches.push(o.events.slice(b, Math.min(b + o.batch, i + o.eventsPerCheckpoint)).map((e) => put(enc.encode(JSON.stringify(e)), e.k)));
-    }
-    const barrier = put(encodeSourceControl({ kind: 'barrier', checkpointId: r + 1, topology, savepoint: false, time: 0 }), 'barrier');
-    plan0.push({ batches, barrier, events: o.eventsPerCheckpoint });
-  }
-  const bySeq = new Map(mem.kinesis.records(stream, shard.shardId).map((x) => [x.sequenceNumber, x]));
-  const rounds: EventRound[] = plan0.map((r) => ({
-    batches: r.batches.map((b) => kinesisEvent(stream, shard.shardId, b.map((s) => bySeq.get(s)!))),
-    barrier: kinesisEvent(stream, shard.shardId, [bySeq.get(r.barrier)!]),
-    events: r.events,
-  }));
-  const sent: OutgoingRecord[] = [];
-  const dirty = { rows: 0 };
-  const ports = benchPorts({ ...mem.ports, collectSink: { stage: async () => undefined } }, sent, dirty);
-  const runner = createStageRunner({ job: o.job, plan, stage, names, ports });
-  let engineOutputs = 0;
   let sum = 0;
-  const m = await alternate(rounds, o.warmupRounds, (e) => handleKinesisBatch(runner, e), o.fair, () => {
-    engineOutputs += drainSent(sent, (v) => {
-      sum += (v as Ev).v;
-    });
-  });
-  const e = m.engine;
-  const engine = rate(e.events, e.wall, e.cpu);
-  const fair = rate(e.events, m.fair.wall, m.fair.cpu);
+  const onValue =
+    spec.path === 'count'
+      ? (v: unknown) => {
+          const x = v as { k: string; n: number };
+          last.set(x.k, Math.max(last.get(x.k) ?? 0, x.n));
+        }
+      : spec.path === 'window'
+        ? () => void fired++
+        : (v: unknown) => void (sum += (v as Ev).v);
   return {
-    path: 'source',
+    rounds: rounds.length,
+    async turn(r) {
+      const round = take(left, r);
+      let dataWall = 0;
+      let dataCpu = 0;
+      for (const b of round.batches) {
+        const c0 = cpuNow();
+        const t0 = performance.now();
+        await handleKinesisBatch(r0, b);
+        dataWall += performance.now() - t0;
+        dataCpu += cpuNow() - c0;
+      }
+      const c0 = cpuNow();
+      const t0 = performance.now();
+      await handleKinesisBatch(r0, round.barrier);
+      const ckWall = performance.now() - t0;
+      const ckCpu = cpuNow() - c0;
+      // untimed: the outputs checked against the fair loop's
+      outputs += drainSent(sent, onValue);
+      const dirtyRows = dirty.rows;
+      dirty.rows = 0;
+      return { dataWall, dataCpu, ckWall, ckCpu, dirtyRows };
+    },
+    async end() {
+      let checksum = spec.path === 'window' ? fired : sum;
+      if (spec.path === 'count') for (const n of last.values()) checksum += n;
+      return { outputs, checksum };
+    },
+  };
+}
+
+/** A side that does nothing, for runs of the engine alone (a profile, two checkouts compared). */
+export const idleSide = (rounds: number): Side => ({
+  rounds,
+  turn: async () => ({ dataWall: 0, dataCpu: 0, ckWall: 0, ckCpu: 0, dirtyRows: 0 }),
+  end: async () => ({ outputs: 0, checksum: 0 }),
+});
+
+/** The fair loop's side (fair-loops.ts), a round timed whole. */
+export function fairSide(spec: PathSpec): Side {
+  const { rounds } = pathInput(spec);
+  const fair = spec.path === 'count' ? new FairCount(128) : spec.path === 'window' ? new FairWindow(128) : new FairSource(128);
+  const left: Array<EventRound | undefined> = [...rounds];
+  return {
+    rounds: rounds.length,
+    async turn(r) {
+      const round = take(left, r);
+      const c0 = cpuNow();
+      const t0 = performance.now();
+      for (const b of round.batches) fair.handle(b);
+      fair.handle(round.barrier);
+      const wall = performance.now() - t0;
+      const cpu = cpuNow() - c0;
+      fair.sent.length = 0;
+      return { dataWall: wall, dataCpu: cpu, ckWall: 0, ckCpu: 0, dirtyRows: 0 };
+    },
+    async end() {
+      return { outputs: fair.outputs, checksum: fair.checksum };
+    },
+  };
+}
+
+/**
+ * A path measured: the engine and its fair loop take turns, round by round (a round = the events of
+ * one checkpoint interval + its barrier), so both see the same moments of the machine; rounds
+ * before `warmupRounds` are not counted. `sides`: the two sides, for a run of the engine alone.
+ */
+export async function measurePath(spec: PathSpec, both: { engine: Side; fair: Side } = { engine: engineSide(spec), fair: fairSide(spec) }): Promise<PathFigures> {
+  const e = { dataWall: 0, dataCpu: 0, ckWall: 0, ckCpu: 0, events: 0, checkpoints: 0, dirty: 0 };
+  const f = { wall: 0, cpu: 0 };
+  const rounds = both.engine.rounds;
+  if (both.fair.rounds !== rounds) throw new Error(`sides disagree on rounds: ${rounds} and ${both.fair.rounds}`);
+  const perRound = spec.path === 'source' ? spec.sourcePerCheckpoint : spec.shape.eventsPerPacket * spec.shape.packetsPerBatch * spec.shape.batchesPerRound;
+  for (let r = 0; r < rounds; r++) {
+    const et = await both.engine.turn(r);
+    const ft = await both.fair.turn(r);
+    if (r < spec.warmupRounds) continue;
+    e.dataWall += et.dataWall;
+    e.dataCpu += et.dataCpu;
+    e.ckWall += et.ckWall;
+    e.ckCpu += et.ckCpu;
+    e.dirty += et.dirtyRows;
+    e.checkpoints++;
+    e.events += perRound;
+    f.wall += ft.dataWall + ft.ckWall;
+    f.cpu += ft.dataCpu + ft.ckCpu;
+  }
+  const [ee, fe] = [await both.engine.end(), await both.fair.end()];
+  const engine = rate(e.events, e.dataWall + e.ckWall, e.dataCpu + e.ckCpu);
+  const data = rate(e.events, e.dataWall, e.dataCpu);
+  const fair = rate(e.events, f.wall, f.cpu);
+  const perEventCpu = e.dataCpu / e.events;
+  return {
+    path: spec.path,
     engine,
-    engineData: rate(e.events, e.dataWall, e.dataCpu),
+    engineData: data,
     fair,
     fairRatio: engine.eps / fair.eps,
     fairCpuRatio: engine.cpuEps / fair.cpuEps,
-    checkpoints: { count: e.checkpoints, dirtyKeys: 0, wallMs: e.ckWall, cpuMs: e.ckCpu, eventsPerKey: 0 },
-    shape: { eventsPerCheckpoint: o.eventsPerCheckpoint, eventsPerBatch: o.batch, recordsPerBatch: o.batch, keys: o.keys, timedRounds: rounds.length - o.warmupRounds, warmupRounds: o.warmupRounds },
-    outputs: { engine: engineOutputs, fair: o.fair.outputs },
-    checksum: { engine: sum, fair: o.fair.checksum },
+    checkpoints: { count: e.checkpoints, dirtyKeys: e.dirty, wallMs: e.ckWall, cpuMs: e.ckCpu, eventsPerKey: e.dirty ? e.ckCpu / e.dirty / perEventCpu : 0 },
+    shape:
+      spec.path === 'source'
+        ? { eventsPerCheckpoint: perRound, eventsPerBatch: spec.sourceBatch, recordsPerBatch: spec.sourceBatch, keys: keysLabel(spec.keys), timedRounds: rounds - spec.warmupRounds, warmupRounds: spec.warmupRounds }
+        : {
+            eventsPerCheckpoint: perRound,
+            eventsPerBatch: spec.shape.eventsPerPacket * spec.shape.packetsPerBatch,
+            recordsPerBatch: spec.shape.packetsPerBatch,
+            keys: keysLabel(spec.keys),
+            timedRounds: rounds - spec.warmupRounds,
+            warmupRounds: spec.warmupRounds,
+          },
+    outputs: { engine: ee.outputs, fair: fe.outputs },
+    checksum: { engine: ee.checksum, fair: fe.checksum },
   };
 }
+
+const keysLabel = (keys: number) => `${fmt(keys)} keys, uniform`;

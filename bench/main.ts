@@ -19,9 +19,8 @@ import type { MonthlyCost } from './cost.js';
 import { withResults } from './doc-results.js';
 import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
-import { FairCount, FairSource, FairWindow } from './fair-loops.js';
-import { measureKeyedPath, measureSourcePath, type PathFigures } from './handler.js';
-import { keyedCountEmitJob, keyedCountJob, makeEvents, makeEventsOf, windowEmitJob, type KeyDistribution } from './jobs.js';
+import { measurePath, type PathFigures, type PathSpec } from './handler.js';
+import { keyedCountJob, makeEvents, makeEventsOf, type KeyDistribution } from './jobs.js';
 import { NEXMARK_QUERIES, runNexmark, type NexmarkFigures } from './nexmark.js';
 import { runPipeline, type PipelineResult } from './pipeline.js';
 import { ASSUMPTIONS, PRICES } from './prices.js';
@@ -135,11 +134,11 @@ const sizes = (quick: boolean) =>
     : {
         // 20 k events per checkpoint: 4 ESM batches of 10 packets × 500 events, then the barrier
         keyedShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 } as InputShape,
-        // 12 measured checkpoints after 12 left out: each one whole period of the default
-        // materializeEvery at 10 s (12: runtime/changelog.ts). The left-out period holds JIT, every
-        // key's first read and the state table's creation (its first apply, paid once by a running
-        // job); the measured one holds one apply over existing items, as a running job's do.
-        keyedRounds: 24,
+        // 36 measured checkpoints after 12 left out: whole periods of the default materializeEvery
+        // at 10 s (12: runtime/changelog.ts). The left-out period holds JIT, every key's first read
+        // and the state table's creation (its first apply, paid once by a running job); the three
+        // measured ones hold one apply each over existing items, as a running job's do.
+        keyedRounds: 48,
         keyedWarmup: 12,
         keys: 10_000,
         sourceBatch: 500,
@@ -206,46 +205,33 @@ function pipelines(s: Sizes, log: (l: string) => void): Promise<PipelineResult[]
   })());
 }
 
+/** The spec of the `handler`, `window` or `source` part's path at these sizes. */
+const pathSpec = (path: PathSpec['path'], s: Sizes): PathSpec => ({
+  path,
+  shape: s.keyedShape,
+  sourceBatch: s.sourceBatch,
+  sourcePerCheckpoint: s.sourcePerCheckpoint,
+  rounds: s.keyedRounds,
+  warmupRounds: s.keyedWarmup,
+  keys: s.keys,
+});
+
 const RUNNERS: Record<PartName, Runner> = {
   async handler(s, r, log) {
-    const f = await measureKeyedPath({
-      path: 'count',
-      job: keyedCountEmitJob(),
-      fair: new FairCount(128),
-      events: makeEvents(s.keyedShape.eventsPerPacket * s.keyedShape.packetsPerBatch * s.keyedShape.batchesPerRound * s.keyedRounds, s.keys),
-      shape: s.keyedShape,
-      warmupRounds: s.keyedWarmup,
-      keys: `${fmt(s.keys)} keys, uniform`,
-    });
+    const f = await measurePath(pathSpec('count', s));
     checkSame('keyed count: sum of counts', f.checksum.engine, f.checksum.fair);
     checkSame('keyed count: outputs', f.outputs.engine, f.outputs.fair);
     logPath(log, f);
     r.handler = f;
   },
   async window(s, r, log) {
-    const f = await measureKeyedPath({
-      path: 'window',
-      job: windowEmitJob(),
-      fair: new FairWindow(128),
-      events: makeEvents(s.keyedShape.eventsPerPacket * s.keyedShape.packetsPerBatch * s.keyedShape.batchesPerRound * s.keyedRounds, s.keys, 3),
-      shape: s.keyedShape,
-      warmupRounds: s.keyedWarmup,
-      keys: `${fmt(s.keys)} keys, uniform`,
-    });
+    const f = await measurePath(pathSpec('window', s));
     checkSame('window: windows fired', f.checksum.engine, f.checksum.fair);
     logPath(log, f);
     r.window = f;
   },
   async source(s, r, log) {
-    const f = await measureSourcePath({
-      job: keyedCountEmitJob(),
-      fair: new FairSource(128),
-      events: makeEvents(s.sourcePerCheckpoint * s.keyedRounds, s.keys, 5),
-      batch: s.sourceBatch,
-      eventsPerCheckpoint: s.sourcePerCheckpoint,
-      warmupRounds: s.keyedWarmup,
-      keys: `${fmt(s.keys)} keys, uniform`,
-    });
+    const f = await measurePath(pathSpec('source', s));
     checkSame('source: sum of values', f.checksum.engine, f.checksum.fair);
     checkSame('source: envelopes', f.outputs.engine, f.outputs.fair);
     logPath(log, f);

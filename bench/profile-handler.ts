@@ -8,37 +8,15 @@
  *
  * Prints the engine's CPU of its data batches and of its checkpoints; it writes no results.
  */
-import type { FairLoop } from './fair-loops.js';
-import { measureKeyedPath, measureSourcePath, type PathFigures } from './handler.js';
-import { keyedCountEmitJob, makeEvents, windowEmitJob } from './jobs.js';
+import { engineSide, idleSide, measurePath, type PathFigures } from './handler.js';
 
 const rounds = Number(process.argv[2] ?? 40);
 if (!Number.isInteger(rounds) || rounds < 3) throw new Error(`rounds: an integer ≥ 3, not ${process.argv[2]}`);
 const path = process.argv[3] ?? 'count';
 if (path !== 'count' && path !== 'window' && path !== 'source') throw new Error(`path: count, window or source, not ${path}`);
-const shape = { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 };
-const idle: FairLoop = { handle: () => undefined, outputs: 0, checksum: 0, dirtyWritten: 0 };
-// the seeds of the bench's own parts
-const f: PathFigures =
-  path === 'source'
-    ? await measureSourcePath({
-        job: keyedCountEmitJob(),
-        fair: idle,
-        events: makeEvents(20_000 * rounds, 10_000, 5),
-        batch: 500,
-        eventsPerCheckpoint: 20_000,
-        warmupRounds: 2,
-        keys: '10 k keys, uniform',
-      })
-    : await measureKeyedPath({
-        path,
-        job: path === 'count' ? keyedCountEmitJob() : windowEmitJob(),
-        fair: idle,
-        events: makeEvents(20_000 * rounds, 10_000, path === 'count' ? 7 : 3),
-        shape,
-        warmupRounds: 2,
-        keys: '10 k keys, uniform',
-      });
+// the bench's own part, in this process, longer; a fair side that does nothing takes its turns
+const spec = { path, shape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 }, sourceBatch: 500, sourcePerCheckpoint: 20_000, rounds, warmupRounds: 2, keys: 10_000 } as const;
+const f: PathFigures = await measurePath(spec, { engine: engineSide(spec), fair: idleSide(rounds) });
 const k = (eps: number) => `${(eps / 1000).toFixed(0)} k ev/s`;
 console.log(
   `${path === 'source' ? 'source stage' : `keyed ${path}`}, ${f.engine.events} events timed: CPU ${f.engine.cpuMs.toFixed(0)} ms (${k(f.engine.cpuEps)}); data batches ${f.engineData.cpuMs.toFixed(0)} ms (${k(f.engineData.cpuEps)}); ${f.checkpoints.count} checkpoints ${f.checkpoints.cpuMs.toFixed(0)} ms`,

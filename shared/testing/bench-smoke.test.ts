@@ -7,6 +7,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseArgs, renderSvg, renderTable, runBench, summaryLine } from '../../bench/main.js';
 import { itemSize, numberSize, writeUnits } from '../../bench/dynamo-size.js';
+import { measurePath } from '../../bench/handler.js';
 import { keyGroupOf } from '../plan/key-groups.js';
 import { keyGroupOfKey } from '../runtime/keyed-state.js';
 
@@ -29,6 +30,11 @@ describe('bench (smoke)', () => {
     expect(r.nexmark!.figures.map((f) => f.query)).toEqual(['q0', 'q1', 'q2', 'q5', 'q7', 'q8']);
     expect(renderTable(r)).toContain('| Keyed count through the handler');
     expect(renderSvg(r)).toMatch(/^<svg [^]*<\/svg>\n$/);
+  }, 60_000);
+
+  it('a path with no timed round is refused, not reported as NaN', async () => {
+    const spec = { path: 'window', shape: { eventsPerPacket: 10, packetsPerBatch: 2, batchesPerRound: 2 }, sourceBatch: 10, sourcePerCheckpoint: 40, rounds: 2, warmupRounds: 2, keys: 10 } as const;
+    await expect(measurePath(spec)).rejects.toThrow(/2 rounds left out of 2: at least one must be timed/);
   }, 60_000);
 
   it('parses the command line and refuses what it does not know', () => {
