@@ -175,10 +175,7 @@ export interface Side {
   end(): Promise<SideEnd>;
 }
 
-/**
- * What a path measures, as plain data, so that a side can be built from it in a process of its own:
- * the job, the fair loop and the input follow from `path` and the seeds below.
- */
+/** What a path measures, as plain data: the job, the fair loop and the input follow from `path` and the seeds below. */
 export interface PathSpec {
   readonly path: 'count' | 'window' | 'source';
   /** the keyed paths' input: envelopes per packet, packets per ESM batch, batches per checkpoint */
@@ -347,7 +344,7 @@ export function fairSide(spec: PathSpec): Side {
 /**
  * A path measured: the engine and its fair loop take turns, round by round (a round = the events of
  * one checkpoint interval + its barrier), so both see the same moments of the machine; rounds
- * before `warmupRounds` are not counted. `sides`: the two sides, for a run of the engine alone.
+ * before `warmupRounds` are not counted. `both`: other sides (the engine alone: `idleSide`).
  */
 export async function measurePath(spec: PathSpec, both: { engine: Side; fair: Side } = { engine: engineSide(spec), fair: fairSide(spec) }): Promise<PathFigures> {
   const e = { dataWall: 0, dataCpu: 0, ckWall: 0, ckCpu: 0, events: 0, checkpoints: 0, dirty: 0 };
