@@ -1,8 +1,9 @@
 /**
  * The source stage of two checkouts in one process, taking turns call by call, so that both see
  * the same moments of a loaded machine: each checkout's own modules (engine and bench), the
- * `source` part's job, input and ports (its `engineSide`), without a fair loop. Prints the engine's events over CPU
- * time of the timed rounds, per call, and the second checkout's rate ÷ the first's per turn.
+ * `source` part's job, input and ports (its `engineSide`), without a fair loop. Prints the
+ * engine's events over CPU time of the timed rounds, per call, and the second checkout's rate ÷
+ * the first's per turn.
  *
  *   npx tsx bench/compare-source.ts DIR_BEFORE DIR_AFTER [turns=8] [rounds=12]
  *
