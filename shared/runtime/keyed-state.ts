@@ -38,8 +38,9 @@ export class KeyedStateCache {
   private readonly dirty = new Map<string, KeyEntry[]>();
   private pass = 0;
   /**
-   * each operator's dirty entries of the last serialization, in key order: the next one's dirty set
-   * is mostly the same keys, so only the keys new to it are sorted (and merged in)
+   * each operator's entries serialized so far, in key order (dropped ones left out at the next
+   * serialization): the next dirty set is mostly keys seen before, so only the keys new to it are
+   * sorted (and merged in)
    */
   private readonly lastOrder = new Map<string, KeyEntry[]>();
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
@@ -259,28 +260,33 @@ export class KeyedStateCache {
   private sortedDirty(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const dirty = this.dirtyEntries(operatorId, list);
     const pass = this.pass;
-    const last = this.lastOrder.get(operatorId);
-    let out = dirty;
-    if (last === undefined) dirty.sort(compareEntries);
-    else {
-      // a subsequence of a sorted list is sorted; the entries it holds are current (marked by this pass)
-      const kept: KeyEntry[] = [];
-      for (let i = 0; i < last.length; i++) {
-        const e = last[i]!;
-        if (e.pass === pass && e.placed !== pass) {
-          e.placed = pass;
-          kept.push(e);
-        }
-      }
-      if (kept.length === 0) dirty.sort(compareEntries);
-      else if (kept.length < dirty.length) {
-        const added: KeyEntry[] = [];
-        for (let i = 0; i < dirty.length; i++) if (dirty[i]!.placed !== pass) added.push(dirty[i]!);
-        out = mergeByKey(kept, added.sort(compareEntries));
-      } else out = kept;
+    const known = this.lastOrder.get(operatorId);
+    if (known === undefined) {
+      dirty.sort(compareEntries);
+      this.lastOrder.set(operatorId, dirty.slice());
+      return dirty;
     }
-    this.lastOrder.set(operatorId, out);
-    return out;
+    // a subsequence of a sorted list is sorted; the entries it holds are current (marked by this pass)
+    const kept: KeyEntry[] = [];
+    let dropped = 0;
+    for (let i = 0; i < known.length; i++) {
+      const e = known[i]!;
+      if (e.dropped) dropped++;
+      else if (e.pass === pass && e.placed !== pass) {
+        e.placed = pass;
+        kept.push(e);
+      }
+    }
+    const live = dropped ? known.filter((e) => !e.dropped) : known;
+    if (kept.length === dirty.length) {
+      if (dropped) this.lastOrder.set(operatorId, live);
+      return kept;
+    }
+    const added: KeyEntry[] = [];
+    for (let i = 0; i < dirty.length; i++) if (dirty[i]!.placed !== pass) added.push(dirty[i]!);
+    added.sort(compareEntries);
+    this.lastOrder.set(operatorId, mergeByKey(live, added));
+    return kept.length ? mergeByKey(kept, added) : added;
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
