@@ -253,9 +253,10 @@ export class KeyedStateCache {
   }
 
   /**
-   * The dirty entries of an operator in key order (`compareRows`' order). The entries of the last
-   * order that are dirty again keep their order; only the others are sorted, then both are merged:
-   * an operator writing mostly the same keys each checkpoint sorts few of them.
+   * The dirty entries of an operator in key order (`compareRows`' order). The dirty entries of the
+   * kept order (every entry serialized before) are picked out in that order; only the others, new
+   * keys, are sorted and merged in, into both. A key dirty at one checkpoint and not the next keeps
+   * its place: once an operator's keys have all been written, a checkpoint neither sorts nor merges.
    */
   private sortedDirty(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const dirty = this.dirtyEntries(operatorId, list);
