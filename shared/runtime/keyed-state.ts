@@ -26,6 +26,9 @@ import { fromStored, type OperatorSlots, RecordUndo, toStored, UndoableEntry } f
 import { ABSENT, AggregatingHandle, Cell, cellGet, cellSet, type KeyEntry, ListHandle, MapHandle, ReducingHandle, slotGet, slotSet, touchedGet, touchedSet, ValueHandle } from './state-handles.js';
 import type { StateRow, StateRowId } from './ports.js';
 
+/** How many kept keys per dirty key a checkpoint walks before it sorts its dirty keys alone (`sortedDirty`). */
+const KNOWN_PER_DIRTY = 4;
+
 /** The key group of a key: `keyGroupOf`, under the name the engine's callers use. */
 export const keyGroupOfKey = keyGroupOf;
 
@@ -257,12 +260,15 @@ export class KeyedStateCache {
    * kept order (every entry serialized before) are picked out in that order; only the others, new
    * keys, are sorted and merged in, into both. A key dirty at one checkpoint and not the next keeps
    * its place: once an operator's keys have all been written, a checkpoint neither sorts nor merges.
+   * The walk covers the whole kept order, so when that holds more than `KNOWN_PER_DIRTY` times the
+   * dirty keys (a large state written sparsely) the dirty ones are sorted alone and the kept order
+   * starts again from them: a checkpoint's cost stays bounded by its dirty keys, not the state's.
    */
   private sortedDirty(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const dirty = this.dirtyEntries(operatorId, list);
     const pass = this.pass;
     const known = this.lastOrder.get(operatorId);
-    if (known === undefined) {
+    if (known === undefined || known.length > KNOWN_PER_DIRTY * dirty.length) {
       dirty.sort(compareEntries);
       this.lastOrder.set(operatorId, dirty.slice());
       return dirty;
