@@ -253,6 +253,41 @@ describe('KeyedStateCache', () => {
     expect(c.orderedEntries).toBe(0);
   });
 
+  it('keeps in its key order every entry serialized so far and leaves out those a load replaced (no key twice, none kept past its entry)', () => {
+    const c = cache();
+    const id = { operatorId: 'op2-process', keyGroup: 0, key: 'a' };
+    for (const k of ['a', 'b', 'c']) c.valueState('op2-process', k, 0, count).update(1);
+    c.dirtyRows();
+    c.markClean();
+    // a checkpoint writing some of the keys keeps the others in the order for the next one
+    c.valueState('op2-process', 'c', 0, count).update(2);
+    expect(c.dirtyRows().map((r) => r.key)).toEqual(['c']);
+    c.markClean();
+    expect(c.orderedEntries).toBe(3);
+    c.load([id], [{ ...id, values: { count: enc(5) } }]);
+    for (const k of ['a', 'b']) c.valueState('op2-process', k, 0, count).update(3);
+    expect(c.dirtyRows().map((r) => [r.key, new TextDecoder().decode(r.values.count)])).toEqual([['a', '3'], ['b', '3']]);
+    c.markClean();
+    expect(c.orderedEntries).toBe(3);
+    c.valueState('op2-process', 'a', 0, count).update(4);
+    expect(c.dirtyRows().map((r) => r.key)).toEqual(['a']);
+  });
+
+  it('a checkpoint writing few of many kept keys sorts them alone and keeps only them: its cost is bounded by its dirty keys, not the state', () => {
+    const c = cache();
+    for (let i = 0; i < 50; i++) c.valueState('op2-process', `k${String(i).padStart(2, '0')}`, 0, count).update(1);
+    c.dirtyRows();
+    c.markClean();
+    expect(c.orderedEntries).toBe(50);
+    for (const k of ['k40', 'k03', 'k17']) c.valueState('op2-process', k, 0, count).update(2);
+    expect(c.dirtyRows().map((r) => r.key)).toEqual(['k03', 'k17', 'k40']);
+    c.markClean();
+    expect(c.orderedEntries).toBe(3);
+    // the next checkpoint's new keys merge into the restarted order
+    for (const k of ['k45', 'k03', 'k01']) c.valueState('op2-process', k, 0, count).update(3);
+    expect(c.dirtyRows().map((r) => r.key)).toEqual(['k01', 'k03', 'k45']);
+  });
+
   it('marks the entries it lets go of as dropped: evicted, spilled, or replaced by a load (a timer keeping one looks the key up again)', () => {
     const c = cache();
     const evicted = c.current('op2-process', 'a', 0);

@@ -26,6 +26,9 @@ import { fromStored, type OperatorSlots, RecordUndo, toStored, UndoableEntry } f
 import { ABSENT, AggregatingHandle, Cell, cellGet, cellSet, type KeyEntry, ListHandle, MapHandle, ReducingHandle, slotGet, slotSet, touchedGet, touchedSet, ValueHandle } from './state-handles.js';
 import type { StateRow, StateRowId } from './ports.js';
 
+/** How many kept keys per dirty key a checkpoint walks before it sorts its dirty keys alone (`sortedDirty`). */
+const KNOWN_PER_DIRTY = 4;
+
 /** The key group of a key: `keyGroupOf`, under the name the engine's callers use. */
 export const keyGroupOfKey = keyGroupOf;
 
@@ -38,8 +41,9 @@ export class KeyedStateCache {
   private readonly dirty = new Map<string, KeyEntry[]>();
   private pass = 0;
   /**
-   * each operator's dirty entries of the last serialization, in key order: the next one's dirty set
-   * is mostly the same keys, so only the keys new to it are sorted (and merged in)
+   * each operator's entries serialized so far, in key order (dropped ones left out at the next
+   * serialization): the next dirty set is mostly keys seen before, so only the keys new to it are
+   * sorted (and merged in)
    */
   private readonly lastOrder = new Map<string, KeyEntry[]>();
   private readonly descriptors = new Map<string, Map<string, StateDescriptor<unknown>>>();
@@ -252,35 +256,44 @@ export class KeyedStateCache {
   }
 
   /**
-   * The dirty entries of an operator in key order (`compareRows`' order). The entries of the last
-   * order that are dirty again keep their order; only the others are sorted, then both are merged:
-   * an operator writing mostly the same keys each checkpoint sorts few of them.
+   * The dirty entries of an operator in key order (`compareRows`' order). The dirty entries of the
+   * kept order (every entry serialized before) are picked out in that order; only the others, new
+   * keys, are sorted and merged in, into both. A key dirty at one checkpoint and not the next keeps
+   * its place: once an operator's keys have all been written, a checkpoint neither sorts nor merges.
+   * The walk covers the whole kept order, so when that holds more than `KNOWN_PER_DIRTY` times the
+   * dirty keys (a large state written sparsely) the dirty ones are sorted alone and the kept order
+   * starts again from them: a checkpoint's cost stays bounded by its dirty keys, not the state's.
    */
   private sortedDirty(operatorId: string, list: readonly KeyEntry[]): KeyEntry[] {
     const dirty = this.dirtyEntries(operatorId, list);
     const pass = this.pass;
-    const last = this.lastOrder.get(operatorId);
-    let out = dirty;
-    if (last === undefined) dirty.sort(compareEntries);
-    else {
-      // a subsequence of a sorted list is sorted; the entries it holds are current (marked by this pass)
-      const kept: KeyEntry[] = [];
-      for (let i = 0; i < last.length; i++) {
-        const e = last[i]!;
-        if (e.pass === pass && e.placed !== pass) {
-          e.placed = pass;
-          kept.push(e);
-        }
-      }
-      if (kept.length === 0) dirty.sort(compareEntries);
-      else if (kept.length < dirty.length) {
-        const added: KeyEntry[] = [];
-        for (let i = 0; i < dirty.length; i++) if (dirty[i]!.placed !== pass) added.push(dirty[i]!);
-        out = mergeByKey(kept, added.sort(compareEntries));
-      } else out = kept;
+    const known = this.lastOrder.get(operatorId);
+    if (known === undefined || known.length > KNOWN_PER_DIRTY * dirty.length) {
+      dirty.sort(compareEntries);
+      this.lastOrder.set(operatorId, dirty.slice());
+      return dirty;
     }
-    this.lastOrder.set(operatorId, out);
-    return out;
+    // a subsequence of a sorted list is sorted; the entries it holds are current (marked by this pass)
+    const kept: KeyEntry[] = [];
+    let dropped = 0;
+    for (let i = 0; i < known.length; i++) {
+      const e = known[i]!;
+      if (e.dropped) dropped++;
+      else if (e.pass === pass && e.placed !== pass) {
+        e.placed = pass;
+        kept.push(e);
+      }
+    }
+    const live = dropped ? known.filter((e) => !e.dropped) : known;
+    if (kept.length === dirty.length) {
+      if (dropped) this.lastOrder.set(operatorId, live);
+      return kept;
+    }
+    const added: KeyEntry[] = [];
+    for (let i = 0; i < dirty.length; i++) if (dirty[i]!.placed !== pass) added.push(dirty[i]!);
+    added.sort(compareEntries);
+    this.lastOrder.set(operatorId, mergeByKey(live, added));
+    return kept.length ? mergeByKey(kept, added) : added;
   }
 
   /** Raw access used by every handle: applies TTL on read and records writes. */
