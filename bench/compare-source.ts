@@ -12,6 +12,7 @@
  */
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { FULL_SIZE } from './handler.js';
 import type * as Handler from './handler.js';
 
 const [a, b] = [process.argv[2], process.argv[3]];
@@ -25,7 +26,8 @@ const load = async (dir: string) => {
   return handler as typeof Handler;
 };
 const sides = [await load(a), await load(b)];
-const spec = { path: 'source', shape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 }, sourceBatch: 500, sourcePerCheckpoint: 20_000, rounds, warmupRounds: 2, keys: 10_000 } as const;
+// plain data, so this checkout's sizes drive both checkouts' stages
+const spec: Handler.PathSpec = { ...FULL_SIZE, path: 'source', rounds, warmupRounds: 2 };
 const rates: number[][] = [[], []];
 for (let t = 0; t < turns; t++) {
   // alternate who goes first

@@ -172,7 +172,7 @@ export interface SideEnd {
 export interface Side {
   readonly rounds: number;
   turn(r: number): Promise<TurnTimes>;
-  end(): Promise<SideEnd>;
+  end(): SideEnd;
 }
 
 /** What a path measures, as plain data: the job, the fair loop and the input follow from `path` and the seeds below. */
@@ -188,6 +188,18 @@ export interface PathSpec {
   /** distinct keys, uniform */
   readonly keys: number;
 }
+
+/**
+ * The full-size parts' input (`npm run bench` without --quick), for tools that run a part's stage
+ * alone: 20 k events per checkpoint — 4 ESM batches of 10 packets × 500 events for a keyed stage,
+ * 40 batches of 500 JSON records for the source stage — over 10 k keys.
+ */
+export const FULL_SIZE = {
+  shape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 },
+  sourceBatch: 500,
+  sourcePerCheckpoint: 20_000,
+  keys: 10_000,
+} as const satisfies Omit<PathSpec, 'path' | 'rounds' | 'warmupRounds'>;
 
 // the seeds of the paths' inputs (fixed, so that every run and both sides see the same events)
 const SEED = { count: 7, window: 3, source: 5 } as const;
@@ -264,7 +276,7 @@ function take(rounds: Array<EventRound | undefined>, r: number): EventRound {
 export function engineSide(spec: PathSpec): Side {
   const { rounds, sent, dirty, runner } = pathInput(spec);
   const r0 = runner();
-  const left: Array<EventRound | undefined> = [...rounds];
+  const left: Array<EventRound | undefined> = rounds;
   let outputs = 0;
   const last = new Map<string, number>();
   let fired = 0;
@@ -302,7 +314,7 @@ export function engineSide(spec: PathSpec): Side {
       dirty.rows = 0;
       return { dataWall, dataCpu, ckWall, ckCpu, dirtyRows };
     },
-    async end() {
+    end() {
       let checksum = spec.path === 'window' ? fired : sum;
       if (spec.path === 'count') for (const n of last.values()) checksum += n;
       return { outputs, checksum };
@@ -314,14 +326,14 @@ export function engineSide(spec: PathSpec): Side {
 export const idleSide = (rounds: number): Side => ({
   rounds,
   turn: async () => ({ dataWall: 0, dataCpu: 0, ckWall: 0, ckCpu: 0, dirtyRows: 0 }),
-  end: async () => ({ outputs: 0, checksum: 0 }),
+  end: () => ({ outputs: 0, checksum: 0 }),
 });
 
 /** The fair loop's side (fair-loops.ts), a round timed whole. */
 export function fairSide(spec: PathSpec): Side {
   const { rounds } = pathInput(spec);
   const fair = spec.path === 'count' ? new FairCount(128) : spec.path === 'window' ? new FairWindow(128) : new FairSource(128);
-  const left: Array<EventRound | undefined> = [...rounds];
+  const left: Array<EventRound | undefined> = rounds;
   return {
     rounds: rounds.length,
     async turn(r) {
@@ -335,7 +347,7 @@ export function fairSide(spec: PathSpec): Side {
       fair.sent.length = 0;
       return { dataWall: wall, dataCpu: cpu, ckWall: 0, ckCpu: 0, dirtyRows: 0 };
     },
-    async end() {
+    end() {
       return { outputs: fair.outputs, checksum: fair.checksum };
     },
   };
@@ -366,7 +378,7 @@ export async function measurePath(spec: PathSpec, both: { engine: Side; fair: Si
     f.wall += ft.dataWall + ft.ckWall;
     f.cpu += ft.dataCpu + ft.ckCpu;
   }
-  const [ee, fe] = [await both.engine.end(), await both.fair.end()];
+  const [ee, fe] = [both.engine.end(), both.fair.end()];
   const engine = rate(e.events, e.dataWall + e.ckWall, e.dataCpu + e.ckCpu);
   const data = rate(e.events, e.dataWall, e.dataCpu);
   const fair = rate(e.events, f.wall, f.cpu);

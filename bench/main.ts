@@ -19,7 +19,7 @@ import type { MonthlyCost } from './cost.js';
 import { withResults } from './doc-results.js';
 import { KB } from './dynamo-size.js';
 import type { EmulatedStage1, EndToEnd, RawRate } from './emulated.js';
-import { measurePath, type PathFigures, type PathSpec } from './handler.js';
+import { FULL_SIZE, measurePath, type PathFigures, type PathSpec } from './handler.js';
 import { keyedCountJob, makeEvents, makeEventsOf, type KeyDistribution } from './jobs.js';
 import { NEXMARK_QUERIES, runNexmark, type NexmarkFigures } from './nexmark.js';
 import { runPipeline, type PipelineResult } from './pipeline.js';
@@ -133,16 +133,16 @@ const sizes = (quick: boolean) =>
       }
     : {
         // 20 k events per checkpoint: 4 ESM batches of 10 packets × 500 events, then the barrier
-        keyedShape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 } as InputShape,
+        keyedShape: FULL_SIZE.shape as InputShape,
         // 36 measured checkpoints after 12 left out: whole periods of the default materializeEvery
         // at 10 s (12: runtime/changelog.ts). The left-out period holds JIT, every key's first read
         // and the state table's creation (its first apply, paid once by a running job); the three
         // measured ones hold one apply each over existing items, as a running job's do.
         keyedRounds: 48,
         keyedWarmup: 12,
-        keys: 10_000,
-        sourceBatch: 500,
-        sourcePerCheckpoint: 20_000,
+        keys: FULL_SIZE.keys,
+        sourceBatch: FULL_SIZE.sourceBatch,
+        sourcePerCheckpoint: FULL_SIZE.sourcePerCheckpoint,
         pipelines: [
           { eps: 1_000, seconds: 30, every: 10, sourceShards: 2, parallelism: 1, keys: 10_000 },
           { eps: 10_000, seconds: 30, every: 10, sourceShards: 12, parallelism: 2, keys: 10_000 },

@@ -8,14 +8,14 @@
  *
  * Prints the engine's CPU of its data batches and of its checkpoints; it writes no results.
  */
-import { engineSide, idleSide, measurePath, type PathFigures } from './handler.js';
+import { engineSide, FULL_SIZE, idleSide, measurePath, type PathFigures, type PathSpec } from './handler.js';
 
 const rounds = Number(process.argv[2] ?? 40);
 if (!Number.isInteger(rounds) || rounds < 3) throw new Error(`rounds: an integer ≥ 3, not ${process.argv[2]}`);
 const path = process.argv[3] ?? 'count';
 if (path !== 'count' && path !== 'window' && path !== 'source') throw new Error(`path: count, window or source, not ${path}`);
 // the bench's own part, in this process, longer; a fair side that does nothing takes its turns
-const spec = { path, shape: { eventsPerPacket: 500, packetsPerBatch: 10, batchesPerRound: 4 }, sourceBatch: 500, sourcePerCheckpoint: 20_000, rounds, warmupRounds: 2, keys: 10_000 } as const;
+const spec: PathSpec = { ...FULL_SIZE, path, rounds, warmupRounds: 2 };
 const f: PathFigures = await measurePath(spec, { engine: engineSide(spec), fair: idleSide(rounds) });
 const k = (eps: number) => `${(eps / 1000).toFixed(0)} k ev/s`;
 console.log(

@@ -353,7 +353,7 @@ describe("a timer's snapshot row written straight", () => {
   );
   const timerArb = fc.record({
     domain: fc.constantFrom<TimeDomain>('event-time', 'processing-time'),
-    // the same domain and operator in runs (the pair's cached bytes) and changing between them
+    // the same domain and operator in runs, and changing between them
     operatorId: fc.constantFrom('window-1', 'w', 'o'.repeat(40), 'jöin', ''),
     key: keyArb,
     keyGroup: fc.oneof(fc.nat(127), fc.nat(300), fc.nat(70_000), fc.constant(2 ** 32 - 1)),
