@@ -29,6 +29,24 @@ const parent = (id: string, epoch: number, generation: number, reshard: readonly
 });
 
 describe('a child shard starting from its parents', () => {
+  it("takes its parents' timers in one order, whichever parent comes first (the order it fires them in)", () => {
+    const withTimers = (id: string, timers: ParentHandover['timers']): ParentShare => {
+      const p = parent(id, 2, 1);
+      return { ...p, handover: { ...p.handover, timers } };
+    };
+    const a = withTimers('s1:a', [
+      ['event-time', 'w', 'z', 1, 9],
+      ['event-time', 'w', 'b', 1, 9],
+    ]);
+    const b = withTimers('s1:b', [
+      ['event-time', 'w', 'm', 2, 9],
+      ['event-time', 'w', 'a', 2, 4],
+    ]);
+    const keys = (ps: ParentShare[]) => mergeParents('s1:c', ps).timers.map((t) => t[2]);
+    expect(keys([a, b])).toEqual(['a', 'b', 'm', 'z']);
+    expect(keys([b, a])).toEqual(['a', 'b', 'm', 'z']);
+  });
+
   it('parents of a merge made by the job are in one epoch: parents in two epochs are refused', () => {
     expect(() => mergeParents('s1:c', [parent('s1:a', 2, 1), parent('s1:b', 3, 1)])).toThrow(/epochs 2 and 3/);
   });

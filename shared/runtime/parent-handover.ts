@@ -10,7 +10,7 @@ import { SluiceError } from '../util/errors.js';
 import type { BroadcastStateStore } from './broadcast-state.js';
 import { redistributeOperatorLists, type OperatorListRow } from './operator-state.js';
 import type { StateRow } from './ports.js';
-import type { TimerIndex } from './timers.js';
+import { TimerIndex } from './timers.js';
 import type { WatermarkHandover } from './watermark-tracker.js';
 
 type TimerRows = ReturnType<TimerIndex['toJSON']>;
@@ -90,7 +90,8 @@ export function mergeParents(childId: string, parents: readonly ParentShare[], o
     finished: handovers.every((p) => p.finished),
     broadcast: first.broadcast,
     dirtyRows: handovers.map((p) => p.dirtyRows),
-    timers: handovers.flatMap((p) => p.timers),
+    // each parent's timers in its firing order; together in one that does not depend on the parents' order
+    timers: TimerIndex.inKeyOrder(handovers.flatMap((p) => p.timers)),
     watermarks: handovers.map((p) => p.watermark),
     seen: handovers.map((p) => p.seen),
     ended: handovers.flatMap((p) => p.ended),

@@ -4,11 +4,14 @@ import { describe, expect, it } from 'vitest';
 import { valueState } from '../api/state.js';
 import { KeptList, encodePayloadFast } from '../codec/payload-writer.js';
 import { KeyedStateCache } from './keyed-state.js';
-import { KeyGuide, TimerIndex, timerRow, writeTimerRow, type GuidedTimer, type TimeDomain, type Timer } from './timers.js';
+import { TimerIndex, timerRow, writeTimerRow, type TimeDomain, type Timer } from './timers.js';
 
-/** The reference: a set of timers by id; pop takes the least by (time, operator, key). */
+/**
+ * The reference: a set of timers by id that remembers the order they were added in (a Map's: a
+ * timer deleted and added again goes to the end); pop takes the earliest time, the first added of it.
+ */
 class ModelTimers {
-  readonly live = new Map<string, Timer>();
+  live = new Map<string, Timer>();
   private id = (t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>) => JSON.stringify([t.domain, t.operatorId, t.key, t.time]);
   add(t: Timer): void {
     if (!this.live.has(this.id(t))) this.live.set(this.id(t), t);
@@ -21,9 +24,7 @@ class ModelTimers {
   }
   popDue(domain: TimeDomain, upTo: number): Timer | undefined {
     let best: Timer | undefined;
-    for (const t of this.due(domain, upTo)) {
-      if (!best || t.time < best.time || (t.time === best.time && (t.operatorId < best.operatorId || (t.operatorId === best.operatorId && t.key < best.key)))) best = t;
-    }
+    for (const t of this.due(domain, upTo)) if (!best || t.time < best.time) best = t;
     if (best) this.delete(best);
     return best;
   }
@@ -61,11 +62,9 @@ const narrowOps = opArbOf(timerArbOf(['a', 'b'], ['k1', 'k2'], 1), 1);
 
 const row = (t: Timer) => [t.domain, t.operatorId, t.key, t.time];
 
-/** every timer sorted by (time, operator, key, domain), as a plain sort gives it */
+/** every timer by time, event time first at one time, else in the order added (a stable sort of the Map's order) */
 const sortedRows = (model: ModelTimers) =>
-  [...model.live.values()]
-    .sort((a, b) => a.time - b.time || (a.operatorId < b.operatorId ? -1 : a.operatorId > b.operatorId ? 1 : 0) || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0) || (a.domain < b.domain ? -1 : a.domain > b.domain ? 1 : 0))
-    .map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
+  [...model.live.values()].sort((a, b) => a.time - b.time || (a.domain === b.domain ? 0 : a.domain === 'event-time' ? -1 : 1)).map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
 
 /** One change to both the index and the model. */
 const change = (idx: TimerIndex, model: ModelTimers, del: boolean, t: Timer) => {
@@ -87,7 +86,7 @@ describe('TimerIndex', () => {
   it.each([
     ['many', wideOps, 0],
     ['few', narrowOps, 20],
-  ] as const)('keeps one timer per (domain, operator, key, time) and fires them in (time, operator, key) order, like a plain set (%s distinct timers)', (_, opArb, minLength) => {
+  ] as const)('keeps one timer per (domain, operator, key, time) and fires them by time, then in the order added, like an ordered set (%s distinct timers)', (_, opArb, minLength) => {
     fc.assert(
       fc.property(fc.array(opArb, { minLength, maxLength: 60 }), (ops) => {
         const idx = new TimerIndex();
@@ -130,7 +129,7 @@ describe('TimerIndex', () => {
     );
   });
 
-  it('writes its timers in firing order whatever order they were added in', () => {
+  it('writes its timers by time, then in the order they were registered (event time first at one time), and a restored index fires them in that order', () => {
     const ts: Timer[] = [
       { domain: 'event-time', operatorId: 'b', key: 'x', keyGroup: 1, time: 5 },
       { domain: 'processing-time', operatorId: 'a', key: 'x', keyGroup: 1, time: 5 },
@@ -139,11 +138,29 @@ describe('TimerIndex', () => {
       { domain: 'event-time', operatorId: 'z', key: 'a', keyGroup: 3, time: 1 },
     ];
     const a = new TimerIndex();
-    const b = new TimerIndex();
     for (const t of ts) a.add(t);
+    expect(a.toJSON().map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(['eza1', 'ebx5', 'eay5', 'eax5', 'pax5']);
+    const b = new TimerIndex();
     for (const t of [...ts].reverse()) b.add(t);
-    expect(a.toJSON()).toEqual(b.toJSON());
-    expect(a.toJSON().map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(['eza1', 'eax5', 'pax5', 'eay5', 'ebx5']);
+    expect(b.toJSON().map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(['eza1', 'eax5', 'eay5', 'ebx5', 'pax5']);
+    const fire = (x: TimerIndex) => {
+      const out: string[] = [];
+      for (let t = x.popDue('event-time', 9); t; t = x.popDue('event-time', 9)) out.push(`${t.operatorId}${t.key}`);
+      return out;
+    };
+    expect(fire(TimerIndex.fromJSON(a.toJSON()))).toEqual(['za', 'bx', 'ay', 'ax']);
+    expect(fire(a)).toEqual(['za', 'bx', 'ay', 'ax']);
+  });
+
+  it('puts timers from several snapshots in one order, whatever order their rows came in', () => {
+    const rows = new TimerIndex();
+    for (const [k, t] of [['b', 5], ['a', 5], ['c', 1]] as const) rows.register('event-time', 'w', k, 0, t);
+    rows.register('processing-time', 'w', 'a', 0, 5);
+    rows.register('event-time', 'v', 'z', 0, 5);
+    const json = rows.toJSON();
+    const expected = ['ewc1', 'evz5', 'ewa5', 'ewb5', 'pwa5'];
+    expect(TimerIndex.inKeyOrder(json).map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(expected);
+    expect(TimerIndex.inKeyOrder([...json].reverse()).map(([d, o, k, , t]) => `${d[0]}${o}${k}${t}`)).toEqual(expected);
   });
 
   it('writes the timers added to a bucket while it fires, between two snapshots', () => {
@@ -153,11 +170,11 @@ describe('TimerIndex', () => {
     expect(idx.toJSON().map((r) => r[2])).toEqual(['b', 'c']);
     idx.register('event-time', 'w', 'd', 0, 5);
     idx.register('event-time', 'w', 'a', 0, 5);
-    expect(idx.toJSON().map((r) => r[2])).toEqual(['a', 'b', 'c', 'd']);
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['b', 'c', 'd', 'a']);
     const fired: string[] = [];
     for (let t = idx.popDue('event-time', 5); t; t = idx.popDue('event-time', 5)) fired.push(t.key);
-    // 'a', added again behind the firing position, fires next
-    expect(fired).toEqual(['a', 'b', 'c', 'd']);
+    // 'a', added again after it fired, fires after those registered before it
+    expect(fired).toEqual(['b', 'c', 'd', 'a']);
   });
 
   it('finds due timers without touching later ones', () => {
@@ -194,70 +211,101 @@ describe('TimerIndex', () => {
     expect(TimerIndex.fromJSON(idx.toJSON()).popDue('event-time', 9)?.state).toBeUndefined();
   });
 
-  it("puts a bucket's keys in order from the previous bucket's order: shared keys, keys only in either, one deleted, one added while it fires", () => {
+  it('fires a bucket in registration order: timers added while it fires fire in the same pass, after the others', () => {
     const idx = new TimerIndex();
     const order = (time: number) => {
       const out: string[] = [];
       for (let t = idx.popDue('event-time', time); t; t = idx.popDue('event-time', time)) {
         out.push(t.key);
-        // added to the bucket while it fires, before the keys not fired yet
         if (t.key === 'b') idx.register('event-time', 'w', 'bb', 0, time);
       }
       return out;
     };
     for (const k of ['d', 'a', 'c', 'b', 'e']) idx.register('event-time', 'w', k, 0, 9);
-    expect(order(9)).toEqual(['a', 'b', 'bb', 'c', 'd', 'e']);
-    // the next bucket: some keys of the last order, some new; one deleted before it fires
+    expect(order(9)).toEqual(['d', 'a', 'c', 'b', 'e', 'bb']);
     for (const k of ['e', 'f', 'a', 'ab', 'c', '0', 'z']) idx.register('event-time', 'w', k, 0, 19);
     idx.remove('event-time', 'w', 'c', 19);
-    expect(idx.toJSON().map((r) => r[2])).toEqual(['0', 'a', 'ab', 'e', 'f', 'z']);
-    idx.register('event-time', 'w', 'b', 0, 29);
-    idx.register('event-time', 'w', 'a', 0, 29);
-    expect(order(29)).toEqual(['0', 'a', 'ab', 'e', 'f', 'z', 'a', 'b', 'bb']);
-    // none shared with the last order
-    for (const k of ['y', 'x']) idx.register('event-time', 'w', k, 0, 39);
-    expect(order(39)).toEqual(['x', 'y']);
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['e', 'f', 'a', 'ab', '0', 'z']);
+    // deleted and registered again: at the end
+    idx.register('event-time', 'w', 'c', 0, 19);
+    expect(order(19)).toEqual(['e', 'f', 'a', 'ab', '0', 'z', 'c']);
   });
 
-  it("puts each window's keys in plain sorted order from the guide: keys appearing, disappearing, all new, all the same, none, few, dead", () => {
+  it("puts back a timer a failed record deleted in its place, also when the record emptied its bucket or registered it again", () => {
+    const keys = (x: TimerIndex) => x.toJSON().map((r) => r[2]);
+    const idx = new TimerIndex();
+    for (const k of ['c', 'a', 'b']) idx.register('event-time', 'w', k, 0, 9);
+    idx.beginRecord();
+    idx.remove('event-time', 'w', 'a', 9);
+    idx.register('event-time', 'w', 'a', 0, 9);
+    idx.register('event-time', 'w', 'd', 0, 9);
+    expect(keys(idx)).toEqual(['c', 'b', 'a', 'd']);
+    idx.rollbackRecord();
+    expect(keys(idx)).toEqual(['c', 'a', 'b']);
+    // every timer of the bucket deleted (it would be dropped), then one of another time
+    idx.beginRecord();
+    for (const k of ['c', 'a', 'b']) idx.remove('event-time', 'w', k, 9);
+    idx.register('event-time', 'w', 'c', 0, 9);
+    idx.rollbackRecord();
+    expect(keys(idx)).toEqual(['c', 'a', 'b']);
+    expect(idx.size).toBe(3);
+    // committed: the emptied bucket goes
+    idx.beginRecord();
+    for (const k of ['c', 'a', 'b']) idx.remove('event-time', 'w', k, 9);
+    idx.commitRecord();
+    expect(idx.size).toBe(0);
+    expect(idx.peekDue('event-time', 9)).toEqual([]);
+    expect(idx.popDue('event-time', 9)).toBeUndefined();
+  });
+
+  it('undoes failed records like a copy of the ordered set taken before each (a property)', () => {
+    const timerArb = timerArbOf(['a', 'b'], ['k1', 'k2', 'k3'], 2);
+    const recordArb = fc.record({ changes: fc.array(fc.record({ del: fc.boolean(), t: timerArb }), { maxLength: 6 }), fails: fc.boolean(), fireUpTo: fc.option(fc.integer({ min: 0, max: 2 })) });
     fc.assert(
-      fc.property(windowsArb, (windows) => {
-        const guide = new KeyGuide();
-        for (const keys of keySets(windows)) {
-          const bucket = new Map<string, GuidedTimer>();
-          for (const [k, live] of keys) bucket.set(k, { key: k, live, sortPass: 0 });
-          const out: GuidedTimer[] = [{ key: 'before', live: true, sortPass: 0 }];
-          guide.order(bucket, out);
-          // appended after what `out` held, the live keys only, in code-unit order
-          expect(out.map((t) => t.key)).toEqual(['before', ...plainSort([...keys].filter(([, live]) => live).map(([k]) => k))]);
+      fc.property(fc.array(recordArb, { maxLength: 25 }), (records) => {
+        const idx = new TimerIndex();
+        const model = new ModelTimers();
+        for (const r of records) {
+          const before = new Map(model.live);
+          idx.beginRecord();
+          for (const c of r.changes) change(idx, model, c.del, c.t);
+          if (r.fails) {
+            idx.rollbackRecord();
+            model.live = before;
+          } else idx.commitRecord();
+          expectRows(idx, model);
+          expect(idx.size).toBe(model.live.size);
+          if (r.fireUpTo !== null) {
+            for (const d of ['event-time', 'processing-time'] as const) {
+              for (;;) {
+                const a = idx.popDue(d, r.fireUpTo);
+                const b = model.popDue(d, r.fireUpTo);
+                expect(a && row(a)).toEqual(b && row(b));
+                if (!a) break;
+              }
+            }
+          }
         }
       }),
-      { seed: 1207, numRuns: 400 },
+      { seed: 1210, numRuns: 400 },
     );
   });
 
-  it('lets go of the keys of large windows once the windows firing have become small', () => {
-    const guide = new KeyGuide();
-    const bucket = (keys: string[]) => new Map(keys.map((k): [string, GuidedTimer] => [k, { key: k, live: true, sortPass: 0 }]));
-    guide.order(bucket(Array.from({ length: 1000 }, (_, i) => `old-${i}`)), []);
-    expect(guide.length).toBe(1000);
-    // one small bucket (as one sorted just after its window began) leaves the guide as it is
-    guide.order(bucket(['a', 'b']), []);
-    expect(guide.length).toBe(1000);
-    guide.order(bucket(Array.from({ length: 1000 }, (_, i) => `old-${i}`)), []);
-    // small buckets sorted for a snapshot (windows just begun) leave it too, however many
-    for (let w = 0; w < 5; w++) guide.order(bucket([`s${w}`]), [], false);
-    expect(guide.length).toBe(1000);
-    for (let w = 0; w < 3; w++) {
-      const out: GuidedTimer[] = [];
-      guide.order(bucket([`c${w}`, `a${w}`, `b${w}`]), out);
-      expect(out.map((t) => t.key)).toEqual([`a${w}`, `b${w}`, `c${w}`]);
-      // three in a row (the large bucket between restarted the count)
-      expect(guide.length).toBe(w < 2 ? 1000 : 3);
+  it('keeps a bucket whose timer is deleted and registered again over and over to about its live timers', () => {
+    const idx = new TimerIndex();
+    idx.register('processing-time', 'p', 'other', 0, 7);
+    for (let i = 0; i < 10_000; i++) {
+      idx.beginRecord();
+      idx.remove('processing-time', 'p', 'k', 7);
+      idx.register('processing-time', 'p', 'k', 0, 7);
+      idx.commitRecord();
     }
+    expect(idx.size).toBe(2);
+    expect(idx.heldEntries).toBeLessThan(40);
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['other', 'k']);
   });
 
-  it('fires a restored index in the order of the one it was written from (the guide is not state)', () => {
+  it('fires a restored index in the order of the one it was written from', () => {
     fc.assert(
       fc.property(windowsArb, fc.nat(), (windows, at) => {
         const sets = keySets(windows);
@@ -290,7 +338,8 @@ describe('TimerIndex', () => {
           registerWindow(restored, w);
           const fired = fire(idx, w);
           expect(fire(restored, w)).toEqual(fired);
-          expect(fired).toEqual(plainSort([...sets[w]!].filter(([, live]) => live).map(([k]) => k)));
+          // the window's live keys in the order they were registered
+          expect(fired).toEqual([...sets[w]!].filter(([, live]) => live).map(([k]) => k));
         }
       }),
       { seed: 1208, numRuns: 300 },
@@ -298,8 +347,6 @@ describe('TimerIndex', () => {
   });
 });
 
-/** keys as a plain sort orders them (code units), written apart from the index */
-const plainSort = (keys: string[]) => [...keys].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
 
 /** Windows of keys, each drawn from the last one's: the same keys, some of them and some others, all new, none, a few. */
 const windowsArb = fc.array(

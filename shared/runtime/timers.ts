@@ -1,12 +1,14 @@
 /**
  * Timers of an instance's keyed operators: (domain, operator, key, time). They are part of the
- * snapshot (written whole with each delta) and fire in a deterministic order — by time, then
- * operator, then key — so a replay fires them the same way.
+ * snapshot (written whole with each delta) and fire in a deterministic order — by time, then in
+ * the order they were registered — so a replay fires them the same way: a snapshot writes them in
+ * that order and a restore registers them in it, and the records replayed after it register the
+ * rest as the run they replay did. (A record undone puts a timer it deleted back in its place.)
  *
  * Layout: per domain, one bucket per distinct time (operator → key → timer, which gives the set
- * semantics without building an id per timer), and a min-heap of those times. A watermark finds
- * its due timers from the heap's top instead of scanning every timer; a bucket is sorted by
- * (operator, key) once, when it starts to fire.
+ * semantics without building an id per timer, and the timers in registration order), and a min-heap
+ * of those times. A watermark finds its due timers from the heap's top instead of scanning every
+ * timer, and a bucket fires by walking its order: nothing is sorted by key.
  */
 import { KeptList, type ItemWriter, type KeptEncoding } from '../codec/payload-writer.js';
 import type { KeyEntry } from './state-handles.js';
@@ -50,9 +52,8 @@ export function writeTimerRow(t: Timer, to: ItemWriter): boolean {
  * boxed number per timer (a time is past a small integer's range), one more object for every window
  * of every key to carry until it fires.
  */
-class Entry implements Timer, GuidedTimer, KeptEncoding {
+class Entry implements Timer, KeptEncoding {
   live = true;
-  sortPass = 0;
   /** its snapshot row's bytes, once snapshots wrote them (`snapshotRows`) */
   keptBytes: Uint8Array | undefined = undefined;
   keptLength = 0;
@@ -77,218 +78,50 @@ class SharedTime {
   constructor(readonly time: number) {}
 }
 
-/** (operator, key) order within one time */
-const compareInBucket = (a: Timer, b: Timer) => (a.operatorId !== b.operatorId ? (a.operatorId < b.operatorId ? -1 : 1) : a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
-
 /** The timers of one domain due at one time. */
 class Bucket {
   /** operator → key → timer (dead ones too, see Entry) */
   readonly byOperator = new Map<string, Map<string, Entry>>();
   /** live timers */
   size = 0;
-  /** while the bucket fires: its timers in firing order, and how far firing got */
-  order: Entry[] | undefined = undefined;
-  next = 0;
   /**
-   * The timers in (operator, key) order as the last `sorted` left them (dead ones may be among
-   * them), and those added since, unsorted: a bucket written to a checkpoint and fired later is
-   * sorted whole once, then the later additions are merged in.
+   * Its timers in registration order, which is their firing order, dead ones among them until
+   * `compact` drops them; firing has taken those before `next` (all dead).
    */
-  private cache: Entry[] | undefined = undefined;
-  private fresh: Entry[] = [];
+  order: Entry[] = [];
+  next = 0;
   readonly shared: SharedTime;
-  constructor(
-    readonly time: number,
-    /** the domain's key guide per operator */
-    private readonly guides: Map<string, KeyGuide>,
-  ) {
+  constructor(readonly time: number) {
     this.shared = new SharedTime(time);
   }
 
-  added(t: Entry): void {
-    if (this.order !== undefined) insertInOrder(this, t);
-    else if (this.cache !== undefined) this.fresh.push(t);
-  }
-
-  /**
-   * The live timers in (operator, key) order. The array is the bucket's own (the cache, or the
-   * firing order): read it, do not keep or change it. `startFiring` takes it over, dropping the cache.
-   */
-  sorted(firing = false): readonly Entry[] {
-    // while it fires, the part of `order` not fired yet is that order (adds are put in place)
-    if (this.order !== undefined) return this.unfired();
-    let out: Entry[];
-    if (this.cache === undefined) out = this.sortAll(firing);
-    else if (!this.fresh.length) out = this.cache.filter((t) => t.live);
-    // few added since: sorted with a comparator and merged in; many: sorted whole, by the guide
-    // (a bucket written to a checkpoint when its window had just begun is mostly added later)
-    else if (this.fresh.length <= this.cache.length) out = mergeLive(this.cache, this.fresh.filter((t) => t.live).sort(compareInBucket));
-    else out = this.sortAll(firing);
-    this.cache = out;
-    this.fresh = [];
-    return out;
-  }
-
-  /** The live timers not fired yet, in firing order: `order` itself when it holds no others. */
+  /** The live timers not fired yet, in firing order: `order` itself when it holds no others (read it, do not keep or change it). */
   unfired(): readonly Entry[] {
-    const order = this.order!;
+    const order = this.order;
     if (this.next === 0 && order.length === this.size) return order;
     const out: Entry[] = [];
     for (let i = this.next; i < order.length; i++) if (order[i]!.live) out.push(order[i]!);
     return out;
   }
 
-  /** Firing starts: its order is kept up to date from here (`insertInOrder`), the cache is no longer. */
-  startFiring(): void {
-    // the array becomes the order's alone: the cache that held it is dropped
-    this.order = this.sorted(true) as Entry[];
-    this.next = 0;
-    this.cache = undefined;
-  }
-
-  /** The live timers in (operator, key) order, each operator's keys put in order by its guide. */
-  private sortAll(firing: boolean): Entry[] {
-    const out: Entry[] = [];
-    const ops = [...this.byOperator.keys()];
-    if (ops.length > 1) ops.sort();
-    for (const op of ops) {
-      let g = this.guides.get(op);
-      if (g === undefined) this.guides.set(op, (g = new KeyGuide()));
-      g.order(this.byOperator.get(op)!, out, firing);
-    }
-    return out;
-  }
-}
-
-/** What `KeyGuide` needs of a timer. */
-export interface GuidedTimer {
-  readonly key: string;
-  readonly live: boolean;
-  /** the guide's pass that last found this timer's key in its order */
-  sortPass: number;
-}
-
-/**
- * A bucket whose keys number less than the guide's ÷ this is sorted on its own: walking the whole
- * guide would cost more lookups than sorting its few keys (one sorted at a checkpoint just after
- * its window began). It leaves the guide as it is, unless this many buckets in a row were sorted so
- * as they started firing: then the operator's windows have become small, and the guide is the last
- * one's keys. (A checkpoint sorts the buckets of windows just begun, many with sliding windows: those
- * count for nothing.)
- */
-const SPARSE = 8;
-const SPARSE_RUN = 3;
-
-/**
- * One operator's keys in sorted order, as earlier buckets had them: a bucket's keys are put in
- * firing order from it. Consecutive windows share most keys, so walking the guide and taking the
- * bucket's live timers in its order (a subsequence of a sorted list is sorted) orders most of them
- * with one lookup each; only keys the guide lacks are sorted, then merged in. When the guide holds
- * every key of the bucket, nothing is sorted and the guide is left as it is. The guide is the union
- * of the keys of earlier buckets while the bucket finds at least half of it (a window has a share of
- * the keys, the next another share of the same keys), else it is this bucket's keys: it is at most
- * about three times a bucket, and keys that stopped coming leave it. Keys are compared as plain
- * strings (the default sort orders UTF-16 code units, as `<` does); keys are unique within an
- * operator. Not part of a snapshot: any guide gives the same order.
- */
-export class KeyGuide {
-  private keys: string[] | undefined = undefined;
-  private pass = 0;
-  /** buckets sorted on their own in a row */
-  private sparse = 0;
-
-  /** How many keys the guide holds. */
-  get length(): number {
-    return this.keys?.length ?? 0;
-  }
-
   /**
-   * Appends the live timers of `keys` (key → timer, the key its own) to `out` in key order.
-   * `firing`: the bucket starts firing (so has its keys), not sorted for a snapshot.
+   * Whether the dead timers outnumber the live ones enough to drop them from the order: a timer
+   * deleted and registered again goes to the end each time, and would otherwise leave its dead
+   * entries behind for as long as the bucket lives.
    */
-  order<T extends GuidedTimer>(keys: ReadonlyMap<string, T>, out: T[], firing = true): void {
-    const guide = this.keys;
-    const n = keys.size; // dead timers too
-    if (guide === undefined || n * SPARSE < guide.length) {
-      const names: string[] = [];
-      for (const [k, t] of keys) if (t.live) names.push(k);
-      names.sort();
-      for (let i = 0; i < names.length; i++) out.push(keys.get(names[i]!)!);
-      if (guide === undefined || (firing && ++this.sparse >= SPARSE_RUN)) {
-        this.keys = names;
-        this.sparse = 0;
-      }
-      return;
-    }
-    this.sparse = 0;
-    const pass = ++this.pass;
-    const start = out.length;
-    for (let i = 0; i < guide.length; i++) {
-      const t = keys.get(guide[i]!);
-      if (t !== undefined && t.live) {
-        t.sortPass = pass;
-        out.push(t);
-      }
-    }
-    const found = out.length - start;
-    // every timer of the bucket found: the order is complete, the guide holds it already
-    if (found === n) return;
-    const added: string[] = [];
-    for (const [k, t] of keys) if (t.live && t.sortPass !== pass) added.push(k);
-    if (!added.length) return;
-    added.sort();
-    const kept = out.slice(start);
-    out.length = start;
-    // one merge of the guide and the added keys gives both the bucket's order and the next guide
-    const union = found * 2 >= guide.length;
-    const names: string[] = [];
-    let i = 0;
-    let j = 0;
-    let f = 0;
-    while (i < guide.length || j < added.length) {
-      if (j >= added.length || (i < guide.length && guide[i]! < added[j]!)) {
-        const k = guide[i++]!;
-        if (f < kept.length && kept[f]!.key === k) {
-          out.push(kept[f++]!);
-          names.push(k);
-        } else if (union) names.push(k);
-      } else {
-        const k = added[j++]!;
-        out.push(keys.get(k)!);
-        names.push(k);
-      }
-    }
-    this.keys = names;
+  get sparse(): boolean {
+    return this.order.length - this.next > 2 * this.size + 16;
   }
-}
 
-/** The live timers of two lists in (operator, key) order, merged (a live timer is in one of them only). */
-function mergeLive(a: readonly Entry[], b: readonly Entry[]): Entry[] {
-  const out: Entry[] = [];
-  let i = 0;
-  let j = 0;
-  while (i < a.length || j < b.length) {
-    const x = a[i];
-    if (x !== undefined && !x.live) {
-      i++;
-      continue;
-    }
-    const y = b[j];
-    if (y === undefined || (x !== undefined && compareInBucket(x, y) < 0)) {
-      out.push(x!);
-      i++;
-    } else {
-      out.push(y);
-      j++;
-    }
+  /** Drops the dead timers from the order (its live ones keep their order). */
+  compact(): void {
+    this.order = this.unfired() as Entry[];
+    this.next = 0;
   }
-  return out;
 }
 
 class DomainTimers {
   readonly buckets = new Map<number, Bucket>();
-  /** per operator, the order of its keys (`KeyGuide`) */
-  readonly guides = new Map<string, KeyGuide>();
   /** the bucket `popDue` took its last timer from */
   firing: Bucket | undefined = undefined;
   /** min-heap of the times that have (or had) a bucket; times without one are dropped lazily */
@@ -325,16 +158,25 @@ export class TimerIndex {
    * record whose function throws can be undone (`rollbackRecord`).
    */
   private recording = false;
-  private readonly changed: Timer[] = [];
+  private readonly changed: Entry[] = [];
   private readonly added: boolean[] = [];
   /**
    * How many of `changed` belong to the current record. The arrays are overwritten, not emptied:
    * emptying an array drops its storage, and most records would then allocate it again.
    */
   private nChanged = 0;
+  /** buckets a record emptied or left sparse, dropped or compacted at its end (`kill`) */
+  private readonly tidyLater: Array<[DomainTimers, Bucket]> = [];
 
   get size(): number {
     return this.count;
+  }
+
+  /** @internal timers the buckets' orders hold, dead ones not dropped yet included */
+  get heldEntries(): number {
+    let n = 0;
+    for (const dt of [this.eventTime, this.processingTime]) for (const b of dt.buckets.values()) n += b.order.length - b.next;
+    return n;
   }
 
   private domain(d: TimeDomain): DomainTimers {
@@ -355,7 +197,7 @@ export class TimerIndex {
     else {
       b = dt.buckets.get(time);
       if (b === undefined) {
-        dt.buckets.set(time, (b = new Bucket(time, dt.guides)));
+        dt.buckets.set(time, (b = new Bucket(time)));
         heapPush(dt.times, time);
       }
       keys = b.byOperator.get(operatorId);
@@ -375,7 +217,7 @@ export class TimerIndex {
     keys.set(key, t);
     b.size++;
     this.count++;
-    b.added(t);
+    b.order.push(t);
     if (this.recording) this.note(t, true);
   }
 
@@ -389,10 +231,39 @@ export class TimerIndex {
     const b = dt.buckets.get(time);
     const t = b?.byOperator.get(operatorId)?.get(key);
     if (t === undefined || !t.live) return;
+    this.kill(dt, b!, t);
+    if (this.recording) this.note(t, false);
+  }
+
+  /**
+   * Marks a live timer dead. Its bucket is dropped once empty and compacted once sparse — at the
+   * record's end while a record is applied, so that its undo finds the bucket and the timer's place
+   * in its order as they were.
+   */
+  private kill(dt: DomainTimers, b: Bucket, t: Entry): void {
     t.live = false;
     this.count--;
-    if (--b!.size === 0) this.dropBucket(dt, b!);
-    if (this.recording) this.note(t, false);
+    b.size--;
+    if (b.size > 0 && !b.sparse) return;
+    if (this.recording) this.tidyLater.push([dt, b]);
+    else this.tidy(dt, b);
+  }
+
+  private tidy(dt: DomainTimers, b: Bucket): void {
+    if (dt.buckets.get(b.time) !== b) return;
+    if (b.size === 0) this.dropBucket(dt, b);
+    else if (b.sparse) b.compact();
+  }
+
+  /** Puts back a timer the record at hand deleted, in its place: its bucket is still there (see kill). */
+  private revive(t: Entry): void {
+    const dt = this.domain(t.domain);
+    const b = dt.buckets.get(t.time)!;
+    // the key may point at a timer registered after the deletion, which the undo has killed already
+    b.byOperator.get(t.operatorId)!.set(t.key, t);
+    t.live = true;
+    b.size++;
+    this.count++;
   }
 
   /** Starts a record: the timers it adds and deletes are noted. */
@@ -400,7 +271,7 @@ export class TimerIndex {
     this.recording = true;
   }
 
-  private note(t: Timer, added: boolean): void {
+  private note(t: Entry, added: boolean): void {
     const i = this.nChanged++;
     this.changed[i] = t;
     this.added[i] = added;
@@ -412,14 +283,18 @@ export class TimerIndex {
     this.endRecord();
   }
 
-  /** The record failed: its additions and deletions are undone, last first. */
+  /**
+   * The record failed: its additions and deletions are undone, last first — a deleted timer back in
+   * its place in the firing order (registered anew, it would fire after the timers registered since).
+   */
   rollbackRecord(): void {
-    this.recording = false;
+    // still recording while undoing: buckets emptied here stay until endRecord, for the timers put back
     for (let i = this.nChanged - 1; i >= 0; i--) {
       const t = this.changed[i]!;
-      if (this.added[i]) this.remove(t.domain, t.operatorId, t.key, t.time);
-      else this.add(t);
+      if (!this.added[i]) this.revive(t);
+      else if (t.live) this.kill(this.domain(t.domain), this.domain(t.domain).buckets.get(t.time)!, t);
     }
+    this.recording = false;
     this.endRecord();
   }
 
@@ -427,6 +302,10 @@ export class TimerIndex {
     this.nChanged = 0;
     // a record that changed many timers does not leave them held
     if (this.changed.length > 64) this.changed.length = this.added.length = 0;
+    if (this.tidyLater.length) {
+      for (const [dt, b] of this.tidyLater) this.tidy(dt, b);
+      this.tidyLater.length = 0;
+    }
   }
 
   private dropBucket(dt: DomainTimers, b: Bucket): void {
@@ -447,25 +326,24 @@ export class TimerIndex {
         dt.firing = b = dt.buckets.get(time)!;
       }
       if (b.time > upTo) return undefined;
-      if (b.order === undefined) b.startFiring();
-      const order = b.order!;
+      const order = b.order;
       while (b.next < order.length) {
         const t = order[b.next++]!;
-        if (!t.live) continue; // deleted since (if added again, the new one is in the order too)
+        if (!t.live) continue; // deleted since (if added again, the new one is further on)
         t.live = false;
         this.count--;
         if (--b.size === 0) this.dropBucket(dt, b);
         return t;
       }
-      // adds keep `order` complete, so this is not reached; should it be, sort what is left again
-      b.order = undefined;
+      // a bucket's live timers are in its order after `next`, so a bucket with some ends above
+      throw new Error(`timer index: the bucket of ${b.time} counts ${b.size} live timers its order does not hold`);
     }
   }
 
   /**
-   * Timers due at `upTo`, without removing them (to prefetch their keys' state). The due buckets
-   * start firing here, and a lone due bucket's order is returned as it is: a window's firing walks
-   * no map of its keys and copies nothing. Read the array before the index changes.
+   * Timers due at `upTo`, without removing them (to prefetch their keys' state). A lone due
+   * bucket's order is returned as it is: a window's firing walks no map of its keys and copies
+   * nothing. Read the array before the index changes.
    */
   peekDue(domain: TimeDomain, upTo: number): readonly Timer[] {
     const dt = this.domain(domain);
@@ -475,7 +353,6 @@ export class TimerIndex {
     let more: Bucket[] | undefined;
     for (const b of dt.buckets.values()) {
       if (b.time > upTo) continue;
-      if (b.order === undefined) b.startFiring();
       if (one === undefined) one = b;
       else (more ??= [one]).push(b);
     }
@@ -493,9 +370,9 @@ export class TimerIndex {
   }
 
   /**
-   * All timers in firing order (by time, operator, key; event time first): the same rows whoever
-   * holds them. Each domain's buckets are sorted on their own (a bucket's keys as plain strings),
-   * then the two domains merged.
+   * All timers in firing order — by time, then registration; at one time event time first — so
+   * that an index that registers them in this order (`fromJSON`, a restore) fires them as this one
+   * would.
    */
   toJSON(): TimerRow[] {
     return this.ordered().map(timerRow);
@@ -521,8 +398,8 @@ export class TimerIndex {
     while (i < ev.length && j < pt.length) {
       const a = ev[i]!;
       const b = pt[j]!;
-      // equal (time, operator, key): event time first
-      if (a.time !== b.time ? a.time < b.time : a.operatorId !== b.operatorId ? a.operatorId < b.operatorId : a.key <= b.key) out.push(ev[i++]!);
+      // at one time, event time first (each domain keeps its own order)
+      if (a.time <= b.time) out.push(ev[i++]!);
       else out.push(pt[j++]!);
     }
     while (i < ev.length) out.push(ev[i++]!);
@@ -532,8 +409,18 @@ export class TimerIndex {
 
   private entriesOf(dt: DomainTimers): Entry[] {
     const out: Entry[] = [];
-    for (const b of dt.inOrder()) for (const t of b.sorted()) out.push(t);
+    for (const b of dt.inOrder()) for (const t of b.unfired()) out.push(t);
     return out;
+  }
+
+  /**
+   * Timer rows from several snapshots (a reshard's parents, a savepoint's instances) in one order
+   * that does not depend on the order they came in: by time, domain (event time first), operator,
+   * key. An instance that starts from them registers them in this order.
+   */
+  static inKeyOrder(rows: readonly TimerRow[]): TimerRow[] {
+    const str = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+    return [...rows].sort((a, b) => a[4] - b[4] || str(a[0], b[0]) || str(a[1], b[1]) || str(a[2], b[2]));
   }
 
   static fromJSON(rows: ReadonlyArray<TimerRow>): TimerIndex {
@@ -541,19 +428,6 @@ export class TimerIndex {
     for (const [domain, operatorId, key, keyGroup, time] of rows) idx.register(domain, operatorId, key, keyGroup, time);
     return idx;
   }
-}
-
-/** Adds a timer to a bucket that is firing: into the part not fired yet, at its place. */
-function insertInOrder(b: Bucket, t: Entry): void {
-  const order = b.order!;
-  let lo = b.next;
-  let hi = order.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (compareInBucket(order[mid]!, t) < 0) lo = mid + 1;
-    else hi = mid;
-  }
-  order.splice(lo, 0, t);
 }
 
 function heapPush(h: number[], x: number): void {

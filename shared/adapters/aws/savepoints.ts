@@ -50,6 +50,7 @@ import { listAllShards } from './kinesis.js';
 import { S3BlobStore } from './s3-blob-store.js';
 import { skipStagedEpochsBelow } from './staged-sinks.js';
 import { SpillingStateStore } from '../../runtime/spilling-state-store.js';
+import { TimerIndex } from '../../runtime/timers.js';
 
 type Extras = NonNullable<ReturnType<typeof decodeDelta>['extras']>;
 type SourceClock = NonNullable<Extras['source']>;
@@ -256,7 +257,8 @@ export async function restoreSavepoint(ctx: SavepointContext, id: string, onProg
         watermark = s.watermark;
       }
       const extras: Extras = {
-        timers: timersOfShard.get(shard.shardId) ?? [],
+        // in an order that does not depend on which key group's file was read first: it is the instance's firing order
+        timers: TimerIndex.inKeyOrder(timersOfShard.get(shard.shardId) ?? []),
         channels: [],
         watermark,
         processingTime: saved?.processingTime ?? 0,
