@@ -160,6 +160,8 @@ export interface TurnTimes {
   readonly ckCpu: number;
   /** rows the turn's checkpoint wrote (the engine's; 0 for a fair loop) */
   readonly dirtyRows: number;
+  /** events of the turn's round (0 for a side that does nothing) */
+  readonly events: number;
 }
 
 /** What a side has done when its rounds are over: outputs and the figure both sides must agree on. */
@@ -312,7 +314,7 @@ export function engineSide(spec: PathSpec): Side {
       outputs += drainSent(sent, onValue);
       const dirtyRows = dirty.rows;
       dirty.rows = 0;
-      return { dataWall, dataCpu, ckWall, ckCpu, dirtyRows };
+      return { dataWall, dataCpu, ckWall, ckCpu, dirtyRows, events: round.events };
     },
     end() {
       let checksum = spec.path === 'window' ? fired : sum;
@@ -325,7 +327,7 @@ export function engineSide(spec: PathSpec): Side {
 /** A side that does nothing, for runs of the engine alone (a profile, two checkouts compared). */
 export const idleSide = (rounds: number): Side => ({
   rounds,
-  turn: async () => ({ dataWall: 0, dataCpu: 0, ckWall: 0, ckCpu: 0, dirtyRows: 0 }),
+  turn: async () => ({ dataWall: 0, dataCpu: 0, ckWall: 0, ckCpu: 0, dirtyRows: 0, events: 0 }),
   end: () => ({ outputs: 0, checksum: 0 }),
 });
 
@@ -345,7 +347,7 @@ export function fairSide(spec: PathSpec): Side {
       const wall = performance.now() - t0;
       const cpu = cpuNow() - c0;
       fair.sent.length = 0;
-      return { dataWall: wall, dataCpu: cpu, ckWall: 0, ckCpu: 0, dirtyRows: 0 };
+      return { dataWall: wall, dataCpu: cpu, ckWall: 0, ckCpu: 0, dirtyRows: 0, events: round.events };
     },
     end() {
       return { outputs: fair.outputs, checksum: fair.checksum };
@@ -363,7 +365,6 @@ export async function measurePath(spec: PathSpec, both: { engine: Side; fair: Si
   const f = { wall: 0, cpu: 0 };
   const rounds = both.engine.rounds;
   if (both.fair.rounds !== rounds) throw new Error(`sides disagree on rounds: ${rounds} and ${both.fair.rounds}`);
-  const perRound = spec.path === 'source' ? spec.sourcePerCheckpoint : spec.shape.eventsPerPacket * spec.shape.packetsPerBatch * spec.shape.batchesPerRound;
   for (let r = 0; r < rounds; r++) {
     const et = await both.engine.turn(r);
     const ft = await both.fair.turn(r);
@@ -374,7 +375,7 @@ export async function measurePath(spec: PathSpec, both: { engine: Side; fair: Si
     e.ckCpu += et.ckCpu;
     e.dirty += et.dirtyRows;
     e.checkpoints++;
-    e.events += perRound;
+    e.events += et.events;
     f.wall += ft.dataWall + ft.ckWall;
     f.cpu += ft.dataCpu + ft.ckCpu;
   }
@@ -383,6 +384,7 @@ export async function measurePath(spec: PathSpec, both: { engine: Side; fair: Si
   const data = rate(e.events, e.dataWall, e.dataCpu);
   const fair = rate(e.events, f.wall, f.cpu);
   const perEventCpu = e.dataCpu / e.events;
+  const perRound = e.events / e.checkpoints;
   return {
     path: spec.path,
     engine,

@@ -8,6 +8,7 @@
  */
 import type { WindowNode } from '../api/graph.js';
 import type { ValueStateDescriptor } from '../api/state.js';
+import { jsonSerializer } from '../api/serializers.js';
 import { windowListSerializer } from './window-list-serializer.js';
 import { jsonValueProblem } from '../util/encodable-values.js';
 import { assignWindows, type TimeWindow } from '../api/windows.js';
@@ -22,8 +23,9 @@ export const windowStateDescriptor = (node: WindowNode): ValueStateDescriptor<Wi
 
 /**
  * A copy of a stored accumulator for a user function to change as it likes: a plain object or array
- * of primitives copied shallowly (an aggregate's usual one), any other object through JSON — the
- * window state's encoding, so the copy is what a restore would give; a primitive as it is.
+ * of primitives copied shallowly (an aggregate's usual one), any other object through the JSON
+ * serializer — the window state's encoding, so the copy is what a restore would give; a primitive
+ * as it is.
  */
 export function ownCopy(x: unknown): unknown {
   if (typeof x !== 'object' || x === null) return x;
@@ -36,7 +38,8 @@ export function ownCopy(x: unknown): unknown {
 }
 
 const primitive = (v: unknown): boolean => typeof v !== 'object' || v === null;
-const viaJson = (x: unknown): unknown => JSON.parse(JSON.stringify(x)) as unknown;
+const json = jsonSerializer<unknown>();
+const viaJson = (x: unknown): unknown => json.decode(json.encode(x));
 
 export function compileWindow(node: WindowNode, next: Push, side: Map<string, Push>, env: OperatorEnv): Push {
   const { state, timers, clock } = env;
