@@ -16,6 +16,9 @@ class ModelTimers {
   add(t: Timer): void {
     if (!this.live.has(this.id(t))) this.live.set(this.id(t), t);
   }
+  has(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): boolean {
+    return this.live.has(this.id(t));
+  }
   delete(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): void {
     this.live.delete(this.id(t));
   }
@@ -31,15 +34,17 @@ class ModelTimers {
 }
 
 const domainArb = fc.constantFrom<TimeDomain>('event-time', 'processing-time');
-const timerArbOf = (ops: string[], keys: string[], maxTime: number) =>
+/** `fresh`: added, if it is not there, as one its caller knows is new (`registerNew`) */
+const timerArbOf = (ops: string[], keys: string[], maxTime: number): fc.Arbitrary<Timer & { fresh: boolean }> =>
   fc.record({
     domain: domainArb,
     operatorId: fc.constantFrom(...ops),
     key: fc.constantFrom(...keys),
     keyGroup: fc.constant(0),
     time: fc.integer({ min: 0, max: maxTime }),
+    fresh: fc.boolean(),
   });
-const opArbOf = (timerArb: fc.Arbitrary<Timer>, maxTime: number) =>
+const opArbOf = (timerArb: fc.Arbitrary<Timer & { fresh: boolean }>, maxTime: number) =>
   fc.oneof(
     fc.record({ op: fc.constant('add' as const), t: timerArb }),
     fc.record({ op: fc.constant('delete' as const), t: timerArb }),
@@ -66,13 +71,14 @@ const row = (t: Timer) => [t.domain, t.operatorId, t.key, t.time];
 const sortedRows = (model: ModelTimers) =>
   [...model.live.values()].sort((a, b) => a.time - b.time || (a.domain === b.domain ? 0 : a.domain === 'event-time' ? -1 : 1)).map((t) => [t.domain, t.operatorId, t.key, t.keyGroup, t.time]);
 
-/** One change to both the index and the model. */
-const change = (idx: TimerIndex, model: ModelTimers, del: boolean, t: Timer) => {
+/** One change to both the index and the model; a timer not there is added as new when `fresh`. */
+const change = (idx: TimerIndex, model: ModelTimers, del: boolean, t: Timer & { fresh?: boolean }) => {
   if (del) {
     idx.delete(t);
     model.delete(t);
   } else {
-    idx.add(t);
+    if (t.fresh && !model.has(t)) idx.registerNew(t.domain, t.operatorId, t.key, t.keyGroup, t.time);
+    else idx.add(t);
     model.add(t);
   }
 };

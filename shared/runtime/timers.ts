@@ -5,10 +5,11 @@
  * that order and a restore registers them in it, and the records replayed after it register the
  * rest as the run they replay did. (A record undone puts a timer it deleted back in its place.)
  *
- * Layout: per domain, one bucket per distinct time (operator → key → timer, which gives the set
- * semantics without building an id per timer, and the timers in registration order), and a min-heap
- * of those times. A watermark finds its due timers from the heap's top instead of scanning every
- * timer, and a bucket fires by walking its order: nothing is sorted by key.
+ * Layout: per domain, one bucket per distinct time (the timers in registration order, and operator →
+ * key → timer, which gives the set semantics without building an id per timer — built only once a
+ * lookup needs it), and a min-heap of those times. A watermark finds its due timers from the heap's
+ * top instead of scanning every timer, and a bucket fires by walking its order: nothing is sorted
+ * by key.
  */
 import { KeptList, type ItemWriter, type KeptEncoding } from '../codec/payload-writer.js';
 import type { KeyEntry } from './state-handles.js';
@@ -80,8 +81,14 @@ class SharedTime {
 
 /** The timers of one domain due at one time. */
 class Bucket {
-  /** operator → key → timer (dead ones too, see Entry) */
-  readonly byOperator = new Map<string, Map<string, Entry>>();
+  /**
+   * operator → key → timer (dead ones too, see Entry), built from the order the first time a
+   * lookup needs it (`keysOf`) and kept whole from then on: a bucket only ever given timers their
+   * callers know are new (`registerNew`, a window's ends) is never asked, and costs no map.
+   */
+  private byOperator: Map<string, Map<string, Entry>> | undefined = undefined;
+  private lastOperator: string | undefined = undefined;
+  private lastKeys: Map<string, Entry> | undefined = undefined;
   /** live timers */
   size = 0;
   /**
@@ -93,6 +100,27 @@ class Bucket {
   readonly shared: SharedTime;
   constructor(readonly time: number) {
     this.shared = new SharedTime(time);
+  }
+
+  /** The timers of `operatorId` by key (at most one live per key), the map built if it was not. */
+  keysOf(operatorId: string): Map<string, Entry> {
+    if (operatorId === this.lastOperator) return this.lastKeys!;
+    let all = this.byOperator;
+    if (all === undefined) {
+      all = this.byOperator = new Map();
+      // the live timers: before `next` all are dead, and a dead one in the map is as good as none
+      for (let i = this.next; i < this.order.length; i++) {
+        const t = this.order[i]!;
+        if (t.live) keysIn(all, t.operatorId).set(t.key, t);
+      }
+    }
+    this.lastOperator = operatorId;
+    return (this.lastKeys = keysIn(all, operatorId));
+  }
+
+  /** `keysOf` if the map was built, else undefined. */
+  builtKeysOf(operatorId: string): Map<string, Entry> | undefined {
+    return this.byOperator === undefined ? undefined : this.keysOf(operatorId);
   }
 
   /** The live timers not fired yet, in firing order: `order` itself when it holds no others (read it, do not keep or change it). */
@@ -118,6 +146,12 @@ class Bucket {
     this.order = this.unfired() as Entry[];
     this.next = 0;
   }
+}
+
+function keysIn(all: Map<string, Map<string, Entry>>, operatorId: string): Map<string, Entry> {
+  let keys = all.get(operatorId);
+  if (keys === undefined) all.set(operatorId, (keys = new Map()));
+  return keys;
 }
 
 class DomainTimers {
@@ -148,11 +182,9 @@ export class TimerIndex {
   private readonly eventTime = new DomainTimers();
   private readonly processingTime = new DomainTimers();
   private count = 0;
-  // the bucket and operator map the last add went to: records of one window share them
+  // the bucket the last add went to: records of one window share it
   private lastBucket: Bucket | undefined;
   private lastDomain: DomainTimers | undefined;
-  private lastOperator: string | undefined;
-  private lastKeys: Map<string, Entry> | undefined;
   /**
    * While a record is applied: the timers it added (true) or deleted (false), in order, so that a
    * record whose function throws can be undone (`rollbackRecord`).
@@ -191,34 +223,50 @@ export class TimerIndex {
   /** `add` without making its argument; `state`: the key's state entry (see Timer.state). */
   register(domain: TimeDomain, operatorId: string, key: string, keyGroup: number, time: number, state?: KeyEntry): void {
     const dt = this.domain(domain);
-    let keys: Map<string, Entry> | undefined;
-    let b = this.lastBucket;
-    if (b !== undefined && b.time === time && this.lastDomain === dt && this.lastOperator === operatorId) keys = this.lastKeys!;
-    else {
-      b = dt.buckets.get(time);
-      if (b === undefined) {
-        dt.buckets.set(time, (b = new Bucket(time)));
-        heapPush(dt.times, time);
-      }
-      keys = b.byOperator.get(operatorId);
-      if (keys === undefined) b.byOperator.set(operatorId, (keys = new Map()));
-      this.lastBucket = b;
-      this.lastDomain = dt;
-      this.lastOperator = operatorId;
-      this.lastKeys = keys;
-    }
+    const b = this.bucket(dt, time);
+    const keys = b.keysOf(operatorId);
     const old = keys.get(key);
     if (old !== undefined && old.live) {
       // the entry the key's state is in now (a timer from a snapshot has none yet)
       if (state !== undefined) old.state = state;
       return;
     }
+    keys.set(key, this.append(b, domain, operatorId, key, keyGroup, state));
+  }
+
+  /**
+   * `register` of a timer its caller knows is not there (a window's end, registered with the
+   * window): no lookup. A bucket that has built its map (a restored timer, or a lookup since)
+   * still looks it up there, so a timer that was there after all stays one.
+   */
+  registerNew(domain: TimeDomain, operatorId: string, key: string, keyGroup: number, time: number, state?: KeyEntry): void {
+    const b = this.bucket(this.domain(domain), time);
+    if (b.builtKeysOf(operatorId) !== undefined) return this.register(domain, operatorId, key, keyGroup, time, state);
+    this.append(b, domain, operatorId, key, keyGroup, state);
+  }
+
+  /** The bucket of `time`, made if there is none. */
+  private bucket(dt: DomainTimers, time: number): Bucket {
+    const last = this.lastBucket;
+    if (last !== undefined && last.time === time && this.lastDomain === dt) return last;
+    let b = dt.buckets.get(time);
+    if (b === undefined) {
+      dt.buckets.set(time, (b = new Bucket(time)));
+      heapPush(dt.times, time);
+    }
+    this.lastBucket = b;
+    this.lastDomain = dt;
+    return b;
+  }
+
+  /** A new live timer at the end of its bucket's order. */
+  private append(b: Bucket, domain: TimeDomain, operatorId: string, key: string, keyGroup: number, state: KeyEntry | undefined): Entry {
     const t = new Entry(domain, operatorId, key, keyGroup, b.shared, state);
-    keys.set(key, t);
     b.size++;
     this.count++;
     b.order.push(t);
     if (this.recording) this.note(t, true);
+    return t;
   }
 
   delete(t: Pick<Timer, 'domain' | 'operatorId' | 'key' | 'time'>): void {
@@ -229,7 +277,7 @@ export class TimerIndex {
   remove(domain: TimeDomain, operatorId: string, key: string, time: number): void {
     const dt = this.domain(domain);
     const b = dt.buckets.get(time);
-    const t = b?.byOperator.get(operatorId)?.get(key);
+    const t = b?.keysOf(operatorId).get(key);
     if (t === undefined || !t.live) return;
     this.kill(dt, b!, t);
     if (this.recording) this.note(t, false);
@@ -260,7 +308,7 @@ export class TimerIndex {
     const dt = this.domain(t.domain);
     const b = dt.buckets.get(t.time)!;
     // the key may point at a timer registered after the deletion, which the undo has killed already
-    b.byOperator.get(t.operatorId)!.set(t.key, t);
+    b.builtKeysOf(t.operatorId)?.set(t.key, t);
     t.live = true;
     b.size++;
     this.count++;
@@ -311,7 +359,7 @@ export class TimerIndex {
   private dropBucket(dt: DomainTimers, b: Bucket): void {
     dt.buckets.delete(b.time);
     if (dt.firing === b) dt.firing = undefined;
-    if (this.lastBucket === b) this.lastBucket = this.lastDomain = this.lastOperator = this.lastKeys = undefined;
+    if (this.lastBucket === b) this.lastBucket = this.lastDomain = undefined;
   }
 
   /** Removes and returns the earliest live timer of the domain due at `upTo`, if any. */
@@ -365,7 +413,7 @@ export class TimerIndex {
   /** Every timer, in no particular order. */
   *values(): IterableIterator<Timer> {
     for (const dt of [this.eventTime, this.processingTime]) {
-      for (const b of dt.buckets.values()) for (const keys of b.byOperator.values()) for (const t of keys.values()) if (t.live) yield t;
+      for (const b of dt.buckets.values()) yield* b.unfired();
     }
   }
 

@@ -96,10 +96,17 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   };
   // a window the watermark has passed fires at once (late but allowed) and not again: its end's
   // timer would be due at the next watermark and fire it a second time (Flink's trigger fires once)
-  // each timer keeps the key's state entry, which its firing reads without a lookup
-  const schedule = (key: string, kg: number, end: number, wm: number) => {
+  // each timer keeps the key's state entry, which its firing reads without a lookup. `isNew`: the
+  // window was not in the key's list, so without lateness the timer at its end is not registered
+  // either (windows of one size end at distinct times; a fired window leaves the list, and a record
+  // for it comes too late) — the index need not look for it. With lateness an earlier window's
+  // purge timer can fall on that time.
+  const schedule = (key: string, kg: number, end: number, wm: number, isNew = false) => {
     const e = state.current(opId, key, kg);
-    if (end - 1 > wm) timers.register('event-time', opId, key, kg, end - 1, e);
+    if (end - 1 > wm) {
+      if (isNew && lateness === 0) timers.registerNew('event-time', opId, key, kg, end - 1, e);
+      else timers.register('event-time', opId, key, kg, end - 1, e);
+    }
     if (lateness > 0) timers.register('event-time', opId, key, kg, end - 1 + lateness, e);
   };
   const unschedule = (key: string, end: number) => {
@@ -188,7 +195,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
         e = bounds.entry(start, end, add(undefined, v));
         list = old ? [...old, e] : [e];
         if (list.length > 1) list.sort(byWindow);
-        schedule(key, m.keyGroup, end, wm);
+        schedule(key, m.keyGroup, end, wm, true);
       }
       state.write(opId, key, m.keyGroup, d, list);
       // a late-but-allowed record updates a window that already fired: fire it again
@@ -224,7 +231,7 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
           if (lateness > 0) schedule(key, m.keyGroup, end, wm);
         } else {
           list.push([start, end, add(undefined, v)]);
-          schedule(key, m.keyGroup, end, wm);
+          schedule(key, m.keyGroup, end, wm, true);
         }
       }
       while (i < o.length) list.push(o[i++]!);
