@@ -410,13 +410,6 @@ export class TimerIndex {
     return out;
   }
 
-  /** Every timer, in no particular order. */
-  *values(): IterableIterator<Timer> {
-    for (const dt of [this.eventTime, this.processingTime]) {
-      for (const b of dt.buckets.values()) yield* b.unfired();
-    }
-  }
-
   /**
    * All timers in firing order — by time, then registration; at one time event time first — so
    * that an index that registers them in this order (`fromJSON`, a restore) fires them as this one
