@@ -297,6 +297,24 @@ describe('TimerIndex', () => {
     );
   });
 
+  it('keeps one timer when one registered as new is there after all, in a bucket that built its map (a restored one)', () => {
+    // a savepoint of a job whose windows were another size: an old window's timer on a new one's end
+    const idx = TimerIndex.fromJSON([
+      ['event-time', 'w', 'a', 0, 19],
+      ['event-time', 'w', 'b', 0, 19],
+    ]);
+    idx.registerNew('event-time', 'w', 'b', 0, 19);
+    idx.registerNew('event-time', 'w', 'c', 0, 19);
+    expect(idx.size).toBe(3);
+    expect(idx.toJSON().map((r) => r[2])).toEqual(['a', 'b', 'c']);
+    // a bucket made by new timers alone builds its map at its first lookup, from its order
+    idx.registerNew('event-time', 'w', 'x', 0, 29);
+    idx.registerNew('event-time', 'w', 'y', 0, 29);
+    idx.register('event-time', 'w', 'x', 0, 29);
+    idx.delete({ domain: 'event-time', operatorId: 'w', key: 'y', time: 29 });
+    expect(idx.toJSON().map((r) => `${r[2]}@${r[4]}`)).toEqual(['a@19', 'b@19', 'c@19', 'x@29']);
+  });
+
   it('keeps a bucket whose timer is deleted and registered again over and over to about its live timers', () => {
     const idx = new TimerIndex();
     idx.register('processing-time', 'p', 'other', 0, 7);
