@@ -26,6 +26,12 @@ export interface LocalRunOptions {
   readonly batchSize?: number;
   /** time between checkpoints, replacing the plan's (Wait states of the workflow); @default the plan's */
   readonly checkpointIntervalMs?: number;
+  /**
+   * every how many checkpoints the instances apply their rows to the state table, replacing the
+   * job's `checkpoint.materializeEvery` (1–16; `sluice dev` uses 1, so that queryable state is as
+   * of the last checkpoint); @default the job's
+   */
+  readonly materializeEvery?: number;
   /** park the coordinator while no source shard holds input (as deployed by default); a source stage must then wake it (shared/coordinator/wake.ts); @default false */
   readonly idleCoordinator?: boolean;
   /**

@@ -94,7 +94,8 @@ export class LocalJobRunner {
     readonly job: Job,
     private readonly options: LocalRunOptions,
   ) {
-    this.plan = planJob(job);
+    const every = options.materializeEvery;
+    this.plan = planJob(job, every === undefined ? job.options : { ...job.options, checkpoint: { ...job.options.checkpoint, materializeEvery: every } });
     this.names = resourceNames(this.plan, options.prefix);
     this.telemetry = new CountingTelemetry(options.log, 'info');
     this.produced = new ProducedPositions(this.plan);

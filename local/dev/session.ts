@@ -14,6 +14,7 @@ import type { Plan } from '../../shared/plan/plan.js';
 import { planJob } from '../../shared/plan/planner.js';
 import { defaultPrefix, ENV } from '../../shared/plan/resources.js';
 import { QueryableState } from '../../shared/query/queryable-state.js';
+import { materializeEvery } from '../../shared/runtime/changelog.js';
 import { startEmulators, type LocalEmulators } from '../emulators.js';
 import type { LocatedDeadLetter, LocalJobRunner } from '../runner.js';
 import { DevObserver, type StageView } from './observer.js';
@@ -44,6 +45,8 @@ export interface DevSnapshot {
   readonly checkpoints: CheckpointRecord[];
   readonly deadLetters: LocatedDeadLetter[];
   readonly keyedOperators: Array<{ id: string; name: string; state: string[] }>;
+  /** every how many checkpoints the state table, which the state lookup reads, is written */
+  readonly stateTableEvery: number;
 }
 
 const MAX_CHECKPOINTS = 40;
@@ -175,6 +178,9 @@ export class DevSession {
       log: this.observer.log,
       onInvocation: this.observer.onInvocation,
       ...(this.o.checkpointIntervalMs !== undefined ? { checkpointIntervalMs: this.o.checkpointIntervalMs } : {}),
+      // the state lookup reads the state table: written at every checkpoint here, it is as of the
+      // last one, not up to two minutes behind (a job that sets its own period keeps it)
+      ...(job.options.checkpoint?.materializeEvery === undefined ? { materializeEvery: 1 } : {}),
       ...(restoreFrom !== undefined ? { restoreFrom } : {}),
     });
     this.observer.attach(r);
@@ -222,6 +228,7 @@ export class DevSession {
       checkpoints: (await r.coordinator.list()).slice(-MAX_CHECKPOINTS),
       deadLetters: this.deadLetters,
       keyedOperators: this.query.operators(),
+      stateTableEvery: materializeEvery(plan.checkpoint),
     };
   }
 }

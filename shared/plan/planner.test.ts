@@ -83,6 +83,16 @@ describe('planJob on the clickstream example', () => {
     expect(planJob(smallJob()).hash).not.toBe(plan.hash);
   });
 
+  it('plans the job under other options when given them (a local run that replaces some), checked alike', () => {
+    const other = planJob(clickstream, { ...clickstream.options, checkpoint: { ...clickstream.options.checkpoint, materializeEvery: 1 } });
+    expect(other.checkpoint).toEqual({ ...plan.checkpoint, materializeEvery: 1 });
+    expect(other.stages).toEqual(plan.stages);
+    expect(other.hash).not.toBe(plan.hash);
+    // the job itself is left as it was
+    expect(planJob(clickstream)).toEqual(plan);
+    expect(() => planJob(clickstream, { checkpoint: { materializeEvery: 17 } })).toThrow(/job "clickstream" › options\.checkpoint\.materializeEvery/);
+  });
+
   it('names resources from the plan', () => {
     const names = resourceNames(plan, 'dev');
     expect(names.streamOf(plan.stages[0]!)).toBe('dev-src-clicks');

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { LogicalNode } from '../api/graph.js';
-import type { Job } from '../api/job.js';
+import type { Job, JobOptions } from '../api/job.js';
 import { PlanError } from '../util/errors.js';
 import { MAX_MATERIALIZE_EVERY, type CheckpointSettings, type Plan, type PlanOperator, type PlanSink, type PlanSource, type PlanStage } from './plan.js';
 import { sanitizeName } from './resources.js';
@@ -34,8 +34,8 @@ const jobOptionsSchema = z
   })
   .strict();
 
-function validateOptions(job: Job): void {
-  const parsed = jobOptionsSchema.safeParse(job.options);
+function validateOptions(job: Job, options: JobOptions): void {
+  const parsed = jobOptionsSchema.safeParse(options);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const path = ['options', ...issue.path.map(String)].join('.');
@@ -51,9 +51,13 @@ function validateOptions(job: Job): void {
 
 const where = (job: Job, node: LogicalNode) => `job "${job.name}" › ${node.id} (${node.kind} "${node.name}")`;
 
-export function planJob(job: Job): Plan {
-  validateOptions(job);
-  const opts = job.options;
+/**
+ * The job's plan. `options`: the job's own, or others it is planned under (a local run that
+ * replaces some of them, `sluice dev`'s state table written at every checkpoint).
+ */
+export function planJob(job: Job, options: JobOptions = job.options): Plan {
+  validateOptions(job, options);
+  const opts = options;
   const maxParallelism = opts.maxParallelism ?? 128;
   const nodes = job.nodes;
   if (!nodes.some((n) => n.kind === 'source')) throw new PlanError(`job "${job.name}"`, 'has no source');

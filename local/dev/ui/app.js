@@ -130,6 +130,8 @@ function render(s) {
   if (currentSink === undefined && s.sinks.length) currentSink = s.sinks[0].name;
   if (currentSink !== undefined) void loadSink();
 
+  const every = s.stateTableEvery;
+  $('#state-as-of').textContent = every === 1 ? 'as of the last completed checkpoint (the state table is written at every checkpoint)' : `as of the last checkpoint that wrote the state table (every ${every} checkpoints: the job's checkpoint.materializeEvery)`;
   const ops = s.keyedOperators;
   const opSel = $('#state-operator');
   if (opSel.options.length !== ops.length) {
@@ -207,7 +209,7 @@ $('#state-form').addEventListener('submit', async (e) => {
   e.preventDefault();
   const q = new URLSearchParams({ operator: $('#state-operator').value, state: $('#state-name').value, key: $('#state-key').value });
   const r = await (await fetch(`/api/state?${q}`)).json();
-  $('#state-result').textContent = r.error ? r.error : r.found ? JSON.stringify(r.value, null, 2) : 'no value for this key (in the last flushed checkpoint)';
+  $('#state-result').textContent = r.error ? r.error : r.found ? JSON.stringify(r.value, null, 2) : 'no value for this key (as of the checkpoint above)';
 });
 $('#log-stage').addEventListener('change', renderLogs);
 $('#log-debug').addEventListener('change', renderLogs);
