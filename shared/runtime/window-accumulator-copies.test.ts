@@ -2,7 +2,8 @@
  * A window's add, merge and reduce may change the accumulator they are given and return it (as
  * Flink allows). They are given copies, so the state's own object stays as it was: a record that
  * fails after its add changed the accumulator leaves no trace once undone, and a pane merged into
- * one window's result is the same pane for the next window.
+ * one window's result is the same pane for the next window. A process window's function gets its
+ * own copy of the elements list.
  */
 import { describe, expect, it } from 'vitest';
 import { collectSink, job, SlidingEventTimeWindows, TumblingEventTimeWindows, WatermarkStrategies } from '../api/index.js';
@@ -115,6 +116,34 @@ describe("a window's user functions get copies of the state's accumulators", () 
     await finish(r, events);
     expect(r.deadLetters()).toHaveLength(1);
     expect(r.published<{ k: string; sum: number }>('out')).toEqual([{ k: 'only', sum: 18 }]);
+  });
+
+  it("process: a function that empties its elements in place leaves the window's own list whole for a late record's firing", async () => {
+    const j = job('window-elements', { maxParallelism: 8, poisonPolicy: 'dead-letter' });
+    source(j)
+      .window(TumblingEventTimeWindows.of(1000), { allowedLatenessMs: 5000 })
+      .process<{ start: number; n: number; sum: number }>({
+        process: (_k, w, elements, out) => {
+          // a JavaScript caller (or a cast) can change what the type says is read-only
+          const mine = elements as Ev[];
+          const taken = mine.splice(0);
+          out.collect({ start: w.start, n: taken.length, sum: taken.reduce((a, e) => a + e.v, 0) });
+        },
+      })
+      .sinkTo(collectSink('out'));
+    const r = new MemoryJobRunner(j, { environments: 1, batchSize: 1, seed: 5 });
+    // two records of the first window, one past it (the watermark fires the first), then a late one
+    // inside the allowed lateness: the first window fires again with all three
+    await finish(r, [
+      { k: 'a', ts: 100, v: 1 },
+      { k: 'a', ts: 200, v: 2 },
+      { k: 'a', ts: 1500, v: 10 },
+      { k: 'a', ts: 300, v: 4 },
+    ]);
+    expect(r.published<{ start: number; n: number; sum: number }>('out').filter((o) => o.start === 0)).toEqual([
+      { start: 0, n: 2, sum: 3 },
+      { start: 0, n: 3, sum: 7 },
+    ]);
   });
 
   it('a copy is equal to the accumulator and shares no object with it', () => {

@@ -55,7 +55,9 @@ export function compileWindow(node: WindowNode, next: Push, side: Map<string, Pu
   const emit = (out: RecordMeta, w: TimeWindow, acc: unknown) => {
     const key = keyFromString(out.key!);
     if (f.type === 'process') {
-      f.fn.process(key, w, acc as unknown[], { collect: (v) => next(v, out) });
+      // a copy of the list: a function that sorts or empties its elements (a cast away from their
+      // `readonly`) leaves the window's kept ones as they are for a late record's firing
+      f.fn.process(key, w, (acc as unknown[]).slice(), { collect: (v) => next(v, out) });
       return;
     }
     const value = f.type === 'aggregate' ? f.aggregate.getResult(acc) : acc;
