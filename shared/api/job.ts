@@ -9,6 +9,7 @@ import type { AggregateFunction, MapStateDescriptor, StateDescriptor } from './s
 import { checkStateDeclarations, listState, mapState, valueState } from './state.js';
 import { UsageError } from '../util/errors.js';
 import { checkSinkSpec } from './sinks.js';
+import { checkStreamName } from './stream-names.js';
 import { appendBufferMapSerializer, appended, type AppendBuffer } from './append-buffer.js';
 import type {
   Collector,
@@ -115,6 +116,7 @@ export class Job {
     if (bound !== undefined && !(Number.isInteger(bound) && bound >= 0 && bound <= MAX_EVENT_TIME)) {
       throw new UsageError(`source ${options.name}`, 'watermarks.maxOutOfOrdernessMs', `must be a whole number of ms from 0 to ${MAX_EVENT_TIME}, got ${String(bound)}`);
     }
+    if (options.streamName !== undefined) checkStreamName(`source ${options.name}`, options.streamName);
     const idle = options.watermarks?.idleTimeoutMs;
     // a NaN, negative or infinite timeout is a mistake (leave it unset for never)
     if (idle !== undefined && !(Number.isInteger(idle) && idle >= 0 && idle <= MAX_EVENT_TIME)) {

@@ -2,19 +2,22 @@
 import type { PlanSink } from '../plan/plan.js';
 import { UsageError } from '../util/errors.js';
 import { isWellFormed } from '../util/well-formed.js';
+import { checkStreamName } from './stream-names.js';
 import type { SinkDefinition } from './graph.js';
 
 /** Attributes of an upsert sink's rows that start so are the engine's (its version: epoch, seq, producer, generation). */
 export const ENGINE_ATTRIBUTE_PREFIX = '_sluice_';
 
 /**
- * Refuses a sink declaration DynamoDB would refuse only at the first write (or at deploy): an upsert
+ * Refuses a sink declaration AWS would refuse only at the first write (or at deploy): an upsert
  * sink's key attribute must be a name a table key can have (1–255 bytes of UTF-8, not the engine's
- * own), and an existing table's name must be one DynamoDB allows (3–255 of a-z A-Z 0-9 _ - .).
+ * own), an existing table's name must be one DynamoDB allows (3–255 of a-z A-Z 0-9 _ - .), and an
+ * existing stream's one Kinesis allows.
  */
 export function checkSinkSpec(spec: PlanSink): void {
   const where = `sink "${spec.name}"`;
   if (typeof spec.name !== 'string' || spec.name.length === 0) throw new UsageError('sink', 'name', `must be a non-empty string, got ${JSON.stringify(spec.name)}`);
+  if (spec.kind === 'kinesis' && spec.streamName !== undefined) checkStreamName(where, spec.streamName);
   if (spec.kind !== 'dynamodb-upsert') return;
   const k = spec.keyAttribute;
   if (k !== undefined) {
@@ -138,17 +141,17 @@ export interface KinesisSinkOptions {
  * old). Records are spread over the shards by id; there is no per-key order.
  */
 export function kinesisSink<T>(options: KinesisSinkOptions): SinkDefinition<T> {
-  return {
-    spec: {
-      id: `sink-${options.name}`,
-      kind: 'kinesis',
-      name: options.name,
-      ...(options.streamName !== undefined ? { streamName: options.streamName } : {}),
-      guarantee:
-        'exactly-once with consumer-side dedupe by record id (staged per epoch, published at checkpoint commit; a crash mid-publish may repeat one PutRecords call)',
-      latency: 'about one checkpoint interval (published when the next checkpoint commits)',
-    },
+  const spec: PlanSink = {
+    id: `sink-${options.name}`,
+    kind: 'kinesis',
+    name: options.name,
+    ...(options.streamName !== undefined ? { streamName: options.streamName } : {}),
+    guarantee:
+      'exactly-once with consumer-side dedupe by record id (staged per epoch, published at checkpoint commit; a crash mid-publish may repeat one PutRecords call)',
+    latency: 'about one checkpoint interval (published when the next checkpoint commits)',
   };
+  checkSinkSpec(spec);
+  return { spec };
 }
 
 function trimSlashes(s: string): string {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import clickstream from '../../examples/clickstream/job.js';
-import { collectSink, dynamoUpsertSink, job, listState, mapState, operatorListState, valueState, type Job, type JobOptions, type StateDescriptor } from '../api/index.js';
+import { collectSink, dynamoUpsertSink, job, kinesisSink, listState, mapState, operatorListState, valueState, type Job, type JobOptions, type StateDescriptor } from '../api/index.js';
 import type { SinkDefinition } from '../api/graph.js';
 import { PlanError, UsageError } from '../util/errors.js';
 import { planJob, stageById } from './planner.js';
@@ -246,6 +246,25 @@ describe('planJob rejects invalid jobs at plan time, naming the bad operator or 
     const handMade = { spec: { id: 'sink-h', kind: 'dynamodb-upsert', name: 'h', keyAttribute: '', guarantee: '' }, key: (e: Ev) => e.k } as SinkDefinition<Ev>;
     const e = buildError(() => job('h').source<Ev>({ name: 'in' }).sinkTo(handMade));
     expect([e.operator, e.field]).toEqual(['sink "h"', 'keyAttribute']);
+  });
+
+  it("an existing Kinesis stream's name is refused when the source or sink naming it is declared", () => {
+    const bad = ['', 'a'.repeat(129), 'my stream', 'arn:aws:kinesis:us-east-1:123456789012:stream/orders', 'orders/v2'];
+    for (const name of bad) {
+      const s = buildError(() => kinesisSink<Ev>({ name: 'out', streamName: name }));
+      expect([s.operator, s.field]).toEqual(['sink "out"', 'streamName']);
+      expect(s.message).toMatch(/1 to 128 characters.*not its ARN/);
+      const src = buildError(() => job('j').source<Ev>({ name: 'in', streamName: name }));
+      expect([src.operator, src.field]).toEqual(['source in', 'streamName']);
+    }
+    for (const name of ['orders', 'orders-v2.prod_1', 'a'.repeat(128)]) {
+      expect(() => kinesisSink<Ev>({ name: 'out', streamName: name })).not.toThrow();
+      expect(() => job('j').source<Ev>({ name: 'in', streamName: name })).not.toThrow();
+    }
+    // a definition made by hand is checked by sinkTo
+    const handMade = { spec: { id: 'sink-h', kind: 'kinesis', name: 'h', streamName: 'arn:x', guarantee: '', latency: '' } } as SinkDefinition<Ev>;
+    const e = buildError(() => job('h').source<Ev>({ name: 'in' }).sinkTo(handMade));
+    expect([e.operator, e.field]).toEqual(['sink "h"', 'streamName']);
   });
 
   it('duplicate sink names', () => {

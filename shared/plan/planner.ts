@@ -252,7 +252,7 @@ export function planJob(job: Job, options: JobOptions = job.options): Plan {
   return { ...body, hash: planHash(body) };
 }
 
-/** Checks of transactional sinks: names usable in S3 keys and stream names, prefixes the functions may write. */
+/** Checks of transactional sinks: names usable in S3 keys, prefixes the functions may write. */
 function checkStagedSink(job: Job, node: LogicalNode & { kind: 'sink' }): void {
   const spec = node.spec;
   if (spec.kind === 'dynamodb-upsert') return;
@@ -268,9 +268,7 @@ function checkStagedSink(job: Job, node: LogicalNode & { kind: 'sink' }): void {
     }
     if (spec.format !== 'jsonl') throw new PlanError(`${where(job, node)} › format`, `must be "jsonl", got "${String(spec.format)}"`);
   }
-  if (spec.kind === 'kinesis' && spec.streamName !== undefined && !/^[a-zA-Z0-9_.-]{1,128}$/.test(spec.streamName)) {
-    throw new PlanError(`${where(job, node)} › streamName`, `must be 1-128 letters, digits, "_", "." or "-", got "${spec.streamName}"`);
-  }
+  // an existing stream's name is checked where the sink is declared (checkSinkSpec)
 }
 
 function toPlanOperator(node: LogicalNode, inStage: Set<string>, exchangeTarget: Map<string, number>, exchangeInput: Map<string, number>): PlanOperator {

@@ -30,10 +30,6 @@ describe('transactional sinks in the plan', () => {
     expect(() => planJob(withSink(s3FileSink({ name: 'a', prefix: 'sinks' })))).toThrow(/must start with "sinks\/"/);
   });
 
-  it('rejects a Kinesis stream name AWS would refuse', () => {
-    expect(() => planJob(withSink(kinesisSink({ name: 'a', streamName: 'bad name!' })))).toThrow(/streamName: must be 1-128/);
-  });
-
   it('describe prints each sink with where it writes, its guarantee and its latency, and the checkpoint limits', () => {
     const j = job('tx');
     const s = j.source<{ id: string }>({ name: 'in' });
