@@ -46,9 +46,10 @@ export function writeTimerRow(t: Timer, to: ItemWriter): boolean {
 }
 
 /**
- * A timer as the index holds it. `live` turns false when it fires or is deleted: the bucket's map
- * keeps it until the bucket is dropped whole, so firing a timer costs no map lookup or deletion
- * (deleting thousands of keys one by one from a map also shrinks and rehashes it again and again).
+ * A timer as the index holds it. `live` turns false when it fires or is deleted: its bucket's order
+ * (and map, once built) keeps it until the bucket is dropped whole or compacted, so firing a timer
+ * costs no map lookup or deletion (deleting thousands of keys one by one from a map also shrinks and
+ * rehashes it again and again).
  * Its time is its bucket's, boxed once for all of them (`SharedTime`): a time of its own would be a
  * boxed number per timer (a time is past a small integer's range), one more object for every window
  * of every key to carry until it fires.
